@@ -1,0 +1,98 @@
+"""``reroute fabric up|down|status|exec``: the emulated fabric from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from fabric import fabric, state
+from fabric.ovs import OvsInstance
+from fabric.run import in_netns
+from fabric.status import render
+from services.reroute.errors import FabricError
+from services.reroute.topology import load_topology
+
+
+def _progress(message: str) -> None:
+    print(f"  .. {message}", file=sys.stderr, flush=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    topo = load_topology(args.file)
+    print(f"fabric {topo.name}: bringing up {topo.file}", file=sys.stderr)
+    fab = fabric.up(topo, progress=_progress)
+    print(f"fabric {topo.name} is up; `reroute fabric status`, `reroute fabric down` when done")
+    del fab
+    return 0
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    if args.all:
+        from fabric import netns
+
+        found = {ns[3:].split(".")[0] for ns in netns.listing("rr-")}
+        return sorted(found | set(state.running()))
+    if args.target is None:
+        return [state.pick(None).name]
+    target = Path(args.target)
+    return [load_topology(target).name if target.suffix in (".yaml", ".yml") else args.target]
+
+
+def _down(args: argparse.Namespace) -> int:
+    for name in _names(args):
+        removed = fabric.down(name)
+        print(
+            f"fabric {name}: removed {len(removed)} items"
+            if removed
+            else f"fabric {name}: nothing to remove"
+        )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    names = [args.name] if args.name else state.running()
+    if not names:
+        print("no fabric is up")
+    for name in names:
+        print(render(state.pick(name)))
+    return 0
+
+
+def _exec(args: argparse.Namespace) -> int:
+    st = state.pick(args.name)
+    cmd = [c for c in args.cmd if c != "--"] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise FabricError(
+            "give a command after --, e.g. `reroute fabric exec vm2 -- ping -c1 10.0.0.3`"
+        )
+    if args.node not in st.host_ns and args.node not in _switch_nodes(st):
+        raise FabricError(f"fabric {st.name} has no node {args.node!r}")
+    env = {**os.environ, **OvsInstance(rundir=st.ovs_dir, netns=st.fabric_ns).env}
+    argv = in_netns(st.node_ns(args.node), cmd)
+    os.execvpe(argv[0], argv, env)
+
+
+def _switch_nodes(st: state.FabricState) -> set[str]:
+    return set(load_topology(st.topology).nodes) - set(st.host_ns)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fab = sub.add_parser("fabric", help="build and tear down the emulated fabric")
+    fsub = fab.add_subparsers(dest="fabric_command", required=True, metavar="ACTION")
+    up = fsub.add_parser("up", help="build the fabric of a topology file")
+    up.add_argument("file", type=Path, metavar="FILE")
+    up.set_defaults(func=_up)
+    down = fsub.add_parser("down", help="remove a fabric (also after a crash)")
+    down.add_argument("target", nargs="?", metavar="NAME|FILE", help="default: the only fabric up")
+    down.add_argument("--all", action="store_true", help="remove every fabric and leftover")
+    down.set_defaults(func=_down)
+    status = fsub.add_parser("status", help="bridges, ports, link states, hosts")
+    status.add_argument("--name", help="fabric name (default: all)")
+    status.set_defaults(func=_status)
+    ex = fsub.add_parser("exec", help="run a command on a node (host netns, or the switches')")
+    ex.add_argument("--name", help="fabric name (default: the only one up)")
+    ex.add_argument("node")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
+    ex.set_defaults(func=_exec)

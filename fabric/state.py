@@ -1,0 +1,93 @@
+"""Where a fabric keeps its runtime state, so ``down`` can clean up even after a crash.
+
+Layout: ``$REROUTE_RUN_DIR`` (default ``/run/reroute``) / ``<fabric name>`` / ``state.json``
+and ``ovs/`` (the private OVS run directory). The state file is written before anything is
+created and names every namespace the fabric will make.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from services.reroute.errors import FabricError
+
+
+def run_dir() -> Path:
+    return Path(os.environ.get("REROUTE_RUN_DIR", "/run/reroute"))
+
+
+def fabric_ns(name: str) -> str:
+    return f"rr-{name}"
+
+
+def host_ns(name: str, host: str) -> str:
+    return f"rr-{name}.{host}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FabricState:
+    name: str
+    topology: str
+    fabric_ns: str
+    host_ns: dict[str, str]
+    phase: str = "building"  # building | up
+    builder_pid: int = field(default_factory=os.getpid)
+
+    @property
+    def dir(self) -> Path:
+        return run_dir() / self.name
+
+    @property
+    def ovs_dir(self) -> Path:
+        return self.dir / "ovs"
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.fabric_ns, *self.host_ns.values()]
+
+    def save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(self.dir / "state.json")
+
+    def node_ns(self, node: str) -> str:
+        return self.host_ns.get(node, self.fabric_ns)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def load(name: str) -> FabricState | None:
+    path = run_dir() / name / "state.json"
+    try:
+        data = json.loads(path.read_text())
+        return FabricState(**data)
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as exc:
+        raise FabricError(f"{path}: unreadable fabric state ({exc}); remove it by hand") from exc
+
+
+def running() -> list[str]:
+    """Names of the fabrics with a state directory."""
+    base = run_dir()
+    return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+
+def pick(name: str | None) -> FabricState:
+    """The fabric called ``name``, or the only one up when no name is given."""
+    names = running()
+    if name is None:
+        if len(names) != 1:
+            found = ", ".join(names) or "none"
+            raise FabricError(f"say which fabric (--name); running: {found}")
+        name = names[0]
+    state = load(name)
+    if state is None:
+        raise FabricError(f"no fabric named {name!r} is up (running: {', '.join(names) or 'none'})")
+    return state

@@ -1,0 +1,83 @@
+"""What ``reroute fabric status`` shows: bridges, ports with link state and counters, hosts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from fabric.ovs import OvsInstance
+from fabric.run import run
+from fabric.state import FabricState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PortStatus:
+    name: str
+    ofport: int
+    link: str
+    rx_packets: int
+    tx_packets: int
+
+
+def ports(ovs: OvsInstance) -> dict[str, list[PortStatus]]:
+    """Ports of every bridge, by bridge name, sorted by OpenFlow port number."""
+    iface = _table(ovs, "Interface", "name,ofport,link_state,statistics")
+    by_uuid = {row["_uuid"]: row for row in _table(ovs, "Port", "_uuid,name,interfaces")}
+    result: dict[str, list[PortStatus]] = {}
+    by_name = {row["name"]: row for row in iface}
+    for bridge in _table(ovs, "Bridge", "name,ports"):
+        found = []
+        for uuid in bridge["ports"]:
+            name = by_uuid[uuid]["name"]
+            row = by_name.get(name)
+            if row is None or name == bridge["name"]:
+                continue
+            stats = row["statistics"]
+            found.append(
+                PortStatus(
+                    name=name,
+                    ofport=int(row["ofport"] or -1),
+                    link=str(row["link_state"] or "?"),
+                    rx_packets=int(stats.get("rx_packets", 0)),
+                    tx_packets=int(stats.get("tx_packets", 0)),
+                )
+            )
+        result[bridge["name"]] = sorted(found, key=lambda p: p.ofport)
+    return dict(sorted(result.items()))
+
+
+def _table(ovs: OvsInstance, table: str, columns: str) -> list[dict[str, Any]]:
+    """Rows of an OVSDB table as plain Python values (sets -> lists, maps -> dicts)."""
+    out = json.loads(ovs.vsctl("--format=json", f"--columns={columns}", "list", table))
+    cols = out["headings"]
+    return [{c: _value(v) for c, v in zip(cols, row, strict=True)} for row in out["data"]]
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, list) and len(v) == 2 and v[0] in ("set", "map", "uuid"):
+        kind, inner = v
+        if kind == "uuid":
+            return inner
+        if kind == "set":
+            return [_value(x) for x in inner]
+        return {k: _value(x) for k, x in inner}
+    return v
+
+
+def render(state: FabricState) -> str:
+    ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
+    lines = [f"fabric {state.name} ({state.phase}) from {state.topology}"]
+    lines.append(f"  switches: netns {state.fabric_ns}, OVS run dir {state.ovs_dir}")
+    for bridge, plist in ports(ovs).items():
+        flows = ovs.ofctl("-O", "OpenFlow13", "dump-aggregate", ovs.mgmt(bridge)).split()
+        count = next((f.split("=")[1] for f in flows if f.startswith("flow_count=")), "?")
+        lines.append(f"  bridge {bridge}: {count} flows")
+        for p in plist:
+            lines.append(
+                f"    {p.ofport:>5} {p.name:<12} {p.link:<5} rx {p.rx_packets:<8} tx {p.tx_packets}"
+            )
+    for host, ns in state.host_ns.items():
+        addrs = run(["ip", "-brief", "-4", "addr", "show", "scope", "global"], ns=ns, check=False)
+        lines.append(f"  host {host} (netns {ns}): {' '.join(addrs.split()) or '-'}")
+    return "\n".join(lines)

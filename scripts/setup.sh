@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks: Debian packages and the Python venv. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc)
+
+missing=()
+for pkg in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $EUID -ne 0 ]]; then
+    echo "setup: missing Debian packages (${missing[*]}); run 'make setup' as root" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The package may start the system-wide OVS; the fabric runs its own, private instances.
+fi
+
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [[ ! -f $stamp ]]; then
+  echo "setup: installing Python dependencies"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

@@ -1,0 +1,539 @@
+"""Loaded topology: resolved, checked and frozen.
+
+``load_topology(file)`` reads a topology file (see ``topofile.py`` for its shape), rejects
+anything inconsistent with a ``TopologyError`` naming the file and the node, link or path
+at fault, and returns a ``Topology``: immutable, with every named path resolved into the
+hops a packet takes in both directions and the optical circuits it needs.
+
+Port conventions: switch ports are ``pN`` with N the OpenFlow port number (ovs) or the
+optical port number (polatis). A duplex transceiver on an optical switch occupies ingress i
+and egress N+i (N = ingress count); a link may name either. A long-haul node has p1 and p2.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path as FsPath
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import ValidationError
+
+from services.reroute.errors import TopologyError
+from services.reroute.topofile import (
+    HostNode,
+    LongHaulNode,
+    OvsNode,
+    PathSpec,
+    PolatisNode,
+    TopologyFile,
+    merge_kind_defaults,
+    port_number,
+)
+
+
+class Kind(StrEnum):
+    HOST = "host"
+    OVS = "ovs"
+    POLATIS = "polatis"
+    LONGHAUL = "longhaul"
+
+
+KNOWN_KINDS = tuple(k.value for k in Kind)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class Endpoint:
+    node: str
+    port: str
+
+    def __str__(self) -> str:
+        return f"{self.node}:{self.port}"
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        node, _, port = text.partition(":")
+        return cls(node=node, port=port)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    index: int
+    a: Endpoint
+    b: Endpoint
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interface:
+    name: str
+    address: ipaddress.IPv4Interface
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Host:
+    name: str
+    interfaces: tuple[Interface, ...]
+    kind: Kind = Kind.HOST
+
+    @property
+    def address(self) -> ipaddress.IPv4Address:
+        return self.interfaces[0].address.ip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switch:
+    """An OpenFlow packet switch (an OVS bridge in the fabric)."""
+
+    name: str
+    dpid: int
+    protocols: tuple[str, ...]
+    ports: tuple[int, ...]
+    kind: Kind = Kind.OVS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class Circuit:
+    """One optical cross-connect: light entering ``ingress`` leaves at ``egress``."""
+
+    switch: str
+    ingress: int
+    egress: int
+
+    def __str__(self) -> str:
+        return f"{self.switch}:{self.ingress}->{self.egress}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpticalSwitch:
+    name: str
+    ingress_count: int
+    egress_count: int
+    attachments: tuple[int, ...]  # ingress numbers of linked duplex ports
+    cross_connects: frozenset[Circuit]
+    kind: Kind = Kind.POLATIS
+
+    def egress_of(self, ingress: int) -> int:
+        return ingress + self.ingress_count
+
+    def ingress_of(self, egress: int) -> int:
+        return egress - self.ingress_count
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LongHaul:
+    name: str
+    delay_ms: float
+    kind: Kind = Kind.LONGHAUL
+
+
+AnyNode = Host | Switch | OpticalSwitch | LongHaul
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hop:
+    """Traffic enters ``node`` at ``in_port`` and leaves at ``out_port`` (OpenFlow numbers)."""
+
+    node: str
+    in_port: int
+    out_port: int
+
+    def reversed(self) -> Hop:
+        return Hop(node=self.node, in_port=self.out_port, out_port=self.in_port)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Path:
+    name: str
+    src: str
+    dst: str
+    src_ip: ipaddress.IPv4Address
+    dst_ip: ipaddress.IPv4Address
+    hops: tuple[Hop, ...]  # switch hops src -> dst; reverse traffic takes them reversed
+    circuits: frozenset[Circuit]  # optical cross-connects needed, both directions
+    initial: bool
+
+    @property
+    def reverse_hops(self) -> tuple[Hop, ...]:
+        return tuple(h.reversed() for h in reversed(self.hops))
+
+    def describe(self) -> str:
+        hops = " -> ".join(f"{h.node}[{h.in_port}>{h.out_port}]" for h in self.hops)
+        return f"{self.src} -> {hops} -> {self.dst}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Topology:
+    name: str
+    file: str
+    subnets: tuple[ipaddress.IPv4Network, ...]
+    nodes: Mapping[str, AnyNode]
+    links: tuple[Link, ...]
+    paths: Mapping[str, Path]
+    _peers: Mapping[Endpoint, Endpoint] = field(repr=False)
+
+    def of_kind(self, cls: type[_T]) -> list[_T]:
+        return [n for n in self.nodes.values() if isinstance(n, cls)]
+
+    @property
+    def hosts(self) -> list[Host]:
+        return self.of_kind(Host)
+
+    @property
+    def switches(self) -> list[Switch]:
+        return self.of_kind(Switch)
+
+    @property
+    def optical_switches(self) -> list[OpticalSwitch]:
+        return self.of_kind(OpticalSwitch)
+
+    def peer(self, endpoint: Endpoint) -> Endpoint | None:
+        return self._peers.get(endpoint)
+
+
+# --------------------------------------------------------------------------------------
+# loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that rejects duplicate mapping keys instead of keeping the last."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (line {line})", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def load_topology(file: FsPath | str) -> Topology:
+    """Read, validate and resolve a topology file."""
+    path = FsPath(file)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TopologyError(path, "", f"cannot read: {exc.strerror}") from exc
+    return parse_topology(text, path)
+
+
+def parse_topology(text: str, file: FsPath | str = "<string>") -> Topology:
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise TopologyError(file, "", f"not valid YAML: {exc}") from exc
+    _check_kinds(raw, file)
+    try:
+        spec = TopologyFile.model_validate(merge_kind_defaults(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where, what = _locate(first["loc"])
+        msg = f"{what}: {first['msg']}" if what else first["msg"]
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise TopologyError(file, where, msg + more) from exc
+    return _Resolver(spec, str(file)).resolve()
+
+
+def _check_kinds(raw: object, file: FsPath | str) -> None:
+    """Unknown kinds get an error that lists the known ones (pydantic's is cryptic)."""
+    body = raw.get("topology") if isinstance(raw, dict) else None
+    if not isinstance(body, dict):
+        return
+    known = ", ".join(KNOWN_KINDS)
+    for kind in body.get("kinds") or {}:
+        if kind not in KNOWN_KINDS:
+            raise TopologyError(file, f"kinds.{kind}", f"unknown kind; known kinds: {known}")
+    nodes = body.get("nodes")
+    for name, node in (nodes or {}).items() if isinstance(nodes, dict) else ():
+        kind = node.get("kind") if isinstance(node, dict) else None
+        if kind not in KNOWN_KINDS:
+            raise TopologyError(file, f"node {name}", f"unknown kind {kind!r}; known: {known}")
+
+
+def _locate(loc: tuple[int | str, ...]) -> tuple[str, str]:
+    parts = list(loc)
+    if len(parts) >= 3 and parts[0] == "topology" and parts[1] in ("nodes", "paths"):
+        rest = [str(p) for p in parts[3:] if p not in KNOWN_KINDS]
+        return f"{str(parts[1])[:-1]} {parts[2]}", ".".join(rest)
+    if len(parts) >= 3 and parts[0] == "topology" and parts[1] == "links":
+        return f"link {int(parts[2]) + 1}", ".".join(str(p) for p in parts[3:])
+    return ".".join(str(p) for p in parts), ""
+
+
+class _Resolver:
+    """Turns a validated file into a Topology, raising TopologyError on the first fault."""
+
+    def __init__(self, spec: TopologyFile, file: str) -> None:
+        self.spec = spec
+        self.file = file
+        self.body = spec.topology
+        self.subnets = tuple(ipaddress.IPv4Network(s) for s in self.body.subnets)
+        self.nodes: dict[str, AnyNode] = {}
+        self.peers: dict[Endpoint, Endpoint] = {}
+        self.links: list[Link] = []
+
+    def fail(self, where: str, message: str) -> TopologyError:
+        return TopologyError(self.file, where, message)
+
+    def resolve(self) -> Topology:
+        self._check_unique_dpids()
+        self._resolve_links()
+        for name, node in self.body.nodes.items():
+            self.nodes[name] = self._resolve_node(name, node)
+        self._check_addresses()
+        paths = {name: self._resolve_path(name, p) for name, p in self.body.paths.items()}
+        self._check_initial_paths(paths)
+        return Topology(
+            name=self.spec.name,
+            file=self.file,
+            subnets=self.subnets,
+            nodes=self.nodes,
+            links=tuple(self.links),
+            paths=paths,
+            _peers=self.peers,
+        )
+
+    # nodes ----------------------------------------------------------------------------
+
+    def _resolve_node(self, name: str, node: Any) -> AnyNode:
+        where = f"node {name}"
+        if isinstance(node, HostNode):
+            ifaces = tuple(
+                Interface(name=i, address=ipaddress.IPv4Interface(a))
+                for i, a in node.interfaces.items()
+            )
+            for iface in ifaces:
+                if Endpoint(node=name, port=iface.name) not in self.peers:
+                    raise self.fail(where, f"interface {iface.name} is not linked")
+            return Host(name=name, interfaces=ifaces)
+        if isinstance(node, OvsNode):
+            ports = sorted(port_number(e.port) or 0 for e in self.peers if e.node == name)
+            return Switch(
+                name=name, dpid=node.dpid, protocols=tuple(node.protocols), ports=tuple(ports)
+            )
+        if isinstance(node, PolatisNode):
+            return self._resolve_optical(name, node)
+        assert isinstance(node, LongHaulNode)
+        for port in ("p1", "p2"):
+            if Endpoint(node=name, port=port) not in self.peers:
+                raise self.fail(where, f"long-haul port {port} is not linked")
+        return LongHaul(name=name, delay_ms=node.delay_ms)
+
+    def _resolve_optical(self, name: str, node: PolatisNode) -> OpticalSwitch:
+        where = f"node {name}"
+        n, m = node.ingress_count, node.egress_count
+        circuits: set[Circuit] = set()
+        used_in: set[int] = set()
+        used_out: set[int] = set()
+        for ingress, egress in node.cross_connects:
+            if not 1 <= ingress <= n:
+                raise self.fail(where, f"cross-connect {ingress}->{egress}: ingress outside 1..{n}")
+            if not n < egress <= n + m:
+                raise self.fail(
+                    where, f"cross-connect {ingress}->{egress}: egress outside {n + 1}..{n + m}"
+                )
+            if ingress in used_in or egress in used_out:
+                raise self.fail(where, f"cross-connect {ingress}->{egress}: port connected twice")
+            used_in.add(ingress)
+            used_out.add(egress)
+            circuits.add(Circuit(switch=name, ingress=ingress, egress=egress))
+        attachments = sorted(port_number(e.port) or 0 for e in self.peers if e.node == name)
+        return OpticalSwitch(
+            name=name,
+            ingress_count=n,
+            egress_count=m,
+            attachments=tuple(attachments),
+            cross_connects=frozenset(circuits),
+        )
+
+    def _check_unique_dpids(self) -> None:
+        seen: dict[int, str] = {}
+        for name, node in self.body.nodes.items():
+            if isinstance(node, OvsNode):
+                if node.dpid in seen:
+                    raise self.fail(
+                        f"node {name}", f"dpid {node.dpid} already used by {seen[node.dpid]}"
+                    )
+                seen[node.dpid] = name
+
+    def _check_addresses(self) -> None:
+        seen: dict[ipaddress.IPv4Address, str] = {}
+        for host in self.of_kind(Host):
+            for iface in host.interfaces:
+                where = f"node {host.name}"
+                addr = iface.address
+                nets = [s for s in self.subnets if addr.ip in s]
+                listed = ", ".join(str(s) for s in self.subnets)
+                if not nets:
+                    raise self.fail(
+                        where, f"{iface.name}: {addr} is outside every subnet ({listed})"
+                    )
+                if addr.network != nets[0]:
+                    raise self.fail(where, f"{iface.name}: {addr} does not match subnet {nets[0]}")
+                if addr.ip in (nets[0].network_address, nets[0].broadcast_address):
+                    raise self.fail(where, f"{iface.name}: {addr.ip} is not a host address")
+                if addr.ip in seen:
+                    raise self.fail(
+                        where, f"{iface.name}: {addr.ip} already used by {seen[addr.ip]}"
+                    )
+                seen[addr.ip] = f"{host.name}:{iface.name}"
+
+    def of_kind(self, cls: type[_T]) -> Iterator[_T]:
+        return (n for n in self.nodes.values() if isinstance(n, cls))
+
+    # links ----------------------------------------------------------------------------
+
+    def _resolve_links(self) -> None:
+        for index, spec in enumerate(self.body.links, start=1):
+            where = f"link {index} {list(spec.endpoints)}"
+            a, b = (self._endpoint(Endpoint.parse(e), where) for e in spec.endpoints)
+            if a.node == b.node:
+                raise self.fail(where, "both ends on the same node")
+            for end in (a, b):
+                if end in self.peers:
+                    raise self.fail(where, f"port {end} is already used by another link")
+            self.peers[a], self.peers[b] = b, a
+            self.links.append(Link(index=index, a=a, b=b))
+
+    def _endpoint(self, end: Endpoint, where: str) -> Endpoint:
+        """Check an endpoint against its node; optical ports normalise to the ingress port."""
+        node = self.body.nodes.get(end.node)
+        if node is None:
+            raise self.fail(where, f"endpoint {end} names no node")
+        number = port_number(end.port)
+        if isinstance(node, HostNode):
+            if end.port not in node.interfaces:
+                raise self.fail(where, f"{end.node} has no interface {end.port!r}")
+            return end
+        if number is None:
+            raise self.fail(where, f"port {end.port!r} of {end.node} must be p<number>")
+        if isinstance(node, OvsNode):
+            if number > 0xFEFF:
+                raise self.fail(where, f"port {end} is beyond the OpenFlow port range")
+            return end
+        if isinstance(node, LongHaulNode):
+            if number not in (1, 2):
+                raise self.fail(where, f"long-haul node {end.node} has only p1 and p2")
+            return end
+        n, m = node.ingress_count, node.egress_count
+        if 1 <= number <= n:
+            ingress = number
+        elif n < number <= n + m:
+            ingress = number - n
+        else:
+            raise self.fail(where, f"port {end} is outside 1..{n + m}")
+        if ingress + n > n + m:
+            raise self.fail(where, f"duplex port {end} has no egress partner {ingress + n}")
+        return Endpoint(node=end.node, port=f"p{ingress}")
+
+    # paths ----------------------------------------------------------------------------
+
+    def _resolve_path(self, name: str, spec: PathSpec) -> Path:
+        walker = _PathWalker(self, f"path {name}", spec)
+        hops, circuits = walker.walk()
+        src, dst = self.nodes[spec.src], self.nodes[spec.dst]
+        assert isinstance(src, Host) and isinstance(dst, Host)
+        return Path(
+            name=name,
+            src=spec.src,
+            dst=spec.dst,
+            src_ip=src.address,
+            dst_ip=dst.address,
+            hops=tuple(hops),
+            circuits=frozenset(circuits),
+            initial=spec.initial,
+        )
+
+    def _check_initial_paths(self, paths: dict[str, Path]) -> None:
+        pairs: dict[frozenset[str], str] = {}
+        installed = {c for o in self.of_kind(OpticalSwitch) for c in o.cross_connects}
+        for path in paths.values():
+            if not path.initial:
+                continue
+            pair = frozenset((path.src, path.dst))
+            if pair in pairs:
+                raise self.fail(
+                    f"path {path.name}", f"{path.src}<->{path.dst} already initial in {pairs[pair]}"
+                )
+            pairs[pair] = path.name
+            missing = sorted(path.circuits - installed)
+            if missing:
+                text = ", ".join(str(c) for c in missing)
+                raise self.fail(f"path {path.name}", f"initial path needs cross-connects {text}")
+
+
+class _PathWalker:
+    """Follows a path's ``via`` list over the links, hop by hop."""
+
+    def __init__(self, resolver: _Resolver, where: str, spec: PathSpec) -> None:
+        self.r = resolver
+        self.where = where
+        self.spec = spec
+        self.via = [Endpoint.parse(v) for v in spec.via]
+
+    def walk(self) -> tuple[list[Hop], set[Circuit]]:
+        src, dst = self.r.nodes.get(self.spec.src), self.r.nodes.get(self.spec.dst)
+        for role, node in (("src", src), ("dst", dst)):
+            if not isinstance(node, Host):
+                raise self.r.fail(self.where, f"{role} must be a host node")
+        assert isinstance(src, Host)
+        at = self._leave(Endpoint(node=src.name, port=src.interfaces[0].name))
+        hops: list[Hop] = []
+        circuits: set[Circuit] = set()
+        step = 0
+        while True:
+            node = self.r.nodes[at.node]
+            if isinstance(node, Host):
+                if node.name != self.spec.dst or step != len(self.via):
+                    left = (
+                        f"; unused via {[str(v) for v in self.via[step:]]}"
+                        if step < len(self.via)
+                        else ""
+                    )
+                    raise self.r.fail(self.where, f"traffic reaches host {node.name}{left}")
+                return hops, circuits
+            if isinstance(node, LongHaul):
+                at = self._leave(Endpoint(node=node.name, port="p2" if at.port == "p1" else "p1"))
+                continue
+            if step >= len(self.via):
+                raise self.r.fail(self.where, f"via ends at {at}, before reaching {self.spec.dst}")
+            out = self.via[step]
+            step += 1
+            if out.node != node.name:
+                raise self.r.fail(self.where, f"via {step} is {out} but traffic arrives at {at}")
+            if isinstance(node, OpticalSwitch):
+                out = self.r._endpoint(out, self.where)
+                i, j = port_number(at.port) or 0, port_number(out.port) or 0
+                circuits.add(Circuit(switch=node.name, ingress=i, egress=node.egress_of(j)))
+                circuits.add(Circuit(switch=node.name, ingress=j, egress=node.egress_of(i)))
+            else:
+                hops.append(
+                    Hop(
+                        node=node.name,
+                        in_port=port_number(at.port) or 0,
+                        out_port=port_number(out.port) or 0,
+                    )
+                )
+            if out == at:
+                raise self.r.fail(self.where, f"via {step} sends traffic back out of {at}")
+            at = self._leave(out)
+
+    def _leave(self, out: Endpoint) -> Endpoint:
+        peer = self.r.peers.get(out)
+        if peer is None:
+            raise self.r.fail(self.where, f"port {out} is not linked")
+        return peer
