@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from services.reroute.topofile import TopologyFile
-from services.reroute.topology import Host, Topology, load_topology
+from services.reroute.topology import Topology, load_topology
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "topologies" / "topology.schema.json"
 
