@@ -10,6 +10,7 @@ down what was made before the error is raised.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -18,7 +19,7 @@ from fabric import netns
 from fabric.forwarding import baseline_flows
 from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
-from fabric.state import FabricState, fabric_ns, host_ns, load
+from fabric.state import FabricState, fabric_ns, host_ns, load, run_dir
 from services.reroute.errors import FabricError
 from services.reroute.topology import Endpoint, Host, Switch, Topology
 
@@ -242,7 +243,8 @@ def down(name: str) -> list[str]:
         if netns.exists(ns):
             netns.delete(ns)
             removed.append(f"netns {ns}")
-    if state is not None:
-        state.remove()
-        removed.append(f"state {state.dir}")
+    rundir = run_dir() / name
+    if rundir.exists():
+        shutil.rmtree(rundir, ignore_errors=True)
+        removed.append(f"state {rundir}")
     return removed

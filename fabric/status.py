@@ -81,3 +81,23 @@ def render(state: FabricState) -> str:
         addrs = run(["ip", "-brief", "-4", "addr", "show", "scope", "global"], ns=ns, check=False)
         lines.append(f"  host {host} (netns {ns}): {' '.join(addrs.split()) or '-'}")
     return "\n".join(lines)
+
+
+def port_counters(ovs: OvsInstance, bridge: str) -> dict[int, tuple[int, int]]:
+    """Live (rx_packets, tx_packets) by OpenFlow port, from OpenFlow port statistics.
+
+    OVSDB's ``statistics`` column is refreshed only every few seconds; tests and
+    experiments that count packets need these.
+    """
+    out = ovs.ofctl("-O", "OpenFlow13", "dump-ports", ovs.mgmt(bridge))
+    counters: dict[int, tuple[int, int]] = {}
+    port, rx = -1, 0
+    for raw in out.splitlines():
+        line = raw.strip()
+        if line.startswith("port"):
+            name = line.split(":")[0].split()[1]
+            port = -1 if name == "LOCAL" else int(name)
+            rx = int(line.split("pkts=")[1].split(",")[0])
+        elif line.startswith("tx pkts=") and port >= 0:
+            counters[port] = (rx, int(line.split("pkts=")[1].split(",")[0]))
+    return counters
