@@ -1,31 +1,45 @@
 """Baseline forwarding: the flows that make the initial paths work when a fabric comes up.
 
-Flows are computed here (pure) and pushed by the fabric with one ``ovs-ofctl --bundle``
-per bridge. Optical switches and long-haul nodes are, for now, static L1 patch panels:
-OVS bridges with in_port -> output rules for each cross-connect.
+The initial paths are written with the engine's own rules (``services.reroute.rules``), so
+the engine can move the flows the fabric starts with. Flows are computed here (pure) and
+pushed with one ``ovs-ofctl --bundle`` per bridge. Optical switches and long-haul nodes
+are, for now, static L1 patch panels: OVS bridges with in_port -> output rules.
 """
 
 from __future__ import annotations
 
-from services.reroute.topology import LongHaul, OpticalSwitch, Path, Topology
+from drivers.base import FlowRule, Output, PopVlan, PushVlan
+from services.reroute.rules import host_flow, path_rules
+from services.reroute.topology import LongHaul, OpticalSwitch, Topology
 
-BASELINE_COOKIE = 0x1
-BASELINE_PRIORITY = 100
+PATCH_PRIORITY = 100
 
 
-def path_flows(path: Path) -> dict[str, list[str]]:
-    """ovs-ofctl flow lines for both directions of a path, by bridge."""
-    flows: dict[str, list[str]] = {}
-    for hops, src, dst in (
-        (path.hops, path.src_ip, path.dst_ip),
-        (path.reverse_hops, path.dst_ip, path.src_ip),
+def ofctl_line(rule: FlowRule) -> str:
+    """A rule in ``ovs-ofctl add-flow`` syntax."""
+    m = rule.match
+    fields = [f"cookie={rule.cookie:#x}", f"table={rule.table}", f"priority={rule.priority}"]
+    for name, value in (
+        ("in_port", m.in_port),
+        ("dl_type", None if m.eth_type is None else f"{m.eth_type:#06x}"),
+        ("dl_vlan", m.vlan_vid),
+        ("nw_src", m.ipv4_src),
+        ("nw_dst", m.ipv4_dst),
+        ("nw_proto", m.ip_proto),
+        ("tp_src", m.l4_src),
+        ("tp_dst", m.l4_dst),
     ):
-        for hop in hops:
-            flows.setdefault(hop.node, []).append(
-                f"cookie={BASELINE_COOKIE:#x},priority={BASELINE_PRIORITY},ip,"
-                f"in_port={hop.in_port},nw_src={src},nw_dst={dst},actions=output:{hop.out_port}"
-            )
-    return flows
+        if value is not None:
+            fields.append(f"{name}={value}")
+    actions = []
+    for a in rule.actions:
+        if isinstance(a, PushVlan):
+            actions += ["push_vlan:0x8100", f"set_field:{0x1000 | a.vid}->vlan_vid"]
+        elif isinstance(a, PopVlan):
+            actions.append("pop_vlan")
+        elif isinstance(a, Output):
+            actions.append(f"output:{a.port}")
+    return ",".join(fields) + ",actions=" + (",".join(actions) or "drop")
 
 
 def patch_flows(topo: Topology) -> dict[str, list[str]]:
@@ -37,20 +51,21 @@ def patch_flows(topo: Topology) -> dict[str, list[str]]:
                 out = node.ingress_of(c.egress)
                 if c.ingress in node.attachments and out in node.attachments:
                     flows.setdefault(node.name, []).append(
-                        f"priority={BASELINE_PRIORITY},in_port={c.ingress},actions=output:{out}"
+                        f"priority={PATCH_PRIORITY},in_port={c.ingress},actions=output:{out}"
                     )
         elif isinstance(node, LongHaul):
             flows[node.name] = [
-                f"priority={BASELINE_PRIORITY},in_port=1,actions=output:2",
-                f"priority={BASELINE_PRIORITY},in_port=2,actions=output:1",
+                f"priority={PATCH_PRIORITY},in_port=1,actions=output:2",
+                f"priority={PATCH_PRIORITY},in_port=2,actions=output:1",
             ]
     return flows
 
 
 def baseline_flows(topo: Topology) -> dict[str, list[str]]:
+    """Patch panels plus the engine's rules for each initial path's host-to-host flow."""
     flows = patch_flows(topo)
     for path in topo.paths.values():
         if path.initial:
-            for bridge, lines in path_flows(path).items():
-                flows.setdefault(bridge, []).extend(lines)
+            for bridge, rules in path_rules(topo, path, [host_flow(path)]).items():
+                flows.setdefault(bridge, []).extend(ofctl_line(r) for r in rules)
     return flows

@@ -1,0 +1,84 @@
+"""The engine's value types: flow specs, intents, strategies. Typed, immutable.
+
+A moved flow is both directions: TCP needs its ACKs, so ``FlowSpec.reverse()`` moves too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from ipaddress import IPv4Network
+
+from services.reroute.errors import PlanError
+
+PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
+
+
+class Strategy(StrEnum):
+    MBB = "mbb"  # make-before-break: hitless when a temporary path exists
+    BBM = "bbm"  # break-before-make: plain switching, disruption declared
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class FlowSpec:
+    """Which packets (one direction): IPv4 source/destination, optionally protocol and ports."""
+
+    src: IPv4Network
+    dst: IPv4Network
+    ip_proto: int | None = None
+    l4_src: int | None = None
+    l4_dst: int | None = None
+
+    def reverse(self) -> FlowSpec:
+        return FlowSpec(
+            src=self.dst,
+            dst=self.src,
+            ip_proto=self.ip_proto,
+            l4_src=self.l4_dst,
+            l4_dst=self.l4_src,
+        )
+
+    def __str__(self) -> str:
+        text = f"{self.src}>{self.dst}"
+        if self.ip_proto is not None:
+            name = next((k for k, v in PROTOCOLS.items() if v == self.ip_proto), str(self.ip_proto))
+            text += f",{name}"
+        if self.l4_src is not None:
+            text += f",sport={self.l4_src}"
+        if self.l4_dst is not None:
+            text += f",dport={self.l4_dst}"
+        return text
+
+    @classmethod
+    def parse(cls, text: str) -> FlowSpec:
+        """``10.0.0.2>10.0.0.3[,udp][,sport=N][,dport=N]`` (addresses may carry a prefix)."""
+        head, *opts = [p.strip() for p in text.split(",")]
+        src, sep, dst = head.partition(">")
+        if not sep:
+            raise PlanError(f"flow {text!r}: expected SRC>DST, e.g. 10.0.0.2>10.0.0.3")
+        try:
+            fields: dict[str, int | None] = {"ip_proto": None, "l4_src": None, "l4_dst": None}
+            for opt in opts:
+                key, _, value = opt.partition("=")
+                if key in PROTOCOLS and not value:
+                    fields["ip_proto"] = PROTOCOLS[key]
+                elif key in ("sport", "dport") and value.isdigit() and 0 < int(value) < 65536:
+                    fields["l4_src" if key == "sport" else "l4_dst"] = int(value)
+                else:
+                    raise ValueError(f"unknown option {opt!r} (tcp, udp, icmp, sport=N, dport=N)")
+            if (fields["l4_src"] or fields["l4_dst"]) and fields["ip_proto"] not in (6, 17):
+                raise ValueError("ports need tcp or udp")
+            return cls(src=IPv4Network(src.strip()), dst=IPv4Network(dst.strip()), **fields)
+        except ValueError as exc:
+            raise PlanError(f"flow {text!r}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Intent:
+    """Move ``flows`` (and their reverse directions) onto path ``to_path``."""
+
+    flows: tuple[FlowSpec, ...]
+    to_path: str
+    strategy: Strategy = Strategy.MBB
+    drain_s: float = 0.05  # wait before removing old rules (>= max path delay)
+    bbm_gap_s: float = 0.0  # BBM only: extra outage between break and make (experiments)

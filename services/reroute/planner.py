@@ -1,0 +1,294 @@
+"""The planner: ``plan(topology, tables, intent, now) -> Plan``. Pure: no I/O, time injected.
+
+Ordering policy, make-before-break (MBB), for flows moving from path(s) P to path Q:
+
+  1. make     install Q's missing transit/egress rules, one atomic batch per bridge,
+              downstream-first along the forward direction (they carry no traffic yet:
+              only packets tagged for Q match them)
+  2. verify   read those bridges back: every rule of Q present
+  3. shift    rewrite the moved flows' ingress rules to tag for Q: one atomic batch at
+              the forward ingress bridge, one at the reverse ingress bridge
+  4. verify   read the ingress rules back
+  5. drain    wait ``drain_s`` (>= the longest path delay) for packets still tagged for P
+  6. clean    remove P's transit rules where no other flow still uses P, upstream-first
+
+Every prefix of an MBB plan leaves every moved flow, in both directions, a complete path
+(tested by walking the planned tables). Break-before-make (BBM) removes the ingress rules
+first, optionally waits ``bbm_gap_s``, then makes Q and shifts; it declares ``OUTAGE``.
+
+Each step carries its inverse (``undo``) computed from the tables it was planned on, so
+the executor can roll back any prefix without reading the devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from drivers.base import FlowChange, FlowOp, FlowRule
+from services.reroute.errors import PlanError
+from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.rules import (
+    ROLE_INGRESS,
+    directions,
+    ingress_rule,
+    path_tag,
+    tag_of,
+    transit_rules,
+)
+from services.reroute.tables import RuleKey, Tables
+from services.reroute.topology import Path, Topology
+
+
+class StepKind(StrEnum):
+    INSTALL = "install"
+    VERIFY = "verify"
+    SHIFT = "shift"
+    REMOVE = "remove"
+    DRAIN = "drain"
+    WAIT = "wait"
+
+
+class Disruption(StrEnum):
+    HITLESS = "hitless"  # every prefix keeps every moved flow on a working path
+    OUTAGE = "outage"  # traffic of moved flows is dropped between break and make
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    kind: StepKind
+    device: str = ""
+    changes: tuple[FlowChange, ...] = ()
+    undo: tuple[FlowChange, ...] = ()
+    expect: tuple[FlowRule, ...] = ()  # VERIFY: rules that must read back
+    duration_s: float = 0.0  # DRAIN / WAIT
+
+    def describe(self) -> str:
+        if self.kind in (StepKind.DRAIN, StepKind.WAIT):
+            return f"{self.kind} {self.duration_s * 1000:.0f} ms"
+        if self.kind is StepKind.VERIFY:
+            return f"verify {self.device}: {len(self.expect)} rules read back"
+        adds = sum(c.op is FlowOp.ADD for c in self.changes)
+        dels = len(self.changes) - adds
+        return f"{self.kind} {self.device}: +{adds} -{dels} (one atomic batch)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Phase:
+    name: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    intent: Intent
+    from_paths: tuple[str, ...]
+    to_path: str
+    disruption: Disruption
+    phases: tuple[Phase, ...]
+    planned_at: float
+    flow_count: int = field(default=0)
+
+    def steps(self) -> list[Step]:
+        return [s for p in self.phases for s in p.steps]
+
+    def describe(self) -> str:
+        head = (
+            f"{self.intent.strategy.value.upper()}: {self.flow_count} flow(s) "
+            f"{','.join(self.from_paths)} -> {self.to_path} ({self.disruption})"
+        )
+        lines = [head]
+        n = 0
+        for phase in self.phases:
+            lines.append(f"  phase {phase.name}")
+            for step in phase.steps:
+                n += 1
+                lines.append(f"    {n:>2}. {step.describe()}")
+        return "\n".join(lines)
+
+
+def plan(topo: Topology, tables: Tables, intent: Intent, now: float) -> Plan:
+    if not intent.flows:
+        raise PlanError("no flows to move")
+    if intent.to_path not in topo.paths:
+        path_tag(topo, intent.to_path)  # raises the PlanError listing the paths
+    to = topo.paths[intent.to_path]
+    tag = path_tag(topo, to.name)
+    names = list(topo.paths)
+    old_rules = _current_ingress(to, tables, intent.flows)
+    from_tags = sorted({tag_of(r) or 0 for r in old_rules.values()})
+    if from_tags == [tag]:
+        raise PlanError(f"the flows are already on path {to.name}")
+    if tag in from_tags:
+        raise PlanError(f"some flows are already on path {to.name}: move the others alone")
+    make = _make_steps(to, tag, tables)
+    shift = _shift_steps(to, tag, intent.flows, old_rules)
+    clean = _clean_steps(topo, tables, from_tags, old_rules)
+    make_verify = _verify_make(to, tag)
+    shift_verify = [_verify(s) for s in shift]
+    verify = make_verify + shift_verify
+    if intent.strategy is Strategy.MBB:
+        phases = [
+            Phase(name="make", steps=tuple(make)),
+            Phase(name="verify-make", steps=tuple(make_verify)),
+            Phase(name="shift", steps=tuple(shift)),
+            Phase(name="verify-shift", steps=tuple(shift_verify)),
+            Phase(name="drain", steps=(Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)),
+            Phase(name="clean", steps=tuple(clean)),
+        ]
+        disruption = Disruption.HITLESS
+    else:
+        breaks = _break_steps(old_rules)
+        gap = (Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s),) if intent.bbm_gap_s else ()
+        phases = [
+            Phase(name="break", steps=tuple(breaks)),
+            Phase(name="gap", steps=gap),
+            Phase(name="make", steps=tuple(make + shift)),
+            Phase(name="verify", steps=tuple(verify)),
+            Phase(name="clean", steps=tuple(clean)),
+        ]
+        disruption = Disruption.OUTAGE
+    return Plan(
+        intent=intent,
+        from_paths=tuple(names[t - 1] for t in from_tags),
+        to_path=to.name,
+        disruption=disruption,
+        phases=tuple(p for p in phases if p.steps),
+        planned_at=now,
+        flow_count=len(intent.flows),
+    )
+
+
+def _current_ingress(
+    to: Path, tables: Tables, flows: Iterable[FlowSpec]
+) -> dict[tuple[str, RuleKey], FlowRule]:
+    """The installed ingress rules of the moved flows, both directions, by (bridge, key)."""
+    found: dict[tuple[str, RuleKey], FlowRule] = {}
+    for d in directions(to):
+        bridge = d.hops[0].node
+        table = tables.get(bridge, {})
+        for flow in flows:
+            spec = flow if d.forward else flow.reverse()
+            probe = ingress_rule(d.hops, 0, spec)
+            rule = table.get(probe.key)
+            if rule is None or tag_of(rule) is None:
+                raise PlanError(
+                    f"flow {spec} is not installed at {bridge} port {d.hops[0].in_port} "
+                    f"(the ingress of path {to.name})"
+                )
+            found[(bridge, probe.key)] = rule
+    return found
+
+
+def _downstream_first(to: Path) -> list[str]:
+    return [h.node for h in reversed(to.hops)]
+
+
+def _make_steps(to: Path, tag: int, tables: Tables) -> list[Step]:
+    wanted: dict[str, list[FlowRule]] = {}
+    for d in directions(to):
+        for bridge, rule in transit_rules(d.hops, tag):
+            wanted.setdefault(bridge, []).append(rule)
+    steps = []
+    for bridge in _downstream_first(to):
+        rules = wanted.get(bridge, [])
+        missing = [r for r in rules if tables.get(bridge, {}).get(r.key) != r]
+        if missing:
+            steps.append(_install(StepKind.INSTALL, bridge, missing, tables.get(bridge, {})))
+    return steps
+
+
+def _verify_make(to: Path, tag: int) -> list[Step]:
+    wanted: dict[str, list[FlowRule]] = {}
+    for d in directions(to):
+        for bridge, rule in transit_rules(d.hops, tag):
+            wanted.setdefault(bridge, []).append(rule)
+    return [
+        Step(kind=StepKind.VERIFY, device=b, expect=tuple(wanted[b]))
+        for b in _downstream_first(to)
+        if b in wanted
+    ]
+
+
+def _install(
+    kind: StepKind, bridge: str, rules: list[FlowRule], table: Mapping[RuleKey, FlowRule]
+) -> Step:
+    changes = tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in rules)
+    undo = tuple(
+        FlowChange(op=FlowOp.ADD, rule=table[r.key])
+        if r.key in table
+        else FlowChange(op=FlowOp.DELETE, rule=r)
+        for r in rules
+    )
+    return Step(kind=kind, device=bridge, changes=changes, undo=undo)
+
+
+def _shift_steps(
+    to: Path, tag: int, flows: tuple[FlowSpec, ...], old: Mapping[tuple[str, RuleKey], FlowRule]
+) -> list[Step]:
+    steps = []
+    for d in directions(to):
+        bridge = d.hops[0].node
+        rules = [ingress_rule(d.hops, tag, f if d.forward else f.reverse()) for f in flows]
+        table = {key: r for (b, key), r in old.items() if b == bridge}
+        steps.append(_install(StepKind.SHIFT, bridge, rules, table))
+    return steps
+
+
+def _verify(step: Step) -> Step:
+    return Step(
+        kind=StepKind.VERIFY, device=step.device, expect=tuple(c.rule for c in step.changes)
+    )
+
+
+def _break_steps(old: Mapping[tuple[str, RuleKey], FlowRule]) -> list[Step]:
+    by_bridge: dict[str, list[FlowRule]] = {}
+    for (bridge, _), rule in old.items():
+        by_bridge.setdefault(bridge, []).append(rule)
+    return [
+        Step(
+            kind=StepKind.REMOVE,
+            device=bridge,
+            changes=tuple(FlowChange(op=FlowOp.DELETE, rule=r) for r in rules),
+            undo=tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in rules),
+        )
+        for bridge, rules in by_bridge.items()
+    ]
+
+
+def _clean_steps(
+    topo: Topology,
+    tables: Tables,
+    from_tags: list[int],
+    moved: Mapping[tuple[str, RuleKey], FlowRule],
+) -> list[Step]:
+    """Remove the transit rules of old paths that keep no flow after the move."""
+    names = list(topo.paths)
+    still_used = {
+        tag_of(rule)
+        for bridge, table in tables.items()
+        for key, rule in table.items()
+        if rule.cookie & 0xFF == ROLE_INGRESS and (bridge, key) not in moved
+    }
+    steps = []
+    for tag in from_tags:
+        if tag in still_used:
+            continue
+        old = topo.paths[names[tag - 1]]
+        for bridge in [h.node for h in old.hops]:  # upstream-first
+            rules = [
+                r
+                for r in tables.get(bridge, {}).values()
+                if tag_of(r) == tag and r.cookie & 0xFF != ROLE_INGRESS
+            ]
+            if rules:
+                steps.append(
+                    Step(
+                        kind=StepKind.REMOVE,
+                        device=bridge,
+                        changes=tuple(FlowChange(op=FlowOp.DELETE, rule=r) for r in rules),
+                        undo=tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in rules),
+                    )
+                )
+    return steps
