@@ -1,0 +1,296 @@
+"""An asyncio OpenFlow 1.3 connection: handshake, echo, replies matched by xid, wire log.
+
+``Channel.open(device, "unix:/run/br0.mgmt" | "tcp:HOST:PORT", timeout=...)`` connects and
+exchanges HELLOs. One reader task then receives every message: it answers ECHO requests,
+completes the future of the request with the same xid (collecting MULTIPART parts until
+the one without OFPMPF_REPLY_MORE), and turns an ERROR for a pending xid into
+``DeviceRejected``. Errors for xids nobody waits on (bundled flow-mods have no reply) go to
+``watch()`` collectors.
+
+Failures are translated here, chained with ``from``: cannot connect or connection lost ->
+``DeviceUnreachable``; no reply within ``timeout`` -> ``DeviceTimeout``; bytes that are not
+OpenFlow 1.3 -> ``ProtocolError``. Every message sent or received is one DEBUG line on
+logger ``reroute.wire.<device>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from drivers.ovs import ofp13
+from drivers.ovs.ofp13 import HEADER, ErrorMsg, Message, MsgType, MultipartReply
+from drivers.ovs.ofp13_errors import code_name
+from services.reroute.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
+
+log = logging.getLogger("reroute.drivers.ovs")
+_XID_SPACE = 1 << 32
+_T = TypeVar("_T")
+
+
+class OpenFlowError(Exception):
+    """An OFPT_ERROR reply; the ``__cause__`` of the ``DeviceRejected`` raised for it."""
+
+    def __init__(self, error: ErrorMsg) -> None:
+        self.error = error
+        super().__init__(error.name)
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[list[Message]]
+    parts: list[Message] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Watch:
+    """Errors received for ``xids`` while the watch is active, as (xid, error)."""
+
+    xids: range
+    errors: list[tuple[int, ErrorMsg]] = field(default_factory=list)
+
+
+class Channel:
+    """One OpenFlow 1.3 connection to a switch. Create with ``await Channel.open(...)``."""
+
+    def __init__(
+        self,
+        device: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        timeout: float,
+    ) -> None:
+        self.device = device
+        self.timeout = timeout
+        self.peer_versions: frozenset[int] = frozenset()
+        self._reader = reader
+        self._writer = writer
+        self._wire = logging.getLogger(f"reroute.wire.{device}")
+        self._pending: dict[int, _Pending] = {}
+        self._watches: list[Watch] = []
+        self._next_xid = 1
+        self._hello: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
+        self._dead: DriverError | None = None
+        self._task = asyncio.create_task(self._read_loop(), name=f"ofp-reader-{device}")
+
+    @classmethod
+    async def open(cls, device: str, target: str, *, timeout: float) -> Channel:
+        """Connect to ``target`` and exchange HELLOs; the caller owns ``close()``."""
+        reader, writer = await _connect(device, target, timeout)
+        chan = cls(device, reader, writer, timeout=timeout)
+        try:
+            await chan._handshake()
+        except BaseException:
+            await chan.close()
+            raise
+        return chan
+
+    async def _handshake(self) -> None:
+        self.send([ofp13.encode_hello(self.xids(1))])
+        version, body = await self._wait(self._hello, "HELLO")
+        try:
+            self.peer_versions = ofp13.hello_versions(version, body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.device, f"bad HELLO: {exc}") from exc
+        if ofp13.VERSION not in self.peer_versions:
+            offered = ", ".join(f"{v:#x}" for v in sorted(self.peer_versions))
+            raise ProtocolError(
+                self.device, f"switch does not speak OpenFlow 1.3 (0x04); it offers {offered}"
+            )
+
+    # ----------------------------------------------------------------------------------
+    # sending and waiting
+
+    def xids(self, count: int) -> int:
+        """Reserve ``count`` consecutive xids; returns the first (xid 0 is never used)."""
+        if self._next_xid + count >= _XID_SPACE:
+            self._next_xid = 1
+        first = self._next_xid
+        self._next_xid += count
+        return first
+
+    def send(self, msgs: Sequence[bytes]) -> None:
+        """Queue messages for the switch in one write (no reply expected or awaited here)."""
+        self._check_alive()
+        if self._wire.isEnabledFor(logging.DEBUG):
+            for msg in msgs:
+                self._log_wire("send", msg[1], HEADER.unpack_from(msg)[3], msg)
+        self._writer.write(b"".join(msgs) if len(msgs) > 1 else msgs[0])
+
+    async def request(self, msg: bytes) -> Message:
+        """Send a request and return its reply; an ERROR reply raises ``DeviceRejected``."""
+        (replies,) = await self.transact([msg], [HEADER.unpack_from(msg)[3]])
+        return replies[0]
+
+    async def multipart(self, msg: bytes) -> list[MultipartReply]:
+        """Send a MULTIPART request and return every part of its reply."""
+        (replies,) = await self.transact([msg], [HEADER.unpack_from(msg)[3]])
+        try:
+            return [ofp13.parse_multipart_reply(r.body) for r in replies]
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.device, str(exc)) from exc
+
+    async def transact(self, msgs: Sequence[bytes], replies: Sequence[int]) -> list[list[Message]]:
+        """Send ``msgs`` in one write, then wait for the replies to the xids in ``replies``."""
+        self._check_alive()
+        loop = asyncio.get_running_loop()
+        waits = {xid: _Pending(loop.create_future()) for xid in replies}
+        self._pending.update(waits)
+        try:
+            self.send(msgs)
+            return [await self._wait(p.future, f"xid {xid:#x}") for xid, p in waits.items()]
+        finally:
+            for xid, pending in waits.items():
+                if self._pending.get(xid) is pending:
+                    del self._pending[xid]
+                if pending.future.done() and not pending.future.cancelled():
+                    pending.future.exception()  # retrieved: no "never retrieved" warning
+                pending.future.cancel()
+
+    async def _wait(self, future: asyncio.Future[_T], what: str) -> _T:
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._writer.drain()
+                return await future
+        except TimeoutError as exc:
+            raise DeviceTimeout(self.device, f"no reply to {what} in {self.timeout:g} s") from exc
+        except (ConnectionError, OSError) as exc:
+            raise DeviceUnreachable(self.device, f"connection lost: {exc}") from exc
+
+    @contextlib.contextmanager
+    def watch(self, xids: range) -> Iterator[Watch]:
+        """Collect errors for ``xids`` (requests that get no reply of their own)."""
+        watch = Watch(xids=xids)
+        self._watches.append(watch)
+        try:
+            yield watch
+        finally:
+            self._watches.remove(watch)
+
+    def _check_alive(self) -> None:
+        if self._dead is not None:
+            raise self._dead
+
+    # ----------------------------------------------------------------------------------
+    # receiving
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                head = await self._reader.readexactly(HEADER.size)
+                version, msg_type, length, xid = HEADER.unpack(head)
+                if (version != ofp13.VERSION and msg_type != MsgType.HELLO) or length < 8:
+                    raise ofp13.CodecError(f"message version {version}, length {length}")
+                body = await self._reader.readexactly(length - 8) if length > 8 else b""
+                if self._wire.isEnabledFor(logging.DEBUG):
+                    self._log_wire("recv", msg_type, xid, head + body)
+                self._dispatch(Message(type=msg_type, xid=xid, body=body), version)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            self._die(DeviceUnreachable(self.device, "connection lost"), exc)
+        except ofp13.CodecError as exc:
+            self._die(ProtocolError(self.device, f"bad message from switch: {exc}"), exc)
+
+    def _dispatch(self, msg: Message, version: int) -> None:
+        if msg.type == MsgType.ECHO_REQUEST:
+            self.send([ofp13.encode_echo_reply(msg.xid, msg.body)])
+        elif msg.type == MsgType.HELLO:
+            if not self._hello.done():
+                self._hello.set_result((version, msg.body))
+        elif msg.type == MsgType.ERROR:
+            self._on_error(msg.xid, ofp13.parse_error(msg.body))
+        elif (pending := self._pending.get(msg.xid)) is not None:
+            pending.parts.append(msg)
+            if _more_to_come(msg) or pending.future.done():
+                return
+            pending.future.set_result(pending.parts)
+        else:
+            self._wire.debug("ignored %s xid=%#x", ofp13.type_name(msg.type, msg.body), msg.xid)
+
+    def _on_error(self, xid: int, error: ErrorMsg) -> None:
+        watched = False
+        for watch in self._watches:
+            if xid in watch.xids:
+                watch.errors.append((xid, error))
+                watched = True
+        pending = self._pending.get(xid)
+        if pending is not None and not pending.future.done():
+            exc = DeviceRejected(
+                self.device,
+                f"request xid {xid:#x} rejected: {error.name}",
+                code_name(error.type, error.code, error.experimenter),
+            )
+            exc.__cause__ = OpenFlowError(error)
+            pending.future.set_exception(exc)
+        elif not self._hello.done() and error.type == 0:
+            self._hello.set_exception(
+                ProtocolError(self.device, f"HELLO failed: {error.name} {error.data!r}")
+            )
+        elif not watched:
+            log.warning("%s: unsolicited error for xid %#x: %s", self.device, xid, error.name)
+
+    def _die(self, error: DriverError, cause: BaseException) -> None:
+        error.__cause__ = cause
+        self._dead = error
+        futures: list[asyncio.Future[Any]] = [self._hello]
+        futures += (p.future for p in self._pending.values())
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(error)
+
+    def _log_wire(self, direction: str, msg_type: int, xid: int, msg: bytes) -> None:
+        name = ofp13.type_name(msg_type, msg[8:16])
+        self._wire.debug("%s %s xid=%#x len=%d", direction, name, xid, len(msg))
+
+    async def close(self) -> None:
+        """Close the connection; pending requests fail with ``DeviceUnreachable``."""
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        if self._dead is None:
+            self._die(DeviceUnreachable(self.device, "connection closed"), ConnectionError())
+        self._writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.wait_closed()
+
+
+def _more_to_come(msg: Message) -> bool:
+    """A MULTIPART_REPLY part with OFPMPF_REPLY_MORE set: the reply continues."""
+    if msg.type != MsgType.MULTIPART_REPLY or len(msg.body) < 4:
+        return False
+    return bool(int.from_bytes(msg.body[2:4], "big") & ofp13.OFPMPF_REPLY_MORE)
+
+
+async def _connect(
+    device: str, target: str, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    kind, _, where = target.partition(":")
+    try:
+        async with asyncio.timeout(timeout):
+            if kind == "unix":
+                return await asyncio.open_unix_connection(where)
+            host, _, port = where.rpartition(":")
+            return await asyncio.open_connection(host.strip("[]"), int(port))
+    except TimeoutError as exc:
+        raise DeviceUnreachable(device, f"cannot connect to {target} in {timeout:g} s") from exc
+    except (OSError, ValueError) as exc:
+        raise DeviceUnreachable(device, f"cannot connect to {target}: {exc}") from exc
+
+
+def parse_target(target: str) -> str:
+    """Check a ``unix:PATH`` / ``tcp:HOST:PORT`` target; returns it, or raises ValueError."""
+    kind, _, where = target.partition(":")
+    host, _, port = where.rpartition(":")
+    if (kind == "unix" and where) or (kind == "tcp" and host and port.isdigit()):
+        return target
+    raise ValueError(f"bad target {target!r}: expected unix:PATH or tcp:HOST:PORT")

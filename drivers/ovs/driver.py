@@ -1,0 +1,239 @@
+"""``OvsDriver``: Open vSwitch over OpenFlow 1.3, one atomic ONF bundle per batch.
+
+``apply`` sends the whole batch as one bundle with flags ATOMIC|ORDERED:
+
+1. in one write: bundle OPEN, one ADD_MESSAGE per change (the flow-mod's xid is the add's
+   xid, so an error names the change), and a BARRIER;
+2. after the OPEN and BARRIER replies: if the switch rejected any added message (OVS checks
+   a flow-mod when it is added, e.g. match prerequisites or output ports), DISCARD the
+   bundle and raise ``DeviceRejected`` naming the first offending change. OVS keeps a
+   bundle open after a failed add, and committing it would apply the rest: this is why
+   the BARRIER comes before the COMMIT;
+3. COMMIT and wait for its reply. A flow-mod that fails while committing (e.g. a full
+   table) comes back as an error for that flow-mod's xid followed by ``OFPBFC_MSG_FAILED``
+   for the commit; OVS has then reverted everything and removed the bundle.
+
+Either way the table is left exactly as before. A ``DeviceTimeout`` during COMMIT leaves
+the outcome unknown: read the table back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowOp,
+    FlowRule,
+    PortState,
+    register,
+)
+from drivers.ovs import ofp13
+from drivers.ovs.channel import Channel, OpenFlowError, parse_target
+from drivers.ovs.ofp13 import BundleCtrlType, ErrorMsg
+from drivers.ovs.ofp13_errors import code_name
+from drivers.ovs.ofp13_flow import (
+    FlowModCommand,
+    decode_flow_stats,
+    encode_flow_mod,
+    encode_flow_stats_request,
+)
+from services.reroute.errors import (
+    DeviceRejected,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
+
+log = logging.getLogger("reroute.drivers.ovs")
+
+BUNDLE_FLAGS = ofp13.OFPBF_ATOMIC | ofp13.OFPBF_ORDERED
+ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+_COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELETE_STRICT}
+
+
+@register("ovs")
+class OvsDriver:
+    """An Open vSwitch bridge reached at ``unix:/path/bridge.mgmt`` or ``tcp:HOST:PORT``."""
+
+    capabilities = Capabilities(
+        atomic_batch=True,
+        read_back=True,
+        max_batch=0,
+        port_state=True,
+        typical_latency_ms=1.0,
+        notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); port state from PORT_DESC",
+    )
+
+    def __init__(self, name: str, target: str, *, timeout: float = 5.0) -> None:
+        try:
+            self.target = parse_target(target)
+        except ValueError as exc:
+            raise DeviceUnreachable(name, str(exc)) from exc
+        self.name = name
+        self.timeout = timeout
+        self.datapath_id: int | None = None
+        self._chan: Channel | None = None
+        self._lock = asyncio.Lock()
+        self._bundle_id = 0
+
+    async def connect(self) -> None:
+        """Connect, exchange HELLOs and learn the datapath id."""
+        if self._chan is not None:
+            return
+        chan = await Channel.open(self.name, self.target, timeout=self.timeout)
+        try:
+            reply = await chan.request(ofp13.encode_features_request(chan.xids(1)))
+            self.datapath_id = ofp13.parse_features_reply(reply.body).datapath_id
+        except ofp13.CodecError as exc:
+            await chan.close()
+            raise ProtocolError(self.name, str(exc)) from exc
+        except BaseException:
+            await chan.close()
+            raise
+        self._chan = chan
+        log.debug("%s: connected to %s, dpid %016x", self.name, self.target, self.datapath_id)
+
+    async def close(self) -> None:
+        chan, self._chan = self._chan, None
+        if chan is not None:
+            await chan.close()
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _channel(self) -> Channel:
+        if self._chan is None:
+            raise DeviceUnreachable(self.name, "not connected (call connect() first)")
+        return self._chan
+
+    # ----------------------------------------------------------------------------------
+    # FlowProgrammer
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        """Apply the batch as one atomic, ordered bundle (see the module docstring)."""
+        if not changes:
+            return
+        chan = self._channel()
+        async with self._lock:
+            self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
+            first = chan.xids(len(changes))
+            adds = self._encode(changes, bundle, first)
+            with chan.watch(range(first, first + len(changes))) as watch:
+                await self._stage(chan, bundle, adds)
+                if watch.errors:
+                    await self._discard(chan, bundle)
+                    rejected = self._rejected(changes, first, watch.errors)
+                    raise rejected from OpenFlowError(watch.errors[0][1])
+                try:
+                    await self._control(chan, bundle, BundleCtrlType.COMMIT_REQUEST)
+                except DeviceRejected as exc:
+                    if watch.errors:  # a flow-mod failed at commit; OVS reverted the bundle
+                        raise self._rejected(changes, first, watch.errors) from exc
+                    raise
+
+    def _encode(self, changes: Sequence[FlowChange], bundle: int, first: int) -> list[bytes]:
+        adds = []
+        for i, change in enumerate(changes):
+            try:
+                flow_mod = encode_flow_mod(change.rule, first + i, _COMMANDS[change.op])
+            except ofp13.CodecError as exc:
+                raise DeviceRejected(
+                    self.name, f"change #{i} ({change.op} {change.rule}) cannot be encoded: "
+                    f"{exc}; nothing of the batch of {len(changes)} was applied",
+                ) from exc  # fmt: skip
+            adds.append(ofp13.encode_bundle_add(bundle, BUNDLE_FLAGS, flow_mod))
+        return adds
+
+    async def _stage(self, chan: Channel, bundle: int, adds: list[bytes]) -> None:
+        """OPEN, the adds and a BARRIER in one write; errors for adds land in the watch."""
+        open_xid = chan.xids(2)
+        barrier_xid = open_xid + 1
+        opening = ofp13.encode_bundle_ctrl(
+            open_xid, bundle, BundleCtrlType.OPEN_REQUEST, BUNDLE_FLAGS
+        )
+        barrier = ofp13.encode_barrier_request(barrier_xid)
+        try:
+            await chan.transact([opening, *adds, barrier], [open_xid, barrier_xid])
+        except DriverError:
+            await self._discard(chan, bundle)
+            raise
+
+    async def _control(self, chan: Channel, bundle: int, ctrl: BundleCtrlType) -> None:
+        msg = ofp13.encode_bundle_ctrl(chan.xids(1), bundle, ctrl, BUNDLE_FLAGS)
+        reply = await chan.request(msg)
+        try:
+            got = ofp13.parse_bundle_ctrl(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"bad reply to bundle {ctrl.name}: {exc}") from exc
+        if got.type != ctrl + 1 or got.bundle_id != bundle:
+            raise ProtocolError(self.name, f"bundle {ctrl.name} answered by {got}")
+
+    async def _discard(self, chan: Channel, bundle: int) -> None:
+        """Best effort: the bundle may not exist any more (OVS drops it after a failed commit)."""
+        with contextlib.suppress(DriverError):
+            await self._control(chan, bundle, BundleCtrlType.DISCARD_REQUEST)
+
+    def _rejected(
+        self, changes: Sequence[FlowChange], first: int, errors: list[tuple[int, ErrorMsg]]
+    ) -> DeviceRejected:
+        xid, error = errors[0]
+        index = xid - first
+        change = changes[index]
+        others = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return DeviceRejected(
+            self.name,
+            f"change #{index} ({change.op} {change.rule}) rejected: {error.name}{others}; "
+            f"nothing of the batch of {len(changes)} was applied",
+            code_name(error.type, error.code, error.experimenter),
+        )
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        """All entries of all tables; with ``cookie``, those matching it under ``cookie_mask``
+        (a ``cookie`` without a mask matches exactly)."""
+        chan = self._channel()
+        if cookie is None:
+            cookie, cookie_mask = 0, 0
+        elif not cookie_mask:
+            cookie_mask = ALL_COOKIE_BITS
+        request = encode_flow_stats_request(chan.xids(1), cookie, cookie_mask)
+        parts = await chan.multipart(request)
+        try:
+            return [s.rule for part in parts for s in decode_flow_stats(part.body)]
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
+
+    # ----------------------------------------------------------------------------------
+    # PortMonitor
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Link state of every numbered port (reserved ports such as LOCAL left out).
+
+        A port is DOWN when its link is down (OFPPS_LINK_DOWN) or it is administratively
+        down (OFPPC_PORT_DOWN)."""
+        chan = self._channel()
+        parts = await chan.multipart(ofp13.encode_port_desc_request(chan.xids(1)))
+        try:
+            ports = [p for part in parts for p in ofp13.parse_port_desc(part.body)]
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"port description: {exc}") from exc
+        return {
+            p.port_no: PortState.DOWN if p.link_down else PortState.UP
+            for p in ports
+            if not p.reserved
+        }
