@@ -143,7 +143,10 @@ def test_cli_up_exec_status_down() -> None:
     assert "is up" in out.stdout
     try:
         assert (
-            reroute("fabric", "exec", "vm2", "--", "ping", "-c1", "-W1", "10.0.0.3").returncode == 0
+            reroute(
+                "fabric", "exec", "vm2", "--", "ping", "-c3", "-i0.2", "-W2", "10.0.0.3"
+            ).returncode
+            == 0
         )
         assert (
             reroute(
