@@ -7,14 +7,13 @@ TCP stream), tear it down. Later issues grow this into the BBM vs MBB demonstrat
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
-import time
 from pathlib import Path
 
 from fabric import fabric
 from fabric.fabric import Fabric
 from fabric.status import render
+from fabric.traffic.iperf import run_iperf
 from services.reroute.errors import FabricError
 from services.reroute.topology import Path as TopoPath
 from services.reroute.topology import load_topology
@@ -51,50 +50,13 @@ def _ping(fab: Fabric, path: TopoPath) -> str:
 
 
 def _tcp(fab: Fabric, path: TopoPath, seconds: int) -> str:
-    server = subprocess.Popen(
-        [
-            "ip",
-            "netns",
-            "exec",
-            fab.host_ns(path.dst),
-            "iperf3",
-            "-s",
-            "-1",
-            "-B",
-            str(path.dst_ip),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    result = run_iperf(
+        str(path.dst_ip),
+        duration_s=seconds,
+        server_netns=fab.host_ns(path.dst),
+        client_netns=fab.host_ns(path.src),
     )
-    try:
-        for _ in range(50):
-            proc = subprocess.run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    fab.host_ns(path.src),
-                    "iperf3",
-                    "-c",
-                    str(path.dst_ip),
-                    "-t",
-                    str(seconds),
-                    "-J",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            data = json.loads(proc.stdout or "{}")
-            end = data.get("end", {})
-            if proc.returncode == 0 and "sum_received" in end:
-                rate = end["sum_received"]["bits_per_second"] / 1e6
-                return f"{rate:.0f} Mbit/s, {end['sum_sent'].get('retransmits', 0)} retransmissions"
-            time.sleep(0.1)
-        raise FabricError(f"iperf3 over path {path.name} failed: {data.get('error', proc.stderr)}")
-    finally:
-        server.kill()
-        server.wait()
+    return f"{result.received_bps / 1e6:.0f} Mbit/s, {result.retransmits} retransmissions"
 
 
 def _run(args: argparse.Namespace) -> int:

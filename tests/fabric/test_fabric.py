@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 from fabric import fabric, netns, state
 from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
+from fabric.traffic.iperf import run_iperf
 from services.reroute.errors import FabricError
 from services.reroute.topology import Topology, load_topology
 from tests.fabric.conftest import NGNCS, TWO_SITE, leftovers, reroute
@@ -46,37 +46,10 @@ def ping(fab: Fabric, src: str, dst_ip: str, count: int = 3) -> int:
 
 
 def iperf_bps(fab: Fabric, client: str, server: str, server_ip: str) -> float:
-    srv = subprocess.Popen(
-        ["ip", "netns", "exec", fab.host_ns(server), "iperf3", "-s", "-1", "-B", server_ip],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    result = run_iperf(
+        server_ip, duration_s=1, server_netns=fab.host_ns(server), client_netns=fab.host_ns(client)
     )
-    try:
-        for _ in range(50):
-            out = subprocess.run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    fab.host_ns(client),
-                    "iperf3",
-                    "-c",
-                    server_ip,
-                    "-t",
-                    "1",
-                    "-J",
-                ],
-                capture_output=True,
-                text=True,
-            )
-            data = json.loads(out.stdout or "{}")
-            if out.returncode == 0 and "sum_received" in data.get("end", {}):
-                return float(data["end"]["sum_received"]["bits_per_second"])
-            time.sleep(0.1)
-        raise AssertionError(out.stdout + out.stderr)
-    finally:
-        srv.kill()
-        srv.wait()
+    return result.received_bps
 
 
 def test_ngncs_initial_paths_carry_ping_and_tcp(ngncs: Fabric, topo_ngncs: Topology) -> None:
