@@ -9,7 +9,7 @@ are, for now, static L1 patch panels: OVS bridges with in_port -> output rules.
 from __future__ import annotations
 
 from drivers.base import FlowRule, Output, PopVlan, PushVlan
-from services.reroute.rules import host_flow, path_rules
+from services.reroute.rules import initial_rules
 from services.reroute.topology import LongHaul, OpticalSwitch, Topology
 
 PATCH_PRIORITY = 100
@@ -64,8 +64,6 @@ def patch_flows(topo: Topology) -> dict[str, list[str]]:
 def baseline_flows(topo: Topology) -> dict[str, list[str]]:
     """Patch panels plus the engine's rules for each initial path's host-to-host flow."""
     flows = patch_flows(topo)
-    for path in topo.paths.values():
-        if path.initial:
-            for bridge, rules in path_rules(topo, path, [host_flow(path)]).items():
-                flows.setdefault(bridge, []).extend(ofctl_line(r) for r in rules)
+    for bridge, rules in initial_rules(topo).items():
+        flows.setdefault(bridge, []).extend(ofctl_line(r) for r in rules)
     return flows

@@ -15,7 +15,7 @@ from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan, plan
-from services.reroute.rules import host_flow, path_rules
+from services.reroute.rules import initial_rules
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Topology, load_topology
 
@@ -32,15 +32,6 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
     )
 
 
-def _initial_tables(topo: Topology) -> Tables:
-    rules: dict[str, list] = {}  # type: ignore[type-arg]
-    for path in topo.paths.values():
-        if path.initial:
-            for bridge, rs in path_rules(topo, path, [host_flow(path)]).items():
-                rules.setdefault(bridge, []).extend(rs)
-    return tables_from(rules)
-
-
 def _running(topo: Topology) -> fabric_state.FabricState | None:
     st = fabric_state.load(topo.name)
     return st if st is not None and st.phase == "up" else None
@@ -52,7 +43,7 @@ def _plan(args: argparse.Namespace) -> int:
     st = _running(topo)
     if st is None:
         print(f"(fabric {topo.name} is not up: planning on its initial state)", file=sys.stderr)
-        tables = _initial_tables(topo)
+        tables: Tables = tables_from(initial_rules(topo))
     else:
         tables = asyncio.run(_read(topo, st))
     print(plan(topo, tables, intent, now=time.time()).describe())

@@ -118,3 +118,13 @@ def path_rules(topo: Topology, path: Path, flows: list[FlowSpec]) -> dict[str, l
             spec = flow if d.forward else flow.reverse()
             out.setdefault(d.hops[0].node, []).append(ingress_rule(d.hops, tag, spec))
     return out
+
+
+def initial_rules(topo: Topology) -> dict[str, list[FlowRule]]:
+    """The rules of every ``initial`` path's host-to-host flow: a fabric's starting tables."""
+    out: dict[str, list[FlowRule]] = {}
+    for path in topo.paths.values():
+        if path.initial:
+            for bridge, rules in path_rules(topo, path, [host_flow(path)]).items():
+                out.setdefault(bridge, []).extend(rules)
+    return out
