@@ -24,10 +24,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 from pathlib import Path
 
-from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output
+from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix
 from drivers.ovs import OvsDriver, ofp13
 from drivers.ovs.ofp13_flow import encode_flow_mod
 from fabric import netns
@@ -50,7 +49,7 @@ def rules(count: int) -> list[FlowRule]:
     return [
         FlowRule(
             match=FlowMatch(
-                in_port=1, eth_type=0x0800, ipv4_dst=IPv4Network(f"10.{i >> 8}.{i & 255}.1/32")
+                in_port=1, eth_type=0x0800, ipv4_dst=Prefix.parse(f"10.{i >> 8}.{i & 255}.1/32")
             ),
             priority=100,
             actions=(Output(2),),
@@ -66,7 +65,7 @@ def ofctl_line(rule: FlowRule) -> str:
     out = ",".join(f"output:{a.port}" for a in rule.actions if isinstance(a, Output))
     return (
         f"cookie={rule.cookie:#x},priority={rule.priority},ip,in_port={m.in_port},"
-        f"nw_dst={m.ipv4_dst.network_address if m.ipv4_dst else '0.0.0.0'},actions={out}"
+        f"nw_dst={m.ipv4_dst.network.network_address if m.ipv4_dst else '0.0.0.0'},actions={out}"
     )
 
 

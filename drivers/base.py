@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from ipaddress import IPv4Network
-from typing import Protocol, TypeVar, runtime_checkable
+from ipaddress import IPv4Address, IPv4Network
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from services.reroute.errors import (
     DeviceRejected,
@@ -51,6 +51,7 @@ __all__ = [
     "PopVlan",
     "PortMonitor",
     "PortState",
+    "Prefix",
     "ProtocolError",
     "PushVlan",
     "UnknownDriver",
@@ -62,15 +63,47 @@ __all__ = [
 ETH_IPV4 = 0x0800
 
 
+class Prefix(NamedTuple):
+    """An IPv4 prefix as two ints. Build it with ``parse``; ``Prefix(addr, plen)`` does not check.
+
+    Matches are hashed and compared millions of times when thousands of flows move; a tuple
+    of ints does that in C, ``IPv4Network`` in Python (it was most of the planner's time).
+    """
+
+    addr: int
+    plen: int = 32
+
+    @classmethod
+    def parse(cls, text: str | IPv4Network) -> Prefix:
+        """``10.0.0.2``, ``10.0.0.0/24`` or a network; host bits set is a ValueError."""
+        net = text if isinstance(text, IPv4Network) else IPv4Network(text.strip())
+        return cls(int(net.network_address), net.prefixlen)
+
+    @property
+    def mask(self) -> int:
+        return (0xFFFFFFFF << (32 - self.plen)) & 0xFFFFFFFF
+
+    @property
+    def network(self) -> IPv4Network:
+        return IPv4Network((self.addr, self.plen))
+
+    def contains(self, addr: IPv4Address | int) -> bool:
+        return int(addr) & self.mask == self.addr
+
+    def __str__(self) -> str:
+        a = self.addr
+        return f"{a >> 24}.{a >> 16 & 255}.{a >> 8 & 255}.{a & 255}/{self.plen}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class FlowMatch:
-    """Match fields; ``None`` is a wildcard. IPv4 fields are networks (a /32 for a host)."""
+    """Match fields; ``None`` is a wildcard. IPv4 fields are prefixes (a /32 for a host)."""
 
     in_port: int | None = None
     eth_type: int | None = None
     vlan_vid: int | None = None  # 802.1Q VLAN id (1..4094); None = any, tagged or not
-    ipv4_src: IPv4Network | None = None
-    ipv4_dst: IPv4Network | None = None
+    ipv4_src: Prefix | None = None
+    ipv4_dst: Prefix | None = None
     ip_proto: int | None = None
     l4_src: int | None = None  # TCP/UDP source port (needs ip_proto 6 or 17)
     l4_dst: int | None = None

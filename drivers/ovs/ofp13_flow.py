@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address
 from typing import Any
 
-from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, PushVlan
+from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
 from drivers.ovs.ofp13 import (
     OFP_NO_BUFFER,
     OFPG_ANY,
@@ -126,12 +126,12 @@ def _vid(vid: int) -> int:
     return OFPVID_PRESENT | vid
 
 
-def _ipv4(net: IPv4Network, exact: int, masked: int) -> bytes:
-    if net.prefixlen == 32:
-        return _U32.pack(exact, int(net.network_address))
-    if net.prefixlen == 0:
+def _ipv4(net: Prefix, exact: int, masked: int) -> bytes:
+    if net.plen == 32:
+        return _U32.pack(exact, net.addr)
+    if net.plen == 0:
         return b""
-    return _U32_W.pack(masked, int(net.network_address), int(net.netmask))
+    return _U32_W.pack(masked, net.addr, net.mask)
 
 
 def decode_match(buf: bytes, offset: int) -> tuple[FlowMatch, int]:
@@ -186,14 +186,14 @@ _L4_FIELDS = {
 }
 
 
-def _decode_ipv4(buf: bytes, pos: int, masked: bool) -> IPv4Network:
+def _decode_ipv4(buf: bytes, pos: int, masked: bool) -> Prefix:
     if not masked:
-        return IPv4Network(_U32.unpack_from(buf, pos - 4)[1])
+        return Prefix(_U32.unpack_from(buf, pos - 4)[1], 32)
     addr, mask = struct.unpack_from("!II", buf, pos)
     prefix = mask.bit_count()
     if mask != (0xFFFFFFFF << (32 - prefix)) & 0xFFFFFFFF or addr & ~mask:
         raise UnsupportedEntry(f"IPv4 match {IPv4Address(addr)}/{IPv4Address(mask)}")
-    return IPv4Network((addr, prefix))
+    return Prefix(addr, prefix)
 
 
 # --------------------------------------------------------------------------------------
@@ -229,6 +229,14 @@ def _encode_action(action: Action) -> bytes:
 
 
 def decode_instructions(buf: bytes, pos: int, end: int) -> tuple[Action, ...]:
+    """The actions of the instructions in ``buf[pos:end]`` (memoised: a table of thousands of
+    flows has a handful of distinct action lists)."""
+    return _instructions(buf[pos:end])
+
+
+@lru_cache(maxsize=4096)
+def _instructions(buf: bytes) -> tuple[Action, ...]:
+    pos, end = 0, len(buf)
     actions: list[Action] = []
     while pos < end:
         kind, length = _ACT_HEAD.unpack_from(buf, pos)

@@ -17,9 +17,9 @@ from drivers.ovs import OvsDriver
 from fabric.ovs import OvsInstance
 from fabric.state import FabricState
 from services.reroute.executor import Executor, Outcome
-from services.reroute.journal import Journal
+from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import Intent
-from services.reroute.planner import Plan, plan
+from services.reroute.planner import Plan, plan, plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Topology
@@ -55,6 +55,39 @@ async def plan_on_devices(
     return plan(topo, await read_tables(drivers), intent, now=time.time())
 
 
+async def recover(
+    topo: Topology, drivers: Mapping[str, FlowProgrammer], journal: Journal
+) -> list[str]:
+    """Finish every reroute the journal shows running (its process died mid-plan): read the
+    devices, put every flow back on its origin path, remove what the reroute left behind.
+    Safe to repeat: an interrupted recovery leaves the record running for the next one."""
+    done = []
+    for record in journal.in_flight():
+        plans = plan_restore(
+            topo, await read_tables(drivers), record.origins, record.touched, now=time.time()
+        )
+        scratch = Journal(None)
+        try:
+            for i, p in enumerate(plans):
+                outcome = await Executor(drivers, scratch).run(f"{record.id}-restore{i}", p)
+                if outcome.state is not RerouteState.DONE:
+                    journal.finish(
+                        record.id, RerouteState.FAILED, f"recovery failed: {outcome.error}"
+                    )
+                    break
+            else:
+                journal.finish(
+                    record.id,
+                    RerouteState.ROLLED_BACK,
+                    "interrupted: the applying process stopped mid-plan; recovered, every flow "
+                    "is back on its path",
+                )
+        finally:
+            scratch.close()
+        done.append(record.id)
+    return done
+
+
 async def reroute(
     topo: Topology,
     drivers: Mapping[str, FlowProgrammer],
@@ -64,7 +97,7 @@ async def reroute(
     step_timeout: float = 10.0,
 ) -> tuple[Plan, Outcome]:
     executor = Executor(drivers, journal, step_timeout=step_timeout)
-    await executor.recover()
+    await recover(topo, drivers, journal)
     the_plan = await plan_on_devices(topo, drivers, intent)
     outcome = await executor.run(uuid.uuid4().hex[:12], the_plan)
     return the_plan, outcome

@@ -1,10 +1,12 @@
 """The executor: runs a plan through drivers, journaled, verified, rolled back on failure.
 
 Each step gets a timeout. INSTALL/SHIFT/REMOVE apply the step's batch (one atomic bundle
-where the driver can); VERIFY reads the device back and requires every expected rule;
-DRAIN/WAIT sleep. Before a step touches a device its start is committed to the journal.
-On any failure the executor undoes every started step, newest first (each step carries its
-inverse, computed by the planner), which returns every flow to the path it had before.
+where the driver can); VERIFY reads the device back (only the rules under the step's
+cookie) and requires every expected rule; DRAIN/WAIT sleep. Steps of a concurrent phase
+run at once. Before a step touches a device its start is committed to the journal. On any
+failure the executor waits for the steps in flight, then undoes every started step, newest
+first (each step carries its inverse, computed by the planner), which returns every flow to
+the path it had before. Recovery after a crash is the engine's (``engine.recover``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.planner import Plan, Step, StepKind
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 
+ALL_BITS = 0xFFFF_FFFF_FFFF_FFFF
 log = logging.getLogger("reroute.executor")
 
 
@@ -74,29 +77,24 @@ class Executor:
         timings: list[StepTiming] = []
         started = self.clock()
         shifted: float | None = None
-        for i, step in enumerate(steps):
-            t0 = self.clock()
-            self.journal.step(reroute_id, i, StepState.STARTED)
-            try:
-                await self._run_step(step)
-            except RerouteError as exc:
-                self.journal.step(reroute_id, i, StepState.FAILED, str(exc))
-                log.warning("step %d (%s) failed: %s; rolling back", i, step.describe(), exc)
-                state, error = await self.rollback(reroute_id, steps, list(range(i + 1)), exc)
-                total = (self.clock() - started) * 1000
-                return Outcome(
-                    reroute_id=reroute_id,
-                    state=state,
-                    timings=tuple(timings),
-                    total_ms=total,
-                    error=error,
-                )
-            self.journal.step(reroute_id, i, StepState.DONE)
-            timings.append(
-                StepTiming(index=i + 1, description=step.describe(), ms=(self.clock() - t0) * 1000)
-            )
-            if step.kind is StepKind.SHIFT:
-                shifted = (self.clock() - started) * 1000
+        first = 0
+        for phase in plan.phases:
+            batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
+            for batch in batches:
+                index = range(first, first + len(batch))
+                first += len(batch)
+                error = await self._run_batch(reroute_id, batch, index, timings)
+                if error is not None:
+                    state, story = await self.rollback(reroute_id, steps, list(range(first)), error)
+                    return Outcome(
+                        reroute_id=reroute_id,
+                        state=state,
+                        timings=tuple(timings),
+                        total_ms=(self.clock() - started) * 1000,
+                        error=story,
+                    )
+                if any(s.kind is StepKind.SHIFT for s in batch):
+                    shifted = (self.clock() - started) * 1000
         self.journal.finish(reroute_id, RerouteState.DONE)
         return Outcome(
             reroute_id=reroute_id,
@@ -105,6 +103,33 @@ class Executor:
             total_ms=(self.clock() - started) * 1000,
             shifted_ms=shifted,
         )
+
+    async def _run_batch(
+        self, reroute_id: str, batch: tuple[Step, ...], index: range, timings: list[StepTiming]
+    ) -> RerouteError | None:
+        """Run steps at once (journaled first); the first error, after all have finished."""
+        for i in index:
+            self.journal.step(reroute_id, i, StepState.STARTED)
+        results = await asyncio.gather(
+            *(self._timed(step) for step in batch), return_exceptions=True
+        )
+        error: RerouteError | None = None
+        for i, step, result in zip(index, batch, results, strict=True):
+            if isinstance(result, RerouteError):
+                self.journal.step(reroute_id, i, StepState.FAILED, str(result))
+                log.warning("step %d (%s) failed: %s", i + 1, step.describe(), result)
+                error = error or result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                self.journal.step(reroute_id, i, StepState.DONE)
+                timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
+        return error
+
+    async def _timed(self, step: Step) -> float:
+        t0 = self.clock()
+        await self._run_step(step)
+        return (self.clock() - t0) * 1000
 
     async def _run_step(self, step: Step) -> None:
         if step.kind in (StepKind.DRAIN, StepKind.WAIT):
@@ -123,7 +148,11 @@ class Executor:
             ) from exc
 
     async def _verify(self, driver: FlowProgrammer, step: Step) -> None:
-        have = set(await driver.read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK))
+        cookies = {r.cookie for r in step.expect}
+        if len(cookies) == 1:  # read back only this step's rules: (path tag, role) is exact
+            have = set(await driver.read(cookie=cookies.pop(), cookie_mask=ALL_BITS))
+        else:
+            have = set(await driver.read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK))
         missing = [r for r in step.expect if r not in have]
         if missing:
             raise VerifyError(step.device, f"{len(missing)} rule(s) missing, e.g. {missing[0]}")
@@ -147,13 +176,3 @@ class Executor:
         error = f"{cause} (rolled back: every flow is on its previous path)"
         self.journal.finish(reroute_id, RerouteState.ROLLED_BACK, error)
         return RerouteState.ROLLED_BACK, error
-
-    async def recover(self) -> list[str]:
-        """Undo every reroute the journal shows as running (the process died mid-plan)."""
-        recovered = []
-        for record in self.journal.in_flight():
-            steps = record.plan.steps()
-            cause = RerouteError("interrupted: the applying process stopped mid-plan")
-            await self.rollback(record.id, steps, list(record.started_steps), cause)
-            recovered.append(record.id)
-        return recovered

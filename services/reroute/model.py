@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from ipaddress import IPv4Network
 
+from drivers.base import Prefix
 from services.reroute.errors import PlanError
 
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
@@ -23,8 +23,8 @@ class Strategy(StrEnum):
 class FlowSpec:
     """Which packets (one direction): IPv4 source/destination, optionally protocol and ports."""
 
-    src: IPv4Network
-    dst: IPv4Network
+    src: Prefix
+    dst: Prefix
     ip_proto: int | None = None
     l4_src: int | None = None
     l4_dst: int | None = None
@@ -68,7 +68,7 @@ class FlowSpec:
                     raise ValueError(f"unknown option {opt!r} (tcp, udp, icmp, sport=N, dport=N)")
             if (fields["l4_src"] or fields["l4_dst"]) and fields["ip_proto"] not in (6, 17):
                 raise ValueError("ports need tcp or udp")
-            return cls(src=IPv4Network(src.strip()), dst=IPv4Network(dst.strip()), **fields)
+            return cls(src=Prefix.parse(src), dst=Prefix.parse(dst), **fields)
         except ValueError as exc:
             raise PlanError(f"flow {text!r}: {exc}") from exc
 

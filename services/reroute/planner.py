@@ -30,14 +30,17 @@ from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.rules import (
+    INGRESS_PRIORITY,
     ROLE_INGRESS,
     directions,
-    ingress_rule,
+    ingress_actions,
+    ingress_match,
     path_tag,
+    retag,
     tag_of,
     transit_rules,
 )
-from services.reroute.tables import RuleKey, Tables
+from services.reroute.tables import RuleKey, Tables, apply_changes
 from services.reroute.topology import Path, Topology
 
 
@@ -76,8 +79,12 @@ class Step:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Phase:
+    """Steps run in order; ``concurrent`` phases run their steps at once (any subset of a
+    concurrent phase may have happened when something fails: the tests check them all)."""
+
     name: str
     steps: tuple[Step, ...]
+    concurrent: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +96,8 @@ class Plan:
     phases: tuple[Phase, ...]
     planned_at: float
     flow_count: int = field(default=0)
+    # where the moved flows were: (path, forward flows) -- what recovery restores
+    origins: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
 
     def steps(self) -> list[Step]:
         return [s for p in self.phases for s in p.steps]
@@ -101,7 +110,7 @@ class Plan:
         lines = [head]
         n = 0
         for phase in self.phases:
-            lines.append(f"  phase {phase.name}")
+            lines.append(f"  phase {phase.name}" + (" (concurrent)" if phase.concurrent else ""))
             for step in phase.steps:
                 n += 1
                 lines.append(f"    {n:>2}. {step.describe()}")
@@ -109,6 +118,10 @@ class Plan:
 
 
 def plan(topo: Topology, tables: Tables, intent: Intent, now: float) -> Plan:
+    return _plan(topo, tables, intent, now, partial_ok=False)
+
+
+def _plan(topo: Topology, tables: Tables, intent: Intent, now: float, *, partial_ok: bool) -> Plan:
     if not intent.flows:
         raise PlanError("no flows to move")
     if intent.to_path not in topo.paths:
@@ -116,69 +129,127 @@ def plan(topo: Topology, tables: Tables, intent: Intent, now: float) -> Plan:
     to = topo.paths[intent.to_path]
     tag = path_tag(topo, to.name)
     names = list(topo.paths)
-    old_rules = _current_ingress(to, tables, intent.flows)
+    old_rules, origin_tags = _current_ingress(to, tables, intent.flows)
     from_tags = sorted({tag_of(r) or 0 for r in old_rules.values()})
     if from_tags == [tag]:
         raise PlanError(f"the flows are already on path {to.name}")
-    if tag in from_tags:
+    if tag in from_tags and not partial_ok:
         raise PlanError(f"some flows are already on path {to.name}: move the others alone")
+    moving = {k: r for k, r in old_rules.items() if tag_of(r) != tag}
     make = _make_steps(to, tag, tables)
-    shift = _shift_steps(to, tag, intent.flows, old_rules)
-    clean = _clean_steps(topo, tables, from_tags, old_rules)
+    shift = _shift_steps(to, tag, moving)
+    clean = _clean_steps(topo, tables, [t for t in from_tags if t != tag], old_rules)
     make_verify = _verify_make(to, tag)
     shift_verify = [_verify(s) for s in shift]
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
         phases = [
             Phase(name="make", steps=tuple(make)),
-            Phase(name="verify-make", steps=tuple(make_verify)),
-            Phase(name="shift", steps=tuple(shift)),
-            Phase(name="verify-shift", steps=tuple(shift_verify)),
+            Phase(name="verify-make", steps=tuple(make_verify), concurrent=True),
+            Phase(name="shift", steps=tuple(shift), concurrent=True),
+            Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
             Phase(name="drain", steps=(Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.HITLESS
     else:
-        breaks = _break_steps(old_rules)
+        breaks = _break_steps(moving)
         gap = (Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s),) if intent.bbm_gap_s else ()
         phases = [
             Phase(name="break", steps=tuple(breaks)),
             Phase(name="gap", steps=gap),
             Phase(name="make", steps=tuple(make + shift)),
-            Phase(name="verify", steps=tuple(verify)),
+            Phase(name="verify", steps=tuple(verify), concurrent=True),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.OUTAGE
+    by_origin: dict[str, list[FlowSpec]] = {}
+    for flow, t in zip(intent.flows, origin_tags, strict=True):
+        by_origin.setdefault(names[t - 1], []).append(flow)
     return Plan(
         intent=intent,
-        from_paths=tuple(names[t - 1] for t in from_tags),
+        from_paths=tuple(names[t - 1] for t in from_tags if t != tag),
         to_path=to.name,
         disruption=disruption,
         phases=tuple(p for p in phases if p.steps),
         planned_at=now,
         flow_count=len(intent.flows),
+        origins=tuple((p, tuple(f)) for p, f in by_origin.items()),
     )
+
+
+def plan_restore(
+    topo: Topology,
+    tables: Tables,
+    origins: Mapping[str, tuple[FlowSpec, ...]],
+    touched: Iterable[str],
+    now: float,
+) -> list[Plan]:
+    """Plans that put every flow back on its origin path (MBB, no drain), whatever state an
+    interrupted reroute left, then remove the transit rules of ``touched`` paths no flow uses.
+
+    Used by recovery: the journal keeps only the origins, and the devices are read afresh.
+    """
+    plans = []
+    current = {b: dict(t) for b, t in tables.items()}
+    for path, flows in origins.items():
+        tag = path_tag(topo, path)
+        away = tuple(f for f in flows if not _all_on(topo.paths[path], current, f, tag))
+        if not away:
+            continue
+        intent = Intent(flows=away, to_path=path, drain_s=0.0)
+        p = _plan(topo, current, intent, now, partial_ok=True)
+        plans.append(p)
+        for step in p.steps():
+            if step.changes:
+                current = apply_changes(current, step.device, step.changes)
+    gc = _gc_steps(topo, current, [path_tag(topo, t) for t in touched])
+    if gc:
+        plans.append(
+            Plan(
+                intent=Intent(flows=(), to_path="", drain_s=0.0),
+                from_paths=tuple(touched),
+                to_path="",
+                disruption=Disruption.HITLESS,
+                phases=(Phase(name="clean", steps=tuple(gc)),),
+                planned_at=now,
+            )
+        )
+    return plans
+
+
+def _all_on(path: Path, tables: Tables, flow: FlowSpec, tag: int) -> bool:
+    for d in directions(path):
+        key = (0, INGRESS_PRIORITY, ingress_match(d.hops, flow if d.forward else flow.reverse()))
+        rule = tables.get(d.hops[0].node, {}).get(key)
+        if rule is None or tag_of(rule) != tag:
+            return False
+    return True
 
 
 def _current_ingress(
     to: Path, tables: Tables, flows: Iterable[FlowSpec]
-) -> dict[tuple[str, RuleKey], FlowRule]:
-    """The installed ingress rules of the moved flows, both directions, by (bridge, key)."""
+) -> tuple[dict[tuple[str, RuleKey], FlowRule], list[int]]:
+    """The installed ingress rules of the moved flows, both directions, by (bridge, key);
+    and the tag each flow's forward direction has (its origin path)."""
     found: dict[tuple[str, RuleKey], FlowRule] = {}
+    origins: list[int] = []
     for d in directions(to):
         bridge = d.hops[0].node
         table = tables.get(bridge, {})
         for flow in flows:
             spec = flow if d.forward else flow.reverse()
-            probe = ingress_rule(d.hops, 0, spec)
-            rule = table.get(probe.key)
+            key = (0, INGRESS_PRIORITY, ingress_match(d.hops, spec))
+            rule = table.get(key)
             if rule is None or tag_of(rule) is None:
                 raise PlanError(
                     f"flow {spec} is not installed at {bridge} port {d.hops[0].in_port} "
                     f"(the ingress of path {to.name})"
                 )
-            found[(bridge, probe.key)] = rule
-    return found
+            found[(bridge, key)] = rule
+            if d.forward:
+                origins.append(tag_of(rule) or 0)
+    return found, origins
 
 
 def _downstream_first(to: Path) -> list[str]:
@@ -224,14 +295,14 @@ def _install(
     return Step(kind=kind, device=bridge, changes=changes, undo=undo)
 
 
-def _shift_steps(
-    to: Path, tag: int, flows: tuple[FlowSpec, ...], old: Mapping[tuple[str, RuleKey], FlowRule]
-) -> list[Step]:
+def _shift_steps(to: Path, tag: int, old: Mapping[tuple[str, RuleKey], FlowRule]) -> list[Step]:
+    """Per direction, one batch rewriting the moved flows' ingress rules to ``tag``."""
     steps = []
     for d in directions(to):
         bridge = d.hops[0].node
-        rules = [ingress_rule(d.hops, tag, f if d.forward else f.reverse()) for f in flows]
+        actions = ingress_actions(d.hops, tag)
         table = {key: r for (b, key), r in old.items() if b == bridge}
+        rules = [retag(r.match, actions, tag) for r in table.values()]
         steps.append(_install(StepKind.SHIFT, bridge, rules, table))
     return steps
 
@@ -264,15 +335,27 @@ def _clean_steps(
     moved: Mapping[tuple[str, RuleKey], FlowRule],
 ) -> list[Step]:
     """Remove the transit rules of old paths that keep no flow after the move."""
+    return _gc_steps(topo, tables, from_tags, moved)
+
+
+def _gc_steps(
+    topo: Topology,
+    tables: Tables,
+    tags: Iterable[int],
+    moved: Mapping[tuple[str, RuleKey], FlowRule] | None = None,
+) -> list[Step]:
+    """Remove the transit rules of the paths of ``tags`` that no ingress rule uses (not
+    counting ``moved``), upstream-first along each path."""
     names = list(topo.paths)
+    gone = moved or {}
     still_used = {
         tag_of(rule)
         for bridge, table in tables.items()
         for key, rule in table.items()
-        if rule.cookie & 0xFF == ROLE_INGRESS and (bridge, key) not in moved
+        if rule.cookie & 0xFF == ROLE_INGRESS and (bridge, key) not in gone
     }
     steps = []
-    for tag in from_tags:
+    for tag in tags:
         if tag in still_used:
             continue
         old = topo.paths[names[tag - 1]]

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from fabric import state as fabric_state
-from services.reroute.engine import fabric_drivers, journal_path, read_tables, reroute
+from services.reroute.engine import fabric_drivers, journal_path, read_tables, recover, reroute
 from services.reroute.errors import FabricError
-from services.reroute.executor import Executor, Outcome
+from services.reroute.executor import Outcome
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan, plan
@@ -96,7 +96,7 @@ async def _recover_async(
     topo: Topology, st: fabric_state.FabricState, journal: Journal
 ) -> list[str]:
     async with fabric_drivers(topo, st) as drivers:
-        return await Executor(drivers, journal).recover()
+        return await recover(topo, drivers, journal)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

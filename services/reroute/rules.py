@@ -17,9 +17,8 @@ Cookies carry the tag: ``COOKIE_BASE | tag << 8 | role`` so a table reads back a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 
-from drivers.base import ETH_IPV4, FlowMatch, FlowRule, Output, PopVlan, PushVlan
+from drivers.base import ETH_IPV4, Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec
 from services.reroute.topology import Hop, Path, Topology
@@ -63,22 +62,31 @@ def directions(path: Path) -> tuple[Direction, Direction]:
     return Direction(hops=path.hops, forward=True), Direction(hops=path.reverse_hops, forward=False)
 
 
+def ingress_match(hops: tuple[Hop, ...], flow: FlowSpec) -> FlowMatch:
+    return FlowMatch(
+        in_port=hops[0].in_port,
+        eth_type=ETH_IPV4,
+        ipv4_src=flow.src,
+        ipv4_dst=flow.dst,
+        ip_proto=flow.ip_proto,
+        l4_src=flow.l4_src,
+        l4_dst=flow.l4_dst,
+    )
+
+
+def ingress_actions(hops: tuple[Hop, ...], tag: int) -> tuple[Action, ...]:
+    out = Output(hops[0].out_port)
+    return (PushVlan(tag), out) if len(hops) > 1 else (out,)
+
+
 def ingress_rule(hops: tuple[Hop, ...], tag: int, flow: FlowSpec) -> FlowRule:
-    first = hops[0]
-    push: tuple[PushVlan, ...] = (PushVlan(tag),) if len(hops) > 1 else ()
+    return retag(ingress_match(hops, flow), ingress_actions(hops, tag), tag)
+
+
+def retag(match: FlowMatch, actions: tuple[Action, ...], tag: int) -> FlowRule:
+    """The ingress rule putting ``match`` on the path of ``tag`` (``actions`` from that path)."""
     return FlowRule(
-        match=FlowMatch(
-            in_port=first.in_port,
-            eth_type=ETH_IPV4,
-            ipv4_src=flow.src,
-            ipv4_dst=flow.dst,
-            ip_proto=flow.ip_proto,
-            l4_src=flow.l4_src,
-            l4_dst=flow.l4_dst,
-        ),
-        priority=INGRESS_PRIORITY,
-        actions=(*push, Output(first.out_port)),
-        cookie=cookie(tag, ROLE_INGRESS),
+        match=match, priority=INGRESS_PRIORITY, actions=actions, cookie=cookie(tag, ROLE_INGRESS)
     )
 
 
@@ -104,7 +112,7 @@ def transit_rules(hops: tuple[Hop, ...], tag: int) -> list[tuple[str, FlowRule]]
 
 def host_flow(path: Path) -> FlowSpec:
     """The default flow of a path: all IPv4 from its src host to its dst host."""
-    return FlowSpec(src=IPv4Network(path.src_ip), dst=IPv4Network(path.dst_ip))
+    return FlowSpec(src=Prefix.parse(str(path.src_ip)), dst=Prefix.parse(str(path.dst_ip)))
 
 
 def path_rules(topo: Topology, path: Path, flows: list[FlowSpec]) -> dict[str, list[FlowRule]]:

@@ -14,7 +14,6 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 from typing import TypeVar
 
 import pytest
@@ -32,6 +31,7 @@ from drivers.base import (
     PopVlan,
     PortMonitor,
     PortState,
+    Prefix,
     PushVlan,
     lookup,
 )
@@ -49,8 +49,8 @@ VETHS = (("v1", "v2"), ("v3", "v4"))  # OpenFlow ports 1, 2 and 3, 4
 T = TypeVar("T")
 
 
-def net(text: str) -> IPv4Network:
-    return IPv4Network(text)
+def net(text: str) -> Prefix:
+    return Prefix.parse(text)
 
 
 def adds(rules: Sequence[FlowRule]) -> list[FlowChange]:

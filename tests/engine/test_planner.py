@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Network
+import itertools
+from collections.abc import Iterable
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.base import FlowOp
+from drivers.base import FlowOp, Prefix
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Disruption, Plan, StepKind, plan
+from services.reroute.planner import Disruption, Plan, Step, StepKind, plan, plan_restore
 from services.reroute.rules import host_flow, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
 from services.reroute.topology import Topology, load_topology
@@ -33,13 +35,15 @@ def initial_tables(topo: Topology, extra: list[FlowSpec] | None = None) -> Table
 
 
 def _on(path, flow: FlowSpec) -> bool:
-    return flow.src.network_address == path.src_ip and flow.dst.network_address == path.dst_ip
+    return flow.src.network.network_address == path.src_ip and (
+        flow.dst.network.network_address == path.dst_ip
+    )
 
 
 def packet_of(flow: FlowSpec) -> Packet:
     return Packet(
-        src=flow.src.network_address,
-        dst=flow.dst.network_address,
+        src=flow.src.network.network_address,
+        dst=flow.dst.network.network_address,
         ip_proto=flow.ip_proto or 17,
         l4_src=flow.l4_src or 40000,
         l4_dst=flow.l4_dst or 5001,
@@ -68,6 +72,35 @@ def run_prefixes(topo: Topology, tables: Tables, p: Plan) -> list[Tables]:
     return states
 
 
+def reachable_states(tables: Tables, p: Plan) -> list[Tables]:
+    """Every state a run of the plan can stop in: each prefix of the sequential phases and,
+    within a concurrent phase, every subset of its steps."""
+    states = [tables]
+    for phase in p.phases:
+        steps = [s for s in phase.steps if s.changes]
+        if phase.concurrent:
+            for k in range(1, len(steps)):
+                for subset in itertools.combinations(steps, k):
+                    states.append(_apply_all(tables, subset))
+            tables = _apply_all(tables, steps)
+            states.append(tables)
+        else:
+            for step in steps:
+                tables = apply_changes(tables, step.device, step.changes)
+                states.append(tables)
+    return states
+
+
+def _apply_all(tables: Tables, steps: Iterable[Step]) -> Tables:
+    for step in steps:
+        tables = apply_changes(tables, step.device, step.changes)
+    return tables
+
+
+def ours(tables: Tables) -> dict:
+    return {b: t for b, t in tables.items() if t}
+
+
 def path_of(topo: Topology, tables: Tables, flow: FlowSpec) -> str:
     to = next(iter(topo.paths.values()))
     for path in topo.paths.values():
@@ -80,7 +113,7 @@ def path_of(topo: Topology, tables: Tables, flow: FlowSpec) -> str:
     return list(topo.paths)[tag_of(rule) - 1]
 
 
-VM2, VM3 = IPv4Network("10.0.0.2/32"), IPv4Network("10.0.0.3/32")
+VM2, VM3 = Prefix.parse("10.0.0.2/32"), Prefix.parse("10.0.0.3/32")
 flows_vm2_vm3 = st.lists(
     st.builds(
         FlowSpec,
@@ -114,9 +147,9 @@ def test_every_prefix_of_mbb_keeps_every_flow_delivered(
             continue
         p = plan(NGNCS, tables, Intent(flows=tuple(moved), to_path=target), now=0.0)
         assert p.disruption is Disruption.HITLESS
-        for i, state in enumerate(run_prefixes(NGNCS, tables, p)):
+        for i, state in enumerate(reachable_states(tables, p)):
             for flow in everyone:
-                assert both_ways_delivered(NGNCS, state, flow), f"{flow} lost after step {i}"
+                assert both_ways_delivered(NGNCS, state, flow), f"{flow} lost in state {i}"
         tables = run_prefixes(NGNCS, tables, p)[-1]
         assert all(path_of(NGNCS, tables, f) == target for f in moved)
 
@@ -226,3 +259,24 @@ def test_flow_spec_parsing(text: str, ok: bool) -> None:
     else:
         with pytest.raises(PlanError, match="flow"):
             FlowSpec.parse(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(extra=flows_vm2_vm3, moved_count=st.integers(1, 8))
+def test_restore_from_any_interrupted_state_returns_the_tables(
+    extra: list[FlowSpec], moved_count: int
+) -> None:
+    """Recovery: wherever an MBB run stopped, the restore plans (hitless themselves) put
+    every flow back on its origin and leave exactly the tables before the reroute."""
+    tables = initial_tables(NGNCS, extra)
+    everyone = [host_flow(NGNCS.paths["long"]), *extra, host_flow(NGNCS.paths["direct"])]
+    p = plan(NGNCS, tables, Intent(flows=tuple(extra[:moved_count]), to_path="temporary"), now=0.0)
+    touched = [*p.from_paths, p.to_path]
+    for stopped in reachable_states(tables, p):
+        restores = plan_restore(NGNCS, stopped, dict(p.origins), touched, now=0.0)
+        state = stopped
+        for r in restores:
+            for mid in reachable_states(state, r):
+                assert all(both_ways_delivered(NGNCS, mid, f) for f in everyone)
+            state = run_prefixes(NGNCS, state, r)[-1]
+        assert ours(state) == ours(tables)
