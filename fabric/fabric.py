@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import netns
+from fabric import daemons, netns, optical
 from fabric.forwarding import baseline_flows
 from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
@@ -72,7 +72,13 @@ def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
         progress("build failed: tearing down what was made")
         down(topo.name)
         raise
-    done = replace(state, phase="up")
+    try:
+        progress("optical switch emulators (Polatis SCPI)")
+        scpi = optical.start(topo, state)
+    except BaseException:
+        down(topo.name)
+        raise
+    done = replace(state, phase="up", scpi=scpi)
     done.save()
     return Fabric(state=done)
 
@@ -235,7 +241,7 @@ def push_flows(ovs: OvsInstance, bridge: str, lines: list[str], protocol: str) -
 def down(name: str) -> list[str]:
     """Remove everything fabric ``name`` made; idempotent; returns what it removed."""
     state = load(name)
-    removed: list[str] = []
+    removed: list[str] = [f"daemon {d}" for d in daemons.stop_all(run_dir() / name)]
     if state is not None:
         OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns).stop()
     spaces = set(_our_namespaces(name)) | set(state.namespaces if state else [])

@@ -35,6 +35,7 @@ class FabricState:
     fabric_ns: str
     host_ns: dict[str, str]
     phase: str = "building"  # building | up
+    scpi: dict[str, int] = field(default_factory=dict)  # optical switch -> emulator's port
     builder_pid: int = field(default_factory=os.getpid)
 
     @property

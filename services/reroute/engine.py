@@ -12,17 +12,18 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from drivers.base import FlowProgrammer
+from drivers.base import CrossConnectSwitch, FlowProgrammer
 from drivers.ovs import OvsDriver
+from drivers.polatis_scpi.driver import PolatisScpiDriver, socket_resource
 from fabric.ovs import OvsInstance
 from fabric.state import FabricState
-from services.reroute.executor import Executor, Outcome
+from services.reroute.executor import Driver, Executor, Outcome
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import Intent
 from services.reroute.planner import Plan, plan, plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Topology
+from services.reroute.topology import Circuit, Topology
 
 
 def journal_path(state: FabricState) -> Path:
@@ -30,34 +31,65 @@ def journal_path(state: FabricState) -> Path:
 
 
 @asynccontextmanager
-async def fabric_drivers(topo: Topology, state: FabricState) -> AsyncIterator[dict[str, OvsDriver]]:
-    """Connected OVS drivers for every packet switch of a running fabric."""
+async def fabric_drivers(topo: Topology, state: FabricState) -> AsyncIterator[dict[str, Driver]]:
+    """Connected drivers for every switch of a running fabric: OVS for the packet switches,
+    Polatis SCPI (to the fabric's emulators) for the optical ones."""
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
-    drivers = {s.name: OvsDriver(s.name, ovs.mgmt(s.name)) for s in topo.switches}
+    flows = {s.name: OvsDriver(s.name, ovs.mgmt(s.name)) for s in topo.switches}
+    optical = {
+        o.name: PolatisScpiDriver(o.name, socket_resource("127.0.0.1", state.scpi[o.name]))
+        for o in topo.optical_switches
+        if o.name in state.scpi
+    }
     try:
-        await asyncio.gather(*(d.connect() for d in drivers.values()))
-        yield drivers
+        await asyncio.gather(
+            *(d.connect() for d in flows.values()), *(d.open() for d in optical.values())
+        )
+        yield {**flows, **optical}
     finally:
-        await asyncio.gather(*(d.close() for d in drivers.values()), return_exceptions=True)
+        await asyncio.gather(
+            *(d.close() for d in flows.values()),
+            *(d.close() for d in optical.values()),
+            return_exceptions=True,
+        )
 
 
-async def read_tables(drivers: Mapping[str, FlowProgrammer]) -> Tables:
-    names = list(drivers)
+async def read_tables(drivers: Mapping[str, Driver]) -> Tables:
+    """Our rules (by cookie) on every packet switch."""
+    names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
     reads = await asyncio.gather(
-        *(drivers[n].read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK) for n in names)
+        *(_flows(drivers[n]).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK) for n in names)
     )
     return tables_from(dict(zip(names, reads, strict=True)))
 
 
-async def plan_on_devices(
-    topo: Topology, drivers: Mapping[str, FlowProgrammer], intent: Intent
-) -> Plan:
-    return plan(topo, await read_tables(drivers), intent, now=time.time())
+async def read_optics(drivers: Mapping[str, Driver]) -> frozenset[Circuit]:
+    """The current cross-connects of every optical switch."""
+    names = [n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch)]
+    maps = await asyncio.gather(*(_optical(drivers[n]).connections() for n in names))
+    return frozenset(
+        Circuit(switch=n, ingress=i, egress=e)
+        for n, m in zip(names, maps, strict=True)
+        for i, e in m.items()
+    )
 
 
-async def recover(
-    topo: Topology, drivers: Mapping[str, FlowProgrammer], journal: Journal
-) -> list[str]:
+def _flows(driver: Driver) -> FlowProgrammer:
+    assert isinstance(driver, FlowProgrammer)
+    return driver
+
+
+def _optical(driver: Driver) -> CrossConnectSwitch:
+    assert isinstance(driver, CrossConnectSwitch)
+    return driver
+
+
+async def plan_on_devices(topo: Topology, drivers: Mapping[str, Driver], intent: Intent) -> Plan:
+    tables, optics = await asyncio.gather(read_tables(drivers), read_optics(drivers))
+    return plan(topo, tables, intent, now=time.time(), optics=optics)
+
+
+async def recover(topo: Topology, drivers: Mapping[str, Driver], journal: Journal) -> list[str]:
     """Finish every reroute the journal shows running (its process died mid-plan): read the
     devices, put every flow back on its origin path, remove what the reroute left behind.
     Safe to repeat: an interrupted recovery leaves the record running for the next one."""
@@ -90,7 +122,7 @@ async def recover(
 
 async def reroute(
     topo: Topology,
-    drivers: Mapping[str, FlowProgrammer],
+    drivers: Mapping[str, Driver],
     journal: Journal,
     intent: Intent,
     *,

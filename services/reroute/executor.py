@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from drivers.base import FlowProgrammer
+from drivers.base import CrossConnectSwitch, FlowProgrammer, PortMonitor, PortState
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.planner import Plan, Step, StepKind
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
+from services.reroute.topology import Circuit
 
 ALL_BITS = 0xFFFF_FFFF_FFFF_FFFF
 log = logging.getLogger("reroute.executor")
@@ -57,10 +58,18 @@ class Outcome:
         return "\n".join(lines)
 
 
+class LockTimeout(DeviceTimeout):
+    """The new circuit's transceivers did not lock (its switch ports stayed down) in time."""
+
+
+Driver = FlowProgrammer | CrossConnectSwitch
+LOCK_POLL_S = 0.002  # how often the lock gate reads port state
+
+
 class Executor:
     def __init__(
         self,
-        drivers: Mapping[str, FlowProgrammer],
+        drivers: Mapping[str, Driver],
         journal: Journal,
         *,
         step_timeout: float = 10.0,
@@ -78,6 +87,8 @@ class Executor:
         started = self.clock()
         shifted: float | None = None
         first = 0
+        checkpoint = 0  # steps before this index are never undone (a checkpoint passed)
+        rest = ""
         for phase in plan.phases:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
@@ -85,7 +96,8 @@ class Executor:
                 first += len(batch)
                 error = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
-                    state, story = await self.rollback(reroute_id, steps, list(range(first)), error)
+                    undo = list(range(checkpoint, first))
+                    state, story = await self.rollback(reroute_id, steps, undo, error, rest)
                     return Outcome(
                         reroute_id=reroute_id,
                         state=state,
@@ -95,6 +107,10 @@ class Executor:
                     )
                 if any(s.kind is StepKind.SHIFT for s in batch):
                     shifted = (self.clock() - started) * 1000
+            if phase.rest:
+                checkpoint = first
+                rest = ", ".join(f"{len(f)} flow(s) on {p}" for p, f in phase.rest)
+                self.journal.checkpoint(reroute_id, phase.rest)
         self.journal.finish(reroute_id, RerouteState.DONE)
         return Outcome(
             reroute_id=reroute_id,
@@ -135,17 +151,67 @@ class Executor:
         if step.kind in (StepKind.DRAIN, StepKind.WAIT):
             await asyncio.sleep(step.duration_s)
             return
-        driver = self.drivers[step.device]
+        if step.kind is StepKind.AWAIT_LOCK:
+            await self._await_lock(step)
+            return
         try:
             async with asyncio.timeout(self.step_timeout):
-                if step.kind is StepKind.VERIFY:
-                    await self._verify(driver, step)
-                else:
-                    await driver.apply(step.changes)
+                await self._device_step(step)
         except TimeoutError as exc:
             raise DeviceTimeout(
                 step.device, f"{step.kind} took over {self.step_timeout} s"
             ) from exc
+
+    async def _device_step(self, step: Step) -> None:
+        if step.kind is StepKind.CIRCUITS:
+            await self._circuits(step.device, step.disconnect, step.connect)
+        elif step.kind is StepKind.VERIFY:
+            await self._verify(self._programmer(step.device), step)
+        else:
+            await self._programmer(step.device).apply(step.changes)
+
+    def _programmer(self, name: str) -> FlowProgrammer:
+        driver = self.drivers[name]
+        if not isinstance(driver, FlowProgrammer):
+            raise DriverError(name, "is not a packet switch (no flow programming)")
+        return driver
+
+    async def _circuits(
+        self, name: str, remove: tuple[Circuit, ...], add: tuple[Circuit, ...]
+    ) -> None:
+        driver = self.drivers[name]
+        if not isinstance(driver, CrossConnectSwitch):
+            raise DriverError(name, "is not an optical switch (no cross-connects)")
+        if remove:
+            await driver.disconnect([c.ingress for c in remove])
+        if add:
+            await driver.connect([(c.ingress, c.egress) for c in add])
+
+    async def _await_lock(self, step: Step) -> None:
+        """Poll the ports' link state until all are up; LockTimeout after ``duration_s``."""
+        devices = sorted({d for d, _ in step.ports})
+        deadline = self.clock() + step.duration_s
+        down = list(step.ports)
+        while True:
+            states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
+            by_device = dict(zip(devices, states, strict=True))
+            down = [(d, p) for d, p in step.ports if by_device[d].get(p) is not PortState.UP]
+            if not down:
+                return
+            if self.clock() >= deadline:
+                ports = " ".join(f"{d}:p{p}" for d, p in down)
+                raise LockTimeout(
+                    step.device,
+                    f"new circuit not locked after {step.duration_s * 1000:.0f} ms: "
+                    f"{ports} still down",
+                )
+            await asyncio.sleep(LOCK_POLL_S)
+
+    def _monitor(self, name: str) -> PortMonitor:
+        driver = self.drivers[name]
+        if not isinstance(driver, PortMonitor):
+            raise DriverError(name, "cannot report port state")
+        return driver
 
     async def _verify(self, driver: FlowProgrammer, step: Step) -> None:
         cookies = {r.cookie for r in step.expect}
@@ -158,21 +224,31 @@ class Executor:
             raise VerifyError(step.device, f"{len(missing)} rule(s) missing, e.g. {missing[0]}")
 
     async def rollback(
-        self, reroute_id: str, steps: list[Step], started: list[int], cause: Exception
+        self,
+        reroute_id: str,
+        steps: list[Step],
+        started: list[int],
+        cause: Exception,
+        rest: str = "",
     ) -> tuple[RerouteState, str]:
         """Undo the started steps, newest first. Returns the final state and the story."""
         for i in reversed(started):
             step = steps[i]
-            if not step.undo:
-                continue
             try:
                 async with asyncio.timeout(self.step_timeout):
-                    await self.drivers[step.device].apply(step.undo)
+                    await self._undo(step)
             except (RerouteError, TimeoutError) as exc:
                 error = f"{cause}; rollback of step {i + 1} failed too: {exc}"
                 self.journal.finish(reroute_id, RerouteState.FAILED, error)
                 return RerouteState.FAILED, error
             self.journal.step(reroute_id, i, StepState.UNDONE)
-        error = f"{cause} (rolled back: every flow is on its previous path)"
+        where = f"to the checkpoint ({rest})" if rest else "every flow is on its previous path"
+        error = f"{cause} (rolled back: {where})"
         self.journal.finish(reroute_id, RerouteState.ROLLED_BACK, error)
         return RerouteState.ROLLED_BACK, error
+
+    async def _undo(self, step: Step) -> None:
+        if step.kind is StepKind.CIRCUITS:
+            await self._circuits(step.device, step.connect, step.disconnect)
+        elif step.undo:
+            await self._programmer(step.device).apply(step.undo)

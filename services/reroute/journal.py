@@ -139,6 +139,15 @@ class Journal:
                 (state, time.time(), error, reroute_id, idx),
             )
 
+    def checkpoint(
+        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+    ) -> None:
+        """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
+        self.db.execute(
+            "UPDATE reroutes SET origins = ? WHERE id = ?",
+            (json.dumps({p: _encode_flows(f) for p, f in rest}), reroute_id),
+        )
+
     def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
         self.db.execute(
             "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?",

@@ -82,3 +82,5 @@ class Intent:
     strategy: Strategy = Strategy.MBB
     drain_s: float = 0.05  # wait before removing old rules (>= max path delay)
     bbm_gap_s: float = 0.0  # BBM only: extra outage between break and make (experiments)
+    via: str | None = None  # optical MBB: the temporary path the flows wait on
+    lock_timeout_s: float = 3.0  # optical: longest wait for the new circuit's transceivers

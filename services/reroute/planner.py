@@ -41,7 +41,7 @@ from services.reroute.rules import (
     transit_rules,
 )
 from services.reroute.tables import RuleKey, Tables, apply_changes
-from services.reroute.topology import Path, Topology
+from services.reroute.topology import Circuit, Path, Topology
 
 
 class StepKind(StrEnum):
@@ -51,6 +51,8 @@ class StepKind(StrEnum):
     REMOVE = "remove"
     DRAIN = "drain"
     WAIT = "wait"
+    CIRCUITS = "circuits"  # optical switch: remove ``disconnect``, then add ``connect``
+    AWAIT_LOCK = "await-lock"  # until every port in ``ports`` is up, at most ``duration_s``
 
 
 class Disruption(StrEnum):
@@ -65,11 +67,21 @@ class Step:
     changes: tuple[FlowChange, ...] = ()
     undo: tuple[FlowChange, ...] = ()
     expect: tuple[FlowRule, ...] = ()  # VERIFY: rules that must read back
-    duration_s: float = 0.0  # DRAIN / WAIT
+    duration_s: float = 0.0  # DRAIN / WAIT; AWAIT_LOCK: the timeout
+    connect: tuple[Circuit, ...] = ()  # CIRCUITS
+    disconnect: tuple[Circuit, ...] = ()  # CIRCUITS
+    ports: tuple[tuple[str, int], ...] = ()  # AWAIT_LOCK: (switch, port) that must come up
 
     def describe(self) -> str:
         if self.kind in (StepKind.DRAIN, StepKind.WAIT):
             return f"{self.kind} {self.duration_s * 1000:.0f} ms"
+        if self.kind is StepKind.CIRCUITS:
+            gone = " ".join(f"{c.ingress}->{c.egress}" for c in self.disconnect) or "none"
+            new = " ".join(f"{c.ingress}->{c.egress}" for c in self.connect) or "none"
+            return f"circuits {self.device}: remove {gone}; add {new}"
+        if self.kind is StepKind.AWAIT_LOCK:
+            ports = " ".join(f"{d}:p{p}" for d, p in self.ports)
+            return f"await lock: {ports} up (timeout {self.duration_s * 1000:.0f} ms)"
         if self.kind is StepKind.VERIFY:
             return f"verify {self.device}: {len(self.expect)} rules read back"
         adds = sum(c.op is FlowOp.ADD for c in self.changes)
@@ -85,6 +97,9 @@ class Phase:
     name: str
     steps: tuple[Step, ...]
     concurrent: bool = False
+    # a checkpoint: after this phase every flow rests on a working path, placed like this
+    # (path, forward flows); a later failure rolls back to here, not to the start
+    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,18 +125,47 @@ class Plan:
         lines = [head]
         n = 0
         for phase in self.phases:
-            lines.append(f"  phase {phase.name}" + (" (concurrent)" if phase.concurrent else ""))
+            tags = " (concurrent)" if phase.concurrent else ""
+            tags += " [checkpoint]" if phase.rest else ""
+            lines.append(f"  phase {phase.name}{tags}")
             for step in phase.steps:
                 n += 1
                 lines.append(f"    {n:>2}. {step.describe()}")
         return "\n".join(lines)
 
 
-def plan(topo: Topology, tables: Tables, intent: Intent, now: float) -> Plan:
-    return _plan(topo, tables, intent, now, partial_ok=False)
+def plan(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    optics: frozenset[Circuit] | None = None,
+) -> Plan:
+    """The plan of ``intent`` on ``tables`` with the optical switches' current circuits
+    ``optics`` (default: the topology's initial ones). A target path that needs circuits not
+    present is an optical reconfiguration (``services.reroute.optical``)."""
+    if optics is None:
+        optics = initial_optics(topo)
+    to = topo.paths.get(intent.to_path)
+    if to is not None and not to.circuits <= optics:
+        from services.reroute.optical import plan_optical
+
+        return plan_optical(topo, tables, optics, intent, now)
+    if intent.via is not None:
+        raise PlanError(
+            f"--via is for optical reconfigurations; path {intent.to_path} needs no new "
+            "cross-connects"
+        )
+    return plan_electronic(topo, tables, intent, now, partial_ok=False)
 
 
-def _plan(topo: Topology, tables: Tables, intent: Intent, now: float, *, partial_ok: bool) -> Plan:
+def initial_optics(topo: Topology) -> frozenset[Circuit]:
+    return frozenset(c for o in topo.optical_switches for c in o.cross_connects)
+
+
+def plan_electronic(
+    topo: Topology, tables: Tables, intent: Intent, now: float, *, partial_ok: bool
+) -> Plan:
     if not intent.flows:
         raise PlanError("no flows to move")
     if intent.to_path not in topo.paths:
@@ -194,11 +238,11 @@ def plan_restore(
     current = {b: dict(t) for b, t in tables.items()}
     for path, flows in origins.items():
         tag = path_tag(topo, path)
-        away = tuple(f for f in flows if not _all_on(topo.paths[path], current, f, tag))
+        away = tuple(f for f in flows if not all_on(topo.paths[path], current, f, tag))
         if not away:
             continue
         intent = Intent(flows=away, to_path=path, drain_s=0.0)
-        p = _plan(topo, current, intent, now, partial_ok=True)
+        p = plan_electronic(topo, current, intent, now, partial_ok=True)
         plans.append(p)
         for step in p.steps():
             if step.changes:
@@ -218,7 +262,7 @@ def plan_restore(
     return plans
 
 
-def _all_on(path: Path, tables: Tables, flow: FlowSpec, tag: int) -> bool:
+def all_on(path: Path, tables: Tables, flow: FlowSpec, tag: int) -> bool:
     for d in directions(path):
         key = (0, INGRESS_PRIORITY, ingress_match(d.hops, flow if d.forward else flow.reverse()))
         rule = tables.get(d.hops[0].node, {}).get(key)

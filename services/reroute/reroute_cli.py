@@ -9,7 +9,14 @@ import time
 from pathlib import Path
 
 from fabric import state as fabric_state
-from services.reroute.engine import fabric_drivers, journal_path, read_tables, recover, reroute
+from services.reroute.engine import (
+    fabric_drivers,
+    journal_path,
+    read_optics,
+    read_tables,
+    recover,
+    reroute,
+)
 from services.reroute.errors import FabricError
 from services.reroute.executor import Outcome
 from services.reroute.journal import Journal, RerouteState
@@ -17,7 +24,7 @@ from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan, plan
 from services.reroute.rules import initial_rules
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Topology, load_topology
+from services.reroute.topology import Circuit, Topology, load_topology
 
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
@@ -29,6 +36,8 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
         strategy=Strategy(args.strategy),
         drain_s=args.drain_ms / 1000,
         bbm_gap_s=args.gap_ms / 1000,
+        via=args.via,
+        lock_timeout_s=args.lock_timeout_ms / 1000,
     )
 
 
@@ -44,15 +53,16 @@ def _plan(args: argparse.Namespace) -> int:
     if st is None:
         print(f"(fabric {topo.name} is not up: planning on its initial state)", file=sys.stderr)
         tables: Tables = tables_from(initial_rules(topo))
+        optics = None
     else:
-        tables = asyncio.run(_read(topo, st))
-    print(plan(topo, tables, intent, now=time.time()).describe())
+        tables, optics = asyncio.run(_read(topo, st))
+    print(plan(topo, tables, intent, now=time.time(), optics=optics).describe())
     return 0
 
 
-async def _read(topo: Topology, st: fabric_state.FabricState) -> Tables:
+async def _read(topo: Topology, st: fabric_state.FabricState) -> tuple[Tables, frozenset[Circuit]]:
     async with fabric_drivers(topo, st) as drivers:
-        return await read_tables(drivers)
+        return await read_tables(drivers), await read_optics(drivers)
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -112,6 +122,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=[s.value for s in Strategy], default="mbb")
     p.add_argument("--drain-ms", type=float, default=50.0, help="wait before removing old rules")
     p.add_argument("--gap-ms", type=float, default=0.0, help="BBM: extra outage (experiments)")
+    p.add_argument(
+        "--via",
+        metavar="PATH",
+        help="optical MBB: the temporary path the flows take while the circuit locks",
+    )
+    p.add_argument(
+        "--lock-timeout-ms",
+        type=float,
+        default=3000.0,
+        help="optical: longest wait for the new circuit's ports to come up (then roll back)",
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

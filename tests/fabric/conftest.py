@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import random
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,9 +53,9 @@ def reroute(
     return proc
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _need_root() -> None:
-    if os.geteuid() != 0:
+@pytest.fixture(autouse=True)
+def _need_root(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("fabric") and os.geteuid() != 0:
         pytest.fail("fabric tests need root (CI runs as root); deselect with -m 'not fabric'")
 
 
@@ -67,3 +72,77 @@ def ngncs(topo_ngncs: Topology) -> Iterator[Fabric]:
     finally:
         fabric.down(topo_ngncs.name)
     assert leftovers(topo_ngncs.name) == []
+
+
+RATE = 5000
+CLI = [sys.executable, "-m", "services.reroute.cli"]
+
+
+class Probe:
+    """A probe receiver in vm3 and sender in vm2, as real processes in their namespaces."""
+
+    def __init__(self, fab: Fabric, duration: float, rate: int = RATE) -> None:
+        run_id = str(random.getrandbits(32))
+        self.recv = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                fab.host_ns("vm3"),
+                *CLI,
+                "probe",
+                "recv",
+                "--bind",
+                "10.0.0.3:9000",
+                "--json",
+                "--run-id",
+                run_id,
+                "--idle",
+                "3",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.recv.stderr is not None
+        line = self.recv.stderr.readline()
+        assert "listening" in line, line
+        self.send = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                fab.host_ns("vm2"),
+                *CLI,
+                "probe",
+                "send",
+                "--to",
+                "10.0.0.3:9000",
+                "--rate",
+                str(rate),
+                "--duration",
+                str(duration),
+                "--run-id",
+                run_id,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+
+    def report(self) -> dict[str, Any]:
+        self.send.wait(timeout=60)
+        out, err = self.recv.communicate(timeout=60)
+        assert self.recv.returncode == 0, err
+        return dict(json.loads(out))
+
+
+def during(
+    fab: Fabric, duration: float, action: Callable[[], Awaitable[None]], at: float = 1.0
+) -> dict[str, Any]:
+    probe = Probe(fab, duration)
+    time.sleep(at)
+    asyncio.run(action())  # type: ignore[arg-type]
+    return probe.report()

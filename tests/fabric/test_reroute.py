@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -22,83 +20,12 @@ from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.rules import ROLE_INGRESS, tag_of
 from services.reroute.topology import Topology
-from tests.fabric.conftest import NGNCS, ROOT
+from tests.fabric.conftest import NGNCS, RATE, ROOT, during
 from tests.fabric.conftest import reroute as reroute_cli
 
 pytestmark = pytest.mark.fabric
 CLI = [sys.executable, "-m", "services.reroute.cli"]
 FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3")
-RATE = 5000
-
-
-class Probe:
-    """A probe receiver in vm3 and sender in vm2, as real processes in their namespaces."""
-
-    def __init__(self, fab: Fabric, duration: float, rate: int = RATE) -> None:
-        run_id = str(random.getrandbits(32))
-        self.recv = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                fab.host_ns("vm3"),
-                *CLI,
-                "probe",
-                "recv",
-                "--bind",
-                "10.0.0.3:9000",
-                "--json",
-                "--run-id",
-                run_id,
-                "--idle",
-                "3",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        assert self.recv.stderr is not None
-        line = self.recv.stderr.readline()
-        assert "listening" in line, line
-        self.send = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                fab.host_ns("vm2"),
-                *CLI,
-                "probe",
-                "send",
-                "--to",
-                "10.0.0.3:9000",
-                "--rate",
-                str(rate),
-                "--duration",
-                str(duration),
-                "--run-id",
-                run_id,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-
-    def report(self) -> dict[str, Any]:
-        self.send.wait(timeout=60)
-        out, err = self.recv.communicate(timeout=60)
-        assert self.recv.returncode == 0, err
-        return dict(json.loads(out))
-
-
-def during(
-    fab: Fabric, duration: float, action: Callable[[], Awaitable[None]], at: float = 1.0
-) -> dict[str, Any]:
-    probe = Probe(fab, duration)
-    time.sleep(at)
-    asyncio.run(action())  # type: ignore[arg-type]
-    return probe.report()
 
 
 async def move(topo: Topology, fab: Fabric, to: str, **kw: Any) -> RerouteState:

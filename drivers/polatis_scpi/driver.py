@@ -1,0 +1,387 @@
+"""``PolatisScpiDriver``: a Polatis optical switch over SCPI (raw TCP, pyvisa + pyvisa-py).
+
+The resource is ``TCPIP0::HOST::5025::SOCKET`` (``socket_resource(host)``). pyvisa is
+blocking: each exchange runs in a worker thread (``asyncio.to_thread``) under one asyncio
+lock, and under a thread lock too, so an exchange abandoned by a cancelled caller finishes
+before the next one starts.
+
+Changes use only ``:OXC:SWIT:CONN:ADD`` (``connect``) and ``:OXC:SWIT:CONN:SUB ...,(@)``
+(``disconnect``); never ``:CONN:ONLY`` or ``*RST``, which replace or drop every
+connection. A change is checked locally first (ports in range of ``:OXC:SWIT:SIZE?``, no
+port twice): a bad one raises ``DeviceRejected`` with nothing sent. After every change
+command the error queue is drained (``SYST:ERR?`` until ``0``); any queued error raises
+``DeviceRejected(code=<first code>)``, chained from ``ScpiDeviceError``. The emulator
+rejects a command whole; that a real unit does too is unverified: read back
+(``connections()``) when it matters.
+
+Failures: no reply in ``timeout`` -> ``DeviceTimeout``; refused or lost connection ->
+``DeviceUnreachable``; a reply that does not parse -> ``ProtocolError``. After a timeout
+or a lost connection the session is closed (a late reply would otherwise answer the next
+query): call ``open()`` again. pyvisa-py quirks: a refused connection opens fine and fails
+on the first write (-> ``DeviceUnreachable``); a device that closes the connection looks
+like silence (its read spins until the timeout: ``DeviceTimeout``); ``ResourceManager``
+is shared by every driver in the process, so only the resource is ever closed.
+
+Every line written (``>``) and read (``<``) is logged at DEBUG on
+``reroute.wire.polatis.<name>`` and kept in a bounded in-memory ``wire_log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from types import TracebackType
+from typing import Self, TypeVar
+
+import pyvisa
+from pyvisa import constants
+from pyvisa.resources import MessageBasedResource
+
+from drivers.base import Capabilities, PortState, register
+from drivers.polatis_scpi import scpi
+from drivers.polatis_scpi.scpi import Identity, MalformedReply
+from services.reroute.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+)
+
+log = logging.getLogger("reroute.drivers.polatis")
+
+LIT_DBM = -30.0  # a receiving port above this has light
+MAX_POWER_PORTS = 256  # ports per :PMON:POW? query
+MAX_DRAIN = 64  # SYST:ERR? reads after one change before giving up
+_T = TypeVar("_T")
+
+
+def socket_resource(host: str, port: int = 5025) -> str:
+    """The VISA resource name of a raw SCPI socket."""
+    return f"TCPIP0::{host}::{port}::SOCKET"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireLine:
+    direction: str  # ">" written, "<" read
+    text: str
+
+
+class ScpiDeviceError(Exception):
+    """Errors the device queued after a command; the ``__cause__`` of ``DeviceRejected``."""
+
+    def __init__(self, command: str, errors: Sequence[tuple[int, str]]) -> None:
+        self.command = command
+        self.errors = tuple(errors)
+        listed = "; ".join(f"{code},{message!r}" for code, message in errors)
+        super().__init__(f"{command}: {listed}")
+
+
+class _Session:
+    """One open pyvisa resource. Blocking; callers hold ``lock`` (see ``run``)."""
+
+    def __init__(
+        self, res: MessageBasedResource, wire: logging.Logger, keep: deque[WireLine]
+    ) -> None:
+        self.res = res
+        self.wire = wire
+        self.keep = keep
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        resource: str,
+        backend: str,
+        timeout: float,
+        wire: logging.Logger,
+        keep: deque[WireLine],
+    ) -> _Session:
+        ms = max(1, round(timeout * 1000))
+        res = pyvisa.ResourceManager(backend).open_resource(
+            resource,
+            open_timeout=ms,
+            timeout=ms,
+            read_termination="\r\n",
+            write_termination="\n",
+        )
+        if not isinstance(res, MessageBasedResource):
+            res.close()
+            raise ValueError(f"{resource} is not a message-based resource")
+        res.encoding = "latin-1"
+        return cls(res, wire, keep)
+
+    def run(self, fn: Callable[[_Session], _T]) -> _T:
+        with self.lock:
+            return fn(self)
+
+    def write(self, *lines: str) -> None:
+        """Lines in one write: a second small write would wait for the ACK of the first
+        (Nagle; pyvisa-py cannot set TCP_NODELAY on a SOCKET resource)."""
+        for line in lines:
+            self._log(">", line)
+        self.res.write_raw("".join(f"{line}\n" for line in lines).encode("latin-1"))
+
+    def read(self) -> str:
+        line = self.res.read()
+        self._log("<", line)
+        return line
+
+    def query(self, line: str) -> str:
+        self.write(line)
+        return self.read()
+
+    def change(self, command: str) -> list[tuple[int, str]]:
+        """Send a change and drain the error queue; the errors it queued, oldest first."""
+        self.write(command, scpi.ERROR)
+        return self._drain()
+
+    def drain(self) -> list[tuple[int, str]]:
+        self.write(scpi.ERROR)
+        return self._drain()
+
+    def _drain(self) -> list[tuple[int, str]]:
+        """Read ``SYST:ERR?`` replies (one already asked for) until ``0``."""
+        errors: list[tuple[int, str]] = []
+        for _ in range(MAX_DRAIN):
+            reply = self.read()
+            code, message = scpi.parse_error(reply)
+            if code == scpi.NO_ERROR:
+                return errors
+            errors.append((code, message))
+            self.write(scpi.ERROR)
+        raise MalformedReply(f"{scpi.ERROR} (still no 0 after {MAX_DRAIN} reads)", reply)
+
+    def close(self) -> None:
+        with self.lock:
+            self.res.close()
+
+    def _log(self, direction: str, text: str) -> None:
+        self.wire.debug("%s %s", direction, text)
+        self.keep.append(WireLine(direction=direction, text=text))
+
+
+@register("polatis_scpi")
+class PolatisScpiDriver:
+    """A Polatis switch at a VISA resource such as ``TCPIP0::10.0.0.5::5025::SOCKET``.
+
+    The session is ``open()`` / ``close()`` (or ``async with``): ``connect(pairs)`` is the
+    ``CrossConnectSwitch`` method that adds connections."""
+
+    capabilities = Capabilities(
+        atomic_batch=True,
+        read_back=True,
+        max_batch=0,
+        port_state=True,
+        optical_power=True,
+        typical_latency_ms=5.0,
+        notes="SCPI over raw TCP (pyvisa-py); ADD of several pairs is one command; port "
+        "state from the receiving egress port's optical power",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        resource: str,
+        *,
+        timeout: float = 2.0,
+        backend: str = "@py",
+        lit_dbm: float = LIT_DBM,
+        wire_log: int = 1000,
+    ) -> None:
+        self.name = name
+        self.resource = resource
+        self.timeout = timeout
+        self.backend = backend
+        self.lit_dbm = lit_dbm
+        self._wire = logging.getLogger(f"reroute.wire.polatis.{name}")
+        self._keep: deque[WireLine] = deque(maxlen=wire_log)
+        self._session: _Session | None = None
+        self._identity: Identity | None = None
+        self._size: tuple[int, int] | None = None
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------------------------
+    # session
+
+    async def open(self) -> None:
+        """Connect, read ``*IDN?`` and ``:OXC:SWIT:SIZE?``, discard stale queued errors."""
+        if self._session is not None:
+            return
+        self._session = await self._open_session()
+        try:
+            identity, size, stale = await self._call(_handshake)
+        except BaseException:
+            await self.close()
+            raise
+        self._identity, self._size = identity, size
+        if stale:
+            log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
+        log.debug("%s: %s, %dx%d", self.name, identity, *size)
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await asyncio.to_thread(session.close)
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def identity(self) -> Identity:
+        if self._identity is None:
+            raise DeviceUnreachable(self.name, "not connected (call open() first)")
+        return self._identity
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(N ingress ports 1..N, M egress ports N+1..N+M)."""
+        if self._size is None:
+            raise DeviceUnreachable(self.name, "not connected (call open() first)")
+        return self._size
+
+    @property
+    def wire_log(self) -> list[WireLine]:
+        """The most recent lines written and read (bounded by ``wire_log``)."""
+        return list(self._keep)
+
+    # ----------------------------------------------------------------------------------
+    # CrossConnectSwitch
+
+    async def connect(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Add ingress->egress connections in one ``ADD``, keeping all others."""
+        if not pairs:
+            return
+        self._check_pairs(pairs)
+        await self._change(scpi.add_command(pairs))
+
+    async def disconnect(self, ingresses: Sequence[int]) -> None:
+        """Remove every connection of these ingress ports in one ``SUB``."""
+        if not ingresses:
+            return
+        n, _ = self.size
+        self._check_ports(ingresses, range(1, n + 1), "ingress")
+        await self._change(scpi.sub_command(ingresses))
+
+    async def connections(self) -> dict[int, int]:
+        return await self._query(scpi.STATE, scpi.parse_connections)
+
+    # ----------------------------------------------------------------------------------
+    # PortMonitor and optical power
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Duplex port i is UP when its receiving egress port N+i has light (> ``lit_dbm``)."""
+        n, m = self.size
+        duplex = range(1, min(n, m) + 1)
+        power = await self.power([n + i for i in duplex])
+        return {i: PortState.UP if power[n + i] > self.lit_dbm else PortState.DOWN for i in duplex}
+
+    async def power(self, ports: Sequence[int]) -> dict[int, float]:
+        """Optical power in dBm of each port, ``MAX_POWER_PORTS`` ports a query."""
+        n, m = self.size
+        self._check_ports(ports, range(1, n + m + 1), "port")
+        found: dict[int, float] = {}
+        for start in range(0, len(ports), MAX_POWER_PORTS):
+            chunk = ports[start : start + MAX_POWER_PORTS]
+            found |= await self._query(scpi.power_query(chunk), partial(scpi.parse_powers, chunk))
+        return found
+
+    async def peer(self, port: int) -> int | None:
+        """The port connected to ``port``, or None."""
+        n, m = self.size
+        self._check_ports([port], range(1, n + m + 1), "port")
+        return await self._query(scpi.peer_query(port), scpi.parse_peer)
+
+    # ----------------------------------------------------------------------------------
+    # local validation (nothing is sent when it fails)
+
+    def _check_pairs(self, pairs: Sequence[tuple[int, int]]) -> None:
+        n, m = self.size
+        self._check_ports([i for i, _ in pairs], range(1, n + 1), "ingress")
+        self._check_ports([e for _, e in pairs], range(n + 1, n + m + 1), "egress")
+
+    def _check_ports(self, ports: Sequence[int], valid: range, role: str) -> None:
+        bad = [p for p in ports if p not in valid]
+        if bad:
+            raise self._local(
+                "out-of-range", f"{role} port(s) {bad} not in {valid.start}..{valid.stop - 1}"
+            )
+        twice = sorted(p for p, count in Counter(ports).items() if count > 1)
+        if twice:
+            raise self._local("duplicate", f"{role} port(s) {twice} given more than once")
+
+    def _local(self, code: str, message: str) -> DeviceRejected:
+        return DeviceRejected(self.name, f"{message}; nothing was sent", code)
+
+    # ----------------------------------------------------------------------------------
+    # exchanges
+
+    async def _change(self, command: str) -> None:
+        errors = await self._call(lambda s: s.change(command))
+        if errors:
+            code, message = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise DeviceRejected(
+                self.name, f"{command!r} rejected: {code},{message!r}{more}", str(code)
+            ) from ScpiDeviceError(command, errors)
+
+    async def _query(self, line: str, parse: Callable[[str], _T]) -> _T:
+        """Ask and parse the reply (a reply that does not parse names this device)."""
+        return await self._call(lambda s: parse(s.query(line)))
+
+    async def _call(self, fn: Callable[[_Session], _T]) -> _T:
+        async with self._lock:
+            session = self._session
+            if session is None:
+                raise DeviceUnreachable(self.name, "not connected (call open() first)")
+            try:
+                return await asyncio.to_thread(session.run, fn)
+            except MalformedReply as exc:
+                raise exc.renamed(self.name) from exc
+            except (pyvisa.errors.VisaIOError, OSError) as exc:
+                await self._drop(session)
+                raise self._io_error(exc) from exc
+
+    async def _open_session(self) -> _Session:
+        try:
+            return await asyncio.to_thread(
+                _Session.open, self.resource, self.backend, self.timeout, self._wire, self._keep
+            )
+        except Exception as exc:  # pyvisa-py raises a bare Exception when it cannot connect
+            raise DeviceUnreachable(self.name, f"cannot open {self.resource}: {exc}") from exc
+
+    async def _drop(self, session: _Session) -> None:
+        """Close a session whose stream can no longer be trusted."""
+        if self._session is session:
+            self._session = None
+        try:
+            await asyncio.to_thread(session.close)
+        except Exception as exc:  # already broken; the original error is what matters
+            log.debug("%s: closing a broken session: %s", self.name, exc)
+
+    def _io_error(self, exc: Exception) -> DeviceTimeout | DeviceUnreachable:
+        if isinstance(exc, pyvisa.errors.VisaIOError) and exc.error_code == constants.VI_ERROR_TMO:
+            return DeviceTimeout(
+                self.name, f"no reply from {self.resource} within {self.timeout} s"
+            )
+        return DeviceUnreachable(self.name, f"{self.resource}: {exc}")
+
+
+def _handshake(s: _Session) -> tuple[Identity, tuple[int, int], list[tuple[int, str]]]:
+    identity = scpi.parse_identity(s.query(scpi.IDN))
+    size = scpi.parse_size(s.query(scpi.SIZE))
+    if identity.size is not None and identity.size != size:
+        log.warning("product code says %dx%d, SIZE? says %dx%d", *identity.size, *size)
+    return identity, size, s.drain()

@@ -1,0 +1,70 @@
+"""Helper daemons of a fabric (device emulators, delay lines): start, wait ready, stop.
+
+Each daemon runs in its own process group, with ``<rundir>/<name>.pid`` written as soon
+as it is spawned (so ``down`` can always find it) and a ready file it writes itself once
+it serves (its bound port). ``stop_all`` ends every daemon with a pid file in a run dir.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fabric.ovs import _terminate, alive
+from services.reroute.errors import FabricError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> int:
+    """Run ``python -m module args --ready-file F``; return what it wrote to F (its port)."""
+    rundir.mkdir(parents=True, exist_ok=True)
+    ready = rundir / f"{name}.ready"
+    ready.unlink(missing_ok=True)
+    log = (rundir / f"{name}.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args, "--ready-file", str(ready)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    log.close()
+    (rundir / f"{name}.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = (rundir / f"{name}.log").read_text(errors="replace")[-800:]
+            _terminate(proc.pid)
+            raise FabricError(f"{name} ({module}) did not start: {tail.strip() or 'no output'}")
+        time.sleep(0.01)
+    return int(ready.read_text().strip())
+
+
+def stop_all(rundir: Path) -> list[str]:
+    """Stop every daemon with a pid file in ``rundir``; returns their names."""
+    stopped = []
+    for pidfile in sorted(rundir.glob("*.pid")) if rundir.is_dir() else []:
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if alive(pid) and _is_ours(pid):
+            _terminate(pid)
+            stopped.append(pidfile.stem)
+        pidfile.unlink(missing_ok=True)
+    return stopped
+
+
+def _is_ours(pid: int) -> bool:
+    """The pid is still a Python daemon of ours (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(arg.startswith(b"fabric.") for arg in cmdline) and os.path.basename(
+        cmdline[0]
+    ).startswith(b"python")

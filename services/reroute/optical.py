@@ -1,0 +1,226 @@
+"""Optical reconfiguration plans: seed 003's make-before-break (Table 4.7) and
+break-before-make (Table 4.2) around an optical switch.
+
+A target path that needs cross-connects not present means reconfiguring the switch: the
+new circuits are added (and the circuits they collide with, same ingress or egress,
+removed), then the new circuit is dark for the switching time plus the transceivers' lock
+time. Ordering policy:
+
+MBB (``intent.via`` names an electrical temporary path that survives the change)
+  park      move the flows onto ``via`` (the electronic MBB plan)       [checkpoint]
+  circuits  one change per optical switch: remove colliding, add new
+  lock      wait until the new circuit's switch ports are up (event-driven polling, a
+            timeout: expiry rolls back to the checkpoint and restores the circuits)
+  swap      move the flows onto the target path (electronic MBB), clean ``via``
+
+BBM
+  circuits, then the electronic move to the target at once (traffic is dropped until the
+  transceivers lock), then await the lock to report when the path works.
+
+Refused: reconfigurations that would cut a path still carrying flows not in the intent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from services.reroute.errors import PlanError
+from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.planner import (
+    Disruption,
+    Phase,
+    Plan,
+    Step,
+    StepKind,
+    all_on,
+    plan_electronic,
+)
+from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.tables import Tables, apply_changes
+from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
+
+
+def plan_optical(
+    topo: Topology, tables: Tables, optics: frozenset[Circuit], intent: Intent, now: float
+) -> Plan:
+    to = topo.paths[intent.to_path]
+    needed = to.circuits - optics
+    removed = colliding(optics, needed)
+    circuits = _circuit_steps(needed, removed)
+    lock = Step(
+        kind=StepKind.AWAIT_LOCK,
+        device=",".join(sorted({c.switch for c in needed})),
+        ports=lock_ports(topo, needed),
+        duration_s=intent.lock_timeout_s,
+    )
+    if intent.strategy is Strategy.MBB:
+        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock)
+    return _bbm(topo, tables, intent, now, removed, circuits, lock)
+
+
+def colliding(optics: Iterable[Circuit], needed: Iterable[Circuit]) -> frozenset[Circuit]:
+    """Present circuits sharing a switch and an ingress or egress port with a needed one."""
+    ins = {(c.switch, c.ingress) for c in needed}
+    outs = {(c.switch, c.egress) for c in needed}
+    return frozenset(
+        c for c in optics if (c.switch, c.ingress) in ins or (c.switch, c.egress) in outs
+    )
+
+
+def lock_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, int], ...]:
+    """The packet-switch ports that receive the light of ``circuits`` (they come up when
+    their transceivers lock)."""
+    ports = []
+    for c in sorted(circuits):
+        node = topo.nodes[c.switch]
+        assert isinstance(node, OpticalSwitch)
+        peer = topo.peer(Endpoint(node=c.switch, port=f"p{node.ingress_of(c.egress)}"))
+        if peer is not None and peer.node in {s.name for s in topo.switches}:
+            ports.append((peer.node, int(peer.port[1:])))
+    return tuple(ports)
+
+
+def _circuit_steps(needed: frozenset[Circuit], removed: frozenset[Circuit]) -> tuple[Step, ...]:
+    switches = sorted({c.switch for c in needed | removed})
+    return tuple(
+        Step(
+            kind=StepKind.CIRCUITS,
+            device=sw,
+            connect=tuple(sorted(c for c in needed if c.switch == sw)),
+            disconnect=tuple(sorted(c for c in removed if c.switch == sw)),
+        )
+        for sw in switches
+    )
+
+
+def _mbb(
+    topo: Topology,
+    tables: Tables,
+    optics: frozenset[Circuit],
+    intent: Intent,
+    now: float,
+    removed: frozenset[Circuit],
+    circuits: tuple[Step, ...],
+    lock: Step,
+) -> Plan:
+    if intent.via is None:
+        raise PlanError(
+            f"path {intent.to_path} needs new cross-connects: make-before-break needs a "
+            "temporary path for the flows meanwhile (--via PATH), or use --strategy bbm"
+        )
+    via = _path(topo, intent.via)
+    if not via.circuits <= optics - removed:
+        raise PlanError(f"temporary path {via.name} does not survive the reconfiguration")
+    tag = path_tag(topo, via.name)
+    if all(all_on(via, tables, f, tag) for f in intent.flows):
+        raise PlanError(f"the flows are already on {via.name}: move them from there directly")
+    park = plan_electronic(
+        topo, tables, Intent(flows=intent.flows, to_path=via.name, drain_s=intent.drain_s),
+        now, partial_ok=True,
+    )  # fmt: skip
+    parked = _after(tables, park)
+    _refuse_cut(topo, parked, removed, intent.flows)
+    swap = plan_electronic(
+        topo, parked, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
+        now, partial_ok=False,
+    )  # fmt: skip
+    rest = ((via.name, intent.flows),)
+    park_phases = [Phase(name=f"park-{p.name}", steps=p.steps, concurrent=p.concurrent)
+                   for p in park.phases]  # fmt: skip
+    park_phases[-1] = Phase(
+        name=park_phases[-1].name,
+        steps=park_phases[-1].steps,
+        concurrent=park_phases[-1].concurrent,
+        rest=rest,
+    )
+    phases = [
+        *park_phases,
+        Phase(name="circuits", steps=circuits, concurrent=True),
+        Phase(name="await-lock", steps=(lock,)),
+        *(Phase(name=f"swap-{p.name}", steps=p.steps, concurrent=p.concurrent)
+          for p in swap.phases),
+    ]  # fmt: skip
+    return Plan(
+        intent=intent,
+        from_paths=park.from_paths,
+        to_path=intent.to_path,
+        disruption=Disruption.HITLESS,
+        phases=tuple(phases),
+        planned_at=now,
+        flow_count=len(intent.flows),
+        origins=park.origins,
+    )
+
+
+def _bbm(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    removed: frozenset[Circuit],
+    circuits: tuple[Step, ...],
+    lock: Step,
+) -> Plan:
+    _refuse_cut(topo, tables, removed, intent.flows)
+    move = plan_electronic(
+        topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=0.0),
+        now, partial_ok=False,
+    )  # fmt: skip
+    phases = [
+        Phase(name="circuits", steps=circuits, concurrent=True),
+        *(p for p in move.phases if p.name != "drain"),
+        Phase(name="await-lock", steps=(lock,)),
+    ]
+    return Plan(
+        intent=intent,
+        from_paths=move.from_paths,
+        to_path=intent.to_path,
+        disruption=Disruption.OUTAGE,
+        phases=tuple(phases),
+        planned_at=now,
+        flow_count=len(intent.flows),
+        origins=move.origins,
+    )
+
+
+def _path(topo: Topology, name: str) -> Path:
+    path_tag(topo, name)  # raises the PlanError naming the paths
+    return topo.paths[name]
+
+
+def _after(tables: Tables, p: Plan) -> Tables:
+    for step in p.steps():
+        if step.changes:
+            tables = apply_changes(tables, step.device, step.changes)
+    return tables
+
+
+def _refuse_cut(
+    topo: Topology, tables: Tables, removed: frozenset[Circuit], moved: tuple[FlowSpec, ...]
+) -> None:
+    """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
+    names = list(topo.paths)
+    for path in topo.paths.values():
+        if not path.circuits & removed:
+            continue
+        tag = path_tag(topo, path.name)
+        users = [
+            rule
+            for table in tables.values()
+            for rule in table.values()
+            if rule.cookie & 0xFF == ROLE_INGRESS and tag_of(rule) == tag
+        ]
+        moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
+        moved_here |= {(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in moved}
+        others = [
+            r
+            for r in users
+            if (r.match.ipv4_src, r.match.ipv4_dst, r.match.ip_proto, r.match.l4_src,
+                r.match.l4_dst) not in moved_here
+        ]  # fmt: skip
+        if others:
+            raise PlanError(
+                f"reconfiguring cuts path {names[tag - 1]}, which still carries "
+                f"{len(others)} rule(s) of flows not in this reroute, e.g. {others[0]}: "
+                "move them too"
+            )
