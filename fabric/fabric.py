@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, netns, optical
+from fabric import daemons, longhaul, netns, optical
 from fabric.forwarding import baseline_flows
 from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load, run_dir
 from services.reroute.errors import FabricError
-from services.reroute.topology import Endpoint, Host, Switch, Topology
+from services.reroute.topology import Endpoint, Host, LongHaul, Switch, Topology
 
 Progress = Callable[[str], None]
 TOOLS = ("ip", "ethtool", "ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-ofctl")
@@ -75,10 +75,12 @@ def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
     try:
         progress("optical switch emulators (Polatis SCPI)")
         scpi = optical.start(topo, state)
+        progress("long-haul delay lines")
+        delay = longhaul.start(topo, state)
     except BaseException:
         down(topo.name)
         raise
-    done = replace(state, phase="up", scpi=scpi)
+    done = replace(state, phase="up", scpi=scpi, delay=delay)
     done.save()
     return Fabric(state=done)
 
@@ -112,16 +114,19 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> None:
     _configure_hosts(topo, state)
     progress("bridges and ports")
     _make_bridges(topo, fab.ovs)
-    _wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo)])
+    _wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
         push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
 
 
-def _switch_ends(topo: Topology) -> Iterable[Endpoint]:
+def _switch_ends(topo: Topology, *, bridged: bool = False) -> Iterable[Endpoint]:
+    """Link ends in the fabric namespace (``bridged``: only those on OVS bridges; long-haul
+    ends belong to the delay line)."""
     for link in topo.links:
         for end in (link.a, link.b):
-            if not isinstance(topo.nodes[end.node], Host):
+            node = topo.nodes[end.node]
+            if not isinstance(node, Host) and not (bridged and isinstance(node, LongHaul)):
                 yield end
 
 
@@ -193,7 +198,7 @@ def _configure_hosts(topo: Topology, state: FabricState) -> None:
 def _make_bridges(topo: Topology, ovs: OvsInstance) -> None:
     args: list[str] = []
     for node in topo.nodes.values():
-        if isinstance(node, Host):
+        if isinstance(node, Host | LongHaul):
             continue
         protocols = ",".join(node.protocols) if isinstance(node, Switch) else "OpenFlow13"
         args += ["--", "add-br", node.name, "--", "set", "bridge", node.name]
@@ -201,7 +206,7 @@ def _make_bridges(topo: Topology, ovs: OvsInstance) -> None:
         args += ["other-config:disable-in-band=true"]
         if isinstance(node, Switch):
             args.append(f"other-config:datapath-id={node.dpid:016x}")
-    for end in _switch_ends(topo):
+    for end in _switch_ends(topo, bridged=True):
         number = end.port[1:]
         args += ["--", "add-port", end.node, veth_name(end)]
         args += ["--", "set", "interface", veth_name(end), f"ofport_request={number}"]

@@ -3,14 +3,15 @@
 The initial paths are written with the engine's own rules (``services.reroute.rules``), so
 the engine can move the flows the fabric starts with. Flows are computed here (pure) and
 pushed with one ``ovs-ofctl --bundle`` per bridge. Optical switches and long-haul nodes
-are, for now, static L1 patch panels: OVS bridges with in_port -> output rules.
+are OVS patch bridges driven by their Polatis emulator (``fabric.optical``); long-haul nodes
+are userspace delay lines (``fabric.longhaul``).
 """
 
 from __future__ import annotations
 
 from drivers.base import FlowRule, Output, PopVlan, PushVlan
 from services.reroute.rules import initial_rules
-from services.reroute.topology import LongHaul, OpticalSwitch, Topology
+from services.reroute.topology import OpticalSwitch, Topology
 
 PATCH_PRIORITY = 100
 
@@ -43,7 +44,8 @@ def ofctl_line(rule: FlowRule) -> str:
 
 
 def patch_flows(topo: Topology) -> dict[str, list[str]]:
-    """The L1 patches of optical switches (their cross-connects) and long-haul nodes."""
+    """The L1 patches of optical switches (their initial cross-connects). Long-haul nodes are
+    delay lines (``fabric.longhaul``), not bridges."""
     flows: dict[str, list[str]] = {}
     for node in topo.nodes.values():
         if isinstance(node, OpticalSwitch):
@@ -53,11 +55,6 @@ def patch_flows(topo: Topology) -> dict[str, list[str]]:
                     flows.setdefault(node.name, []).append(
                         f"priority={PATCH_PRIORITY},in_port={c.ingress},actions=output:{out}"
                     )
-        elif isinstance(node, LongHaul):
-            flows[node.name] = [
-                f"priority={PATCH_PRIORITY},in_port=1,actions=output:2",
-                f"priority={PATCH_PRIORITY},in_port=2,actions=output:1",
-            ]
     return flows
 
 

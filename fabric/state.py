@@ -36,6 +36,7 @@ class FabricState:
     host_ns: dict[str, str]
     phase: str = "building"  # building | up
     scpi: dict[str, int] = field(default_factory=dict)  # optical switch -> emulator's port
+    delay: dict[str, int] = field(default_factory=dict)  # long-haul node -> control port
     builder_pid: int = field(default_factory=os.getpid)
 
     @property

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from fabric.delayline.model import DirectionStats
-from fabric.delayline.ports import kernel_drops
+from fabric.delayline.ports import AUX_SPACE, kernel_drops, with_vlan
 
 FRAME_MAX = 65536
 RECV_BATCH = 64
@@ -57,12 +57,13 @@ class Forwarder:
 
     def receive(self) -> None:
         """Queue up to RECV_BATCH frames that wait on ``rx`` (without blocking)."""
-        recv, now, dues, frames = self.rx.recv, time.monotonic_ns, self.dues, self.frames
+        recv, now, dues, frames = self.rx.recvmsg, time.monotonic_ns, self.dues, self.frames
         for _ in range(RECV_BATCH):
             try:
-                frame = recv(FRAME_MAX, socket.MSG_DONTWAIT)
+                data, ancdata, _, _ = recv(FRAME_MAX, AUX_SPACE, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
+            frame = with_vlan(data, ancdata) if ancdata else data
             if len(dues) >= self.max_queue:
                 self.dropped_queue_full += 1
                 continue

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
@@ -17,7 +18,7 @@ from drivers.ovs import OvsDriver
 from drivers.polatis_scpi.driver import PolatisScpiDriver, socket_resource
 from fabric.ovs import OvsInstance
 from fabric.state import FabricState
-from services.reroute.executor import Driver, Executor, Outcome
+from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import Intent
 from services.reroute.planner import Plan, plan, plan_restore
@@ -31,15 +32,21 @@ def journal_path(state: FabricState) -> Path:
 
 
 @asynccontextmanager
-async def fabric_drivers(topo: Topology, state: FabricState) -> AsyncIterator[dict[str, Driver]]:
-    """Connected drivers for every switch of a running fabric: OVS for the packet switches,
-    Polatis SCPI (to the fabric's emulators) for the optical ones."""
+async def fabric_drivers(
+    topo: Topology, state: FabricState, scope: frozenset[str] | None = None
+) -> AsyncIterator[dict[str, Driver]]:
+    """Connected drivers for every switch of a running fabric (those in ``scope``): OVS for
+    the packet switches, Polatis SCPI (to the fabric's emulators) for the optical ones."""
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
-    flows = {s.name: OvsDriver(s.name, ovs.mgmt(s.name)) for s in topo.switches}
+    flows = {
+        s.name: OvsDriver(s.name, ovs.mgmt(s.name))
+        for s in topo.switches
+        if scope is None or s.name in scope
+    }
     optical = {
         o.name: PolatisScpiDriver(o.name, socket_resource("127.0.0.1", state.scpi[o.name]))
         for o in topo.optical_switches
-        if o.name in state.scpi
+        if o.name in state.scpi and (scope is None or o.name in scope)
     }
     try:
         await asyncio.gather(
@@ -84,12 +91,23 @@ def _optical(driver: Driver) -> CrossConnectSwitch:
     return driver
 
 
-async def plan_on_devices(topo: Topology, drivers: Mapping[str, Driver], intent: Intent) -> Plan:
+async def plan_on_devices(
+    topo: Topology,
+    drivers: Mapping[str, Driver],
+    intent: Intent,
+    scope: frozenset[str] | None = None,
+) -> Plan:
     tables, optics = await asyncio.gather(read_tables(drivers), read_optics(drivers))
-    return plan(topo, tables, intent, now=time.time(), optics=optics)
+    known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
+    return plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
 
 
-async def recover(topo: Topology, drivers: Mapping[str, Driver], journal: Journal) -> list[str]:
+async def recover(
+    topo: Topology,
+    drivers: Mapping[str, Driver],
+    journal: Journal,
+    scope: frozenset[str] | None = None,
+) -> list[str]:
     """Finish every reroute the journal shows running (its process died mid-plan): read the
     devices, put every flow back on its origin path, remove what the reroute left behind.
     Safe to repeat: an interrupted recovery leaves the record running for the next one."""
@@ -127,9 +145,48 @@ async def reroute(
     intent: Intent,
     *,
     step_timeout: float = 10.0,
+    on_event: Callable[[StepEvent], None] | None = None,
+    reroute_id: str | None = None,
 ) -> tuple[Plan, Outcome]:
-    executor = Executor(drivers, journal, step_timeout=step_timeout)
-    await recover(topo, drivers, journal)
-    the_plan = await plan_on_devices(topo, drivers, intent)
-    outcome = await executor.run(uuid.uuid4().hex[:12], the_plan)
-    return the_plan, outcome
+    engine = Engine(topo=topo, drivers=drivers, journal=journal, step_timeout=step_timeout)
+    return await engine.apply(intent, reroute_id=reroute_id, on_event=on_event)
+
+
+@dataclass(slots=True)
+class Engine:
+    """One engine instance: a topology, the drivers of the switches it manages (``scope``;
+    None = all), and its journal. What the service, the CLI and experiments call."""
+
+    topo: Topology
+    drivers: Mapping[str, Driver]
+    journal: Journal
+    scope: frozenset[str] | None = None
+    step_timeout: float = 10.0
+
+    async def state(self) -> tuple[Tables, frozenset[Circuit]]:
+        """Our rules on every managed packet switch, and every managed optical circuit."""
+        tables, optics = await asyncio.gather(read_tables(self.drivers), read_optics(self.drivers))
+        return tables, optics
+
+    async def plan(self, intent: Intent) -> Plan:
+        """The plan on the devices' current state (a dry run: nothing changes)."""
+        return await plan_on_devices(self.topo, self.drivers, intent, self.scope)
+
+    async def apply(
+        self,
+        intent: Intent,
+        *,
+        reroute_id: str | None = None,
+        on_event: Callable[[StepEvent], None] | None = None,
+    ) -> tuple[Plan, Outcome]:
+        """Recover anything interrupted, plan on the devices, execute (journaled)."""
+        executor = Executor(
+            self.drivers, self.journal, step_timeout=self.step_timeout, on_event=on_event
+        )
+        await self.recover()
+        the_plan = await self.plan(intent)
+        outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
+        return the_plan, outcome
+
+    async def recover(self) -> list[str]:
+        return await recover(self.topo, self.drivers, self.journal, self.scope)

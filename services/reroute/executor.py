@@ -58,6 +58,19 @@ class Outcome:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepEvent:
+    """Progress of one step, for subscribers (server-sent events, progress lines)."""
+
+    reroute_id: str
+    index: int  # 1-based
+    total: int
+    description: str
+    state: StepState
+    ms: float | None = None
+    error: str | None = None
+
+
 class LockTimeout(DeviceTimeout):
     """The new circuit's transceivers did not lock (its switch ports stayed down) in time."""
 
@@ -74,15 +87,19 @@ class Executor:
         *,
         step_timeout: float = 10.0,
         clock: Callable[[], float] = time.perf_counter,
+        on_event: Callable[[StepEvent], None] | None = None,
     ) -> None:
         self.drivers = drivers
         self.journal = journal
         self.step_timeout = step_timeout
         self.clock = clock
+        self.on_event = on_event
+        self._total = 0
 
     async def run(self, reroute_id: str, plan: Plan) -> Outcome:
         self.journal.create(reroute_id, plan)
         steps = plan.steps()
+        self._total = len(steps)
         timings: list[StepTiming] = []
         started = self.clock()
         shifted: float | None = None
@@ -124,8 +141,9 @@ class Executor:
         self, reroute_id: str, batch: tuple[Step, ...], index: range, timings: list[StepTiming]
     ) -> RerouteError | None:
         """Run steps at once (journaled first); the first error, after all have finished."""
-        for i in index:
+        for i, step in zip(index, batch, strict=True):
             self.journal.step(reroute_id, i, StepState.STARTED)
+            self._emit(reroute_id, i, step, StepState.STARTED)
         results = await asyncio.gather(
             *(self._timed(step) for step in batch), return_exceptions=True
         )
@@ -133,14 +151,39 @@ class Executor:
         for i, step, result in zip(index, batch, results, strict=True):
             if isinstance(result, RerouteError):
                 self.journal.step(reroute_id, i, StepState.FAILED, str(result))
+                self._emit(reroute_id, i, step, StepState.FAILED, error=str(result))
                 log.warning("step %d (%s) failed: %s", i + 1, step.describe(), result)
                 error = error or result
             elif isinstance(result, BaseException):
                 raise result
             else:
                 self.journal.step(reroute_id, i, StepState.DONE)
+                self._emit(reroute_id, i, step, StepState.DONE, ms=result)
                 timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
         return error
+
+    def _emit(
+        self,
+        reroute_id: str,
+        i: int,
+        step: Step,
+        state: StepState,
+        *,
+        ms: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        if self.on_event is not None:
+            self.on_event(
+                StepEvent(
+                    reroute_id=reroute_id,
+                    index=i + 1,
+                    total=self._total,
+                    description=step.describe(),
+                    state=state,
+                    ms=ms,
+                    error=error,
+                )
+            )
 
     async def _timed(self, step: Step) -> float:
         t0 = self.clock()
@@ -242,6 +285,7 @@ class Executor:
                 self.journal.finish(reroute_id, RerouteState.FAILED, error)
                 return RerouteState.FAILED, error
             self.journal.step(reroute_id, i, StepState.UNDONE)
+            self._emit(reroute_id, i, step, StepState.UNDONE)
         where = f"to the checkpoint ({rest})" if rest else "every flow is on its previous path"
         error = f"{cause} (rolled back: {where})"
         self.journal.finish(reroute_id, RerouteState.ROLLED_BACK, error)

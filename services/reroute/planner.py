@@ -32,6 +32,7 @@ from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.rules import (
     INGRESS_PRIORITY,
     ROLE_INGRESS,
+    Direction,
     directions,
     ingress_actions,
     ingress_match,
@@ -140,10 +141,15 @@ def plan(
     intent: Intent,
     now: float,
     optics: frozenset[Circuit] | None = None,
+    scope: frozenset[str] | None = None,
 ) -> Plan:
     """The plan of ``intent`` on ``tables`` with the optical switches' current circuits
     ``optics`` (default: the topology's initial ones). A target path that needs circuits not
-    present is an optical reconfiguration (``services.reroute.optical``)."""
+    present is an optical reconfiguration (``services.reroute.optical``).
+
+    ``scope``: the switches this instance manages (one site of a two-site fabric); only
+    their rules are planned, and nothing is cleaned (the other site may still send on the
+    old path; per-path receive rules are harmless). None: every switch."""
     if optics is None:
         optics = initial_optics(topo)
     to = topo.paths.get(intent.to_path)
@@ -156,7 +162,7 @@ def plan(
             f"--via is for optical reconfigurations; path {intent.to_path} needs no new "
             "cross-connects"
         )
-    return plan_electronic(topo, tables, intent, now, partial_ok=False)
+    return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)
 
 
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
@@ -164,7 +170,13 @@ def initial_optics(topo: Topology) -> frozenset[Circuit]:
 
 
 def plan_electronic(
-    topo: Topology, tables: Tables, intent: Intent, now: float, *, partial_ok: bool
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    *,
+    partial_ok: bool,
+    scope: frozenset[str] | None = None,
 ) -> Plan:
     if not intent.flows:
         raise PlanError("no flows to move")
@@ -173,17 +185,18 @@ def plan_electronic(
     to = topo.paths[intent.to_path]
     tag = path_tag(topo, to.name)
     names = list(topo.paths)
-    old_rules, origin_tags = _current_ingress(to, tables, intent.flows)
+    old_rules, origin_tags = _current_ingress(to, tables, intent.flows, scope)
     from_tags = sorted({tag_of(r) or 0 for r in old_rules.values()})
     if from_tags == [tag]:
         raise PlanError(f"the flows are already on path {to.name}")
     if tag in from_tags and not partial_ok:
         raise PlanError(f"some flows are already on path {to.name}: move the others alone")
     moving = {k: r for k, r in old_rules.items() if tag_of(r) != tag}
-    make = _make_steps(to, tag, tables)
+    make = _make_steps(to, tag, tables, scope)
     shift = _shift_steps(to, tag, moving)
-    clean = _clean_steps(topo, tables, [t for t in from_tags if t != tag], old_rules)
-    make_verify = _verify_make(to, tag)
+    gone = [t for t in from_tags if t != tag]
+    clean = _clean_steps(topo, tables, gone, old_rules) if scope is None else []
+    make_verify = _verify_make(to, tag, scope)
     shift_verify = [_verify(s) for s in shift]
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
@@ -228,6 +241,7 @@ def plan_restore(
     origins: Mapping[str, tuple[FlowSpec, ...]],
     touched: Iterable[str],
     now: float,
+    scope: frozenset[str] | None = None,
 ) -> list[Plan]:
     """Plans that put every flow back on its origin path (MBB, no drain), whatever state an
     interrupted reroute left, then remove the transit rules of ``touched`` paths no flow uses.
@@ -238,16 +252,16 @@ def plan_restore(
     current = {b: dict(t) for b, t in tables.items()}
     for path, flows in origins.items():
         tag = path_tag(topo, path)
-        away = tuple(f for f in flows if not all_on(topo.paths[path], current, f, tag))
+        away = tuple(f for f in flows if not all_on(topo.paths[path], current, f, tag, scope))
         if not away:
             continue
         intent = Intent(flows=away, to_path=path, drain_s=0.0)
-        p = plan_electronic(topo, current, intent, now, partial_ok=True)
+        p = plan_electronic(topo, current, intent, now, partial_ok=True, scope=scope)
         plans.append(p)
         for step in p.steps():
             if step.changes:
                 current = apply_changes(current, step.device, step.changes)
-    gc = _gc_steps(topo, current, [path_tag(topo, t) for t in touched])
+    gc = _gc_steps(topo, current, [path_tag(topo, t) for t in touched]) if scope is None else []
     if gc:
         plans.append(
             Plan(
@@ -262,8 +276,10 @@ def plan_restore(
     return plans
 
 
-def all_on(path: Path, tables: Tables, flow: FlowSpec, tag: int) -> bool:
-    for d in directions(path):
+def all_on(
+    path: Path, tables: Tables, flow: FlowSpec, tag: int, scope: frozenset[str] | None = None
+) -> bool:
+    for d in scoped_directions(path, scope):
         key = (0, INGRESS_PRIORITY, ingress_match(d.hops, flow if d.forward else flow.reverse()))
         rule = tables.get(d.hops[0].node, {}).get(key)
         if rule is None or tag_of(rule) != tag:
@@ -272,13 +288,16 @@ def all_on(path: Path, tables: Tables, flow: FlowSpec, tag: int) -> bool:
 
 
 def _current_ingress(
-    to: Path, tables: Tables, flows: Iterable[FlowSpec]
+    to: Path, tables: Tables, flows: Iterable[FlowSpec], scope: frozenset[str] | None
 ) -> tuple[dict[tuple[str, RuleKey], FlowRule], list[int]]:
-    """The installed ingress rules of the moved flows, both directions, by (bridge, key);
-    and the tag each flow's forward direction has (its origin path)."""
+    """The installed ingress rules of the moved flows, both directions (those in scope), by
+    (bridge, key); and the tag each flow has in its first such direction (its origin)."""
     found: dict[tuple[str, RuleKey], FlowRule] = {}
     origins: list[int] = []
-    for d in directions(to):
+    dirs = scoped_directions(to, scope)
+    if not dirs:
+        raise PlanError(f"path {to.name} has no ingress on the switches managed here")
+    for d in dirs:
         bridge = d.hops[0].node
         table = tables.get(bridge, {})
         for flow in flows:
@@ -291,22 +310,31 @@ def _current_ingress(
                     f"(the ingress of path {to.name})"
                 )
             found[(bridge, key)] = rule
-            if d.forward:
+            if d is dirs[0]:
                 origins.append(tag_of(rule) or 0)
     return found, origins
+
+
+def scoped_directions(path: Path, scope: frozenset[str] | None) -> list[Direction]:
+    """The directions of ``path`` whose ingress switch is in ``scope`` (all when None)."""
+    return [d for d in directions(path) if scope is None or d.hops[0].node in scope]
+
+
+def _in(scope: frozenset[str] | None, bridge: str) -> bool:
+    return scope is None or bridge in scope
 
 
 def _downstream_first(to: Path) -> list[str]:
     return [h.node for h in reversed(to.hops)]
 
 
-def _make_steps(to: Path, tag: int, tables: Tables) -> list[Step]:
+def _make_steps(to: Path, tag: int, tables: Tables, scope: frozenset[str] | None) -> list[Step]:
     wanted: dict[str, list[FlowRule]] = {}
     for d in directions(to):
         for bridge, rule in transit_rules(d.hops, tag):
             wanted.setdefault(bridge, []).append(rule)
     steps = []
-    for bridge in _downstream_first(to):
+    for bridge in filter(lambda b: _in(scope, b), _downstream_first(to)):
         rules = wanted.get(bridge, [])
         missing = [r for r in rules if tables.get(bridge, {}).get(r.key) != r]
         if missing:
@@ -314,7 +342,7 @@ def _make_steps(to: Path, tag: int, tables: Tables) -> list[Step]:
     return steps
 
 
-def _verify_make(to: Path, tag: int) -> list[Step]:
+def _verify_make(to: Path, tag: int, scope: frozenset[str] | None) -> list[Step]:
     wanted: dict[str, list[FlowRule]] = {}
     for d in directions(to):
         for bridge, rule in transit_rules(d.hops, tag):
@@ -322,7 +350,7 @@ def _verify_make(to: Path, tag: int) -> list[Step]:
     return [
         Step(kind=StepKind.VERIFY, device=b, expect=tuple(wanted[b]))
         for b in _downstream_first(to)
-        if b in wanted
+        if b in wanted and _in(scope, b)
     ]
 
 
@@ -346,8 +374,9 @@ def _shift_steps(to: Path, tag: int, old: Mapping[tuple[str, RuleKey], FlowRule]
         bridge = d.hops[0].node
         actions = ingress_actions(d.hops, tag)
         table = {key: r for (b, key), r in old.items() if b == bridge}
-        rules = [retag(r.match, actions, tag) for r in table.values()]
-        steps.append(_install(StepKind.SHIFT, bridge, rules, table))
+        if table:  # (none: the direction's ingress is not managed here, or already moved)
+            rules = [retag(r.match, actions, tag) for r in table.values()]
+            steps.append(_install(StepKind.SHIFT, bridge, rules, table))
     return steps
 
 

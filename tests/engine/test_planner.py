@@ -280,3 +280,23 @@ def test_restore_from_any_interrupted_state_returns_the_tables(
                 assert all(both_ways_delivered(NGNCS, mid, f) for f in everyone)
             state = run_prefixes(NGNCS, state, r)[-1]
         assert ours(state) == ours(tables)
+
+
+@pytest.mark.parametrize("first", ["sw1", "sw2"])
+def test_two_sites_fail_over_independently_and_end_on_standby(first: str) -> None:
+    """Each site plans with only its own border switch (scope) and no message between them;
+    after both sites acted, in either order, both directions take the standby path."""
+    flow = host_flow(TWO_SITE.paths["primary"])
+    tables = initial_tables(TWO_SITE)
+    second = "sw2" if first == "sw1" else "sw1"
+    for site in (first, second):
+        scope = frozenset({site})
+        own = {b: t for b, t in tables.items() if b in scope}  # a site reads only its switch
+        p = plan(TWO_SITE, own, Intent(flows=(flow,), to_path="standby"), now=0.0, scope=scope)
+        assert {s.device for s in p.steps() if s.device} == {site}
+        assert not any(ph.name == "clean" for ph in p.phases)  # the peer may still send
+        tables = run_prefixes(TWO_SITE, tables, p)[-1]
+        if site == first:  # like the seeds: the peer's traffic is lost until it switches too
+            assert not both_ways_delivered(TWO_SITE, tables, flow)
+    assert both_ways_delivered(TWO_SITE, tables, flow)
+    assert path_of(TWO_SITE, tables, flow) == "standby"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric import fabric, netns, state
+from fabric import fabric, longhaul, netns, state
 from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
 from fabric.traffic.iperf import run_iperf
@@ -89,8 +89,8 @@ def test_two_site_primary_and_control_paths() -> None:
         assert ping(fab, "h1", "10.10.0.2") == 3
         assert ping(fab, "c2", "10.10.0.11") == 3
         assert iperf_bps(fab, "h1", "h2", "10.10.0.2") > 0
-        lh1 = {p.ofport: p for p in ports(fab.ovs)["lh1"]}
-        assert set(lh1) == {1, 2}
+        assert "lh1" not in ports(fab.ovs)  # a delay line, not a bridge
+        assert longhaul.control(fab.state, "lh1").get().delay_ms == 15.0
     finally:
         fabric.down(topo.name)
     assert leftovers(topo.name) == []
@@ -183,3 +183,31 @@ def test_missing_tools_are_named_and_nothing_is_made() -> None:
     assert proc.returncode == 1
     assert "ovs-vswitchd" in proc.stderr and "make setup" in proc.stderr
     assert leftovers("ngncs-ost") == []
+
+
+def test_long_haul_delay_line_carries_tagged_traffic_and_changes_delay_at_run_time() -> None:
+    topo = load_topology(TWO_SITE)
+    fab = fabric.up(topo)
+    try:
+        reroute(
+            "apply", "--topology", str(TWO_SITE), "--flow", "10.10.0.1>10.10.0.2",
+            "--to", "longhaul",
+        )  # fmt: skip
+        assert 29.0 <= median_rtt_ms(fab, "h1", "10.10.0.2") <= 40.0
+        longhaul.control(fab.state, "lh1").set(delay_ms=40)  # the seeds' "rtt extension"
+        assert 79.0 <= median_rtt_ms(fab, "h1", "10.10.0.2") <= 95.0
+    finally:
+        fabric.down(topo.name)
+    assert leftovers(topo.name) == []
+
+
+def median_rtt_ms(fab: Fabric, src: str, dst: str) -> float:
+    out = subprocess.run(
+        ["ip", "netns", "exec", fab.host_ns(src), "ping", "-c", "10", "-i", "0.05", dst],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rtts = sorted(
+        float(line.split("time=")[1].split()[0]) for line in out.splitlines() if "time=" in line
+    )
+    assert len(rtts) == 10, out
+    return rtts[5]
