@@ -56,6 +56,7 @@ log = logging.getLogger("reroute.drivers.polatis")
 LIT_DBM = -30.0  # a receiving port above this has light
 MAX_POWER_PORTS = 256  # ports per :PMON:POW? query
 MAX_DRAIN = 64  # SYST:ERR? reads after one change before giving up
+BUSY_CODES = frozenset({1001, 1002})  # ingress already connected, egress in use (unverified)
 _T = TypeVar("_T")
 
 
@@ -78,6 +79,11 @@ class ScpiDeviceError(Exception):
         self.errors = tuple(errors)
         listed = "; ".join(f"{code},{message!r}" for code, message in errors)
         super().__init__(f"{command}: {listed}")
+
+    @property
+    def busy_only(self) -> bool:
+        """Every error says a port is already connected or in use."""
+        return all(code in BUSY_CODES for code, _ in self.errors)
 
 
 class _Session:
@@ -261,11 +267,38 @@ class PolatisScpiDriver:
     # CrossConnectSwitch
 
     async def connect(self, pairs: Sequence[tuple[int, int]]) -> None:
-        """Add ingress->egress connections in one ``ADD``, keeping all others."""
+        """Add ingress->egress connections in one ``ADD``, keeping all others.
+
+        Idempotent: when the device refuses the ADD only because ports are busy (1001,
+        1002) and some of the pairs already exist exactly as asked, the rest is added in
+        a second ``ADD`` (none left: done); a busy port held by another connection still
+        raises ``DeviceRejected``."""
         if not pairs:
             return
         self._check_pairs(pairs)
-        await self._change(scpi.add_command(pairs))
+        try:
+            await self._change(scpi.add_command(pairs))
+        except DeviceRejected as exc:
+            missing = await self._missing(pairs, exc)
+            if missing:
+                await self._change(scpi.add_command(missing))
+
+    async def _missing(
+        self, pairs: Sequence[tuple[int, int]], refused: DeviceRejected
+    ) -> list[tuple[int, int]]:
+        """The pairs not yet connected, after a refused ADD; re-raise ``refused`` unless
+        it was only about busy ports and some pairs already exist."""
+        cause = refused.__cause__
+        if not isinstance(cause, ScpiDeviceError) or not cause.busy_only:
+            raise refused
+        table = await self.connections()
+        missing = [(i, e) for i, e in pairs if table.get(i) != e]
+        if len(missing) == len(pairs):
+            raise refused
+        log.debug(
+            "%s: %d of %d pairs already connected", self.name, len(pairs) - len(missing), len(pairs)
+        )
+        return missing
 
     async def disconnect(self, ingresses: Sequence[int]) -> None:
         """Remove every connection of these ingress ports in one ``SUB``."""

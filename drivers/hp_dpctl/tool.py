@@ -1,0 +1,153 @@
+"""The host tool that speaks OpenFlow 1.0 to the switch: command lines and what failures mean.
+
+- ``Ofctl``: ``ovs-ofctl -O OpenFlow10 -F OpenFlow10``. It waits for the switch (a barrier
+  after every flow-mod), stops at the first error and prints it (``OFPT_ERROR ...:
+  OFPFMFC_TABLE_FULL``). ``-F OpenFlow10`` keeps OVS's extensions (NXM) off the wire, as
+  an HP switch would reject them. A whole batch is one ``add-flows`` run (``add`` and
+  ``delete_strict`` lines on stdin), parsed completely before anything is sent.
+- ``Dpctl``: the OpenFlow 1.0 reference ``dpctl`` (not in Debian; its syntax here is the
+  reference's and unverified on a real one). It sends and hangs up without waiting, so
+  its exit code proves nothing: ``waits`` is False and the driver polls the read-back.
+  Consecutive adds go in one ``add-flows`` (file ``/dev/stdin``), each delete is one
+  ``--strict del-flows``; port state comes from ``show``.
+
+``classify`` turns a run's exit status and stderr into the driver error it means, or None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Protocol
+
+from drivers.hp_dpctl.flowtext import flow_spec
+from services.reroute.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
+
+_UNREACHABLE = re.compile(
+    r"Connection refused|failed to connect|connection dropped|No route to host|"
+    r"Network is unreachable|Connection reset|Broken pipe|End of file|Name or service",
+    re.IGNORECASE,
+)
+_ERROR_CODE = re.compile(r"OFPT_ERROR[^:]*:\s*([A-Z][A-Z0-9_]+)")
+_ANY_CODE = re.compile(r"\b((?:OFP|NX)(?!T_|ST_)[A-Z]*_[A-Z0-9_]+)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    argv: tuple[str, ...]
+    stdin: str | None = None
+
+    def __str__(self) -> str:
+        return " ".join(self.argv)
+
+
+class Tool(Protocol):
+    @property
+    def waits(self) -> bool:
+        """True when an exit status of 0 means the switch accepted every message."""
+        ...
+
+    def batch(self, target: str, lines: Sequence[str]) -> list[Command]: ...
+
+    def dump(self, target: str) -> Command: ...
+
+    def ports(self, target: str) -> Command: ...
+
+
+def timeout_option(seconds: float) -> str:
+    """The tool's own alarm: whole seconds, one more than the driver's (which acts first);
+    it only ends a tool the driver could not kill."""
+    return f"--timeout={math.ceil(seconds) + 1}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ofctl:
+    path: str
+    timeout: float
+
+    @property
+    def waits(self) -> bool:
+        return True
+
+    def _base(self, *args: str) -> tuple[str, ...]:
+        options = ("-O", "OpenFlow10", "-F", "OpenFlow10", timeout_option(self.timeout))
+        return (self.path, *options, *args)
+
+    def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        stdin = "".join(f"{line}\n" for line in lines)
+        return [Command(argv=self._base("add-flows", target, "-"), stdin=stdin)]
+
+    def dump(self, target: str) -> Command:
+        return Command(argv=self._base("--no-stats", "--no-names", "dump-flows", target))
+
+    def ports(self, target: str) -> Command:
+        return Command(argv=self._base("--no-names", "dump-ports-desc", target))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dpctl:
+    path: str
+    timeout: float
+
+    @property
+    def waits(self) -> bool:
+        return False
+
+    def _base(self, *args: str) -> tuple[str, ...]:
+        return (self.path, timeout_option(self.timeout), *args)
+
+    def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        commands = []
+        for is_add, group in groupby(lines, key=lambda line: line.startswith("add ")):
+            specs = [flow_spec(line) for line in group]
+            commands += [self._adds(target, specs)] if is_add else self._deletes(target, specs)
+        return commands
+
+    def _adds(self, target: str, specs: list[str]) -> Command:
+        stdin = "".join(f"{s}\n" for s in specs)
+        return Command(argv=self._base("add-flows", target, "/dev/stdin"), stdin=stdin)
+
+    def _deletes(self, target: str, specs: list[str]) -> list[Command]:
+        return [Command(argv=self._base("--strict", "del-flows", target, s)) for s in specs]
+
+    def dump(self, target: str) -> Command:
+        return Command(argv=self._base("dump-flows", target))
+
+    def ports(self, target: str) -> Command:
+        return Command(argv=self._base("show", target))
+
+
+def classify(device: str, command: Command, returncode: int, stderr: str) -> DriverError | None:
+    """The error a finished run means (None: it succeeded)."""
+    if returncode == 0 and "OFPT_ERROR" not in stderr:
+        return None
+    detail = _last_lines(stderr) or f"exit status {returncode}"
+    if returncode == -signal.SIGALRM:
+        return DeviceTimeout(device, f"`{command.argv[0]}` gave up waiting: {detail}")
+    if "version negotiation failed" in stderr:
+        return ProtocolError(device, f"the switch does not speak OpenFlow 1.0: {detail}")
+    if code := _code(stderr):
+        return DeviceRejected(device, f"the switch refused a flow-mod: {detail}", code)
+    if _UNREACHABLE.search(stderr):
+        return DeviceUnreachable(device, detail)
+    return DeviceRejected(device, f"`{command}` failed: {detail}", "BAD_REQUEST")
+
+
+def _code(stderr: str) -> str:
+    found = _ERROR_CODE.search(stderr) or _ANY_CODE.search(stderr)
+    return found[1] if found else ""
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:])

@@ -1,0 +1,114 @@
+"""The Open vSwitch peers of the driver conformance suite (and of test_hp_dpctl.py).
+
+One private OVS (userspace datapath, own db and rundir) in network namespace ``NS`` with
+two bridges, each with veth ports 1 and 2 whose far ends the tests take up and down:
+
+- ``br13``: OpenFlow 1.3, reached at its unix management socket (kind ``ovs``);
+- ``brhp``: plays an HP switch (``fabric.hp.play_hp``: OpenFlow 1.0 only, a passive TCP
+  listener, no controller) for kind ``hp_dpctl``.
+
+Why a management veth: a ``ptcp:`` listener opens in the namespace ovs-vswitchd runs in,
+so ``127.0.0.1`` there is not reachable from the test (and its ``ovs-ofctl``), which run
+in the root namespace. OVS must stay in a namespace (two OVS in one namespace clash on
+``ovs-netdev``; the fabric tests run theirs concurrently), so the listener binds to the
+namespace end of a veth pair whose other end is in the root namespace: a management
+network, as a real switch's listen-port sits on one. Deleting the namespace deletes both
+ends. Unix sockets (``br13``) are files and need none of this.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from fabric import netns
+from fabric.hp import play_hp
+from fabric.ovs import OvsInstance
+from fabric.run import run
+
+NS = "rr-test-conform"
+MGMT_HOST, MGMT_SWITCH = "rrcf-host", "rrcf-sw"
+HOST_IP, SWITCH_IP = "169.254.213.1", "169.254.213.2"
+HP_PORT = 6633
+BRIDGES = {"br13": "OpenFlow13", "brhp": "OpenFlow10"}  # bridge -> its OpenFlow version
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OvsSite:
+    ovs: OvsInstance
+    hp_target: str
+
+    def ofctl(self, bridge: str, *args: str) -> str:
+        """ovs-ofctl on the bridge's management socket (in the bridge's OpenFlow version)."""
+        return self.ovs.ofctl("-O", BRIDGES[bridge], *args, self.ovs.mgmt(bridge))
+
+    def reset(self, bridge: str) -> None:
+        """Empty table, no table limit, every port's link up."""
+        self.cap_table(bridge, None)
+        self.ofctl(bridge, "del-flows")
+        for port in (1, 2):
+            self.set_link(bridge, port, up=True)
+
+    def cap_table(self, bridge: str, limit: int | None) -> None:
+        """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
+        if limit is None:
+            self.ovs.vsctl("clear", "Bridge", bridge, "flow_tables")
+            return
+        self.ovs.vsctl(
+            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
+            "overflow_policy=refuse", "--", "set", "Bridge", bridge, "flow_tables:0=@ft",
+        )  # fmt: skip
+
+    def set_link(self, bridge: str, port: int, *, up: bool) -> None:
+        far_end = f"{_veth(bridge, port)}p"
+        run(["ip", "link", "set", far_end, "up" if up else "down"], ns=NS)
+
+
+def _veth(bridge: str, port: int) -> str:
+    return f"{bridge[2:]}-{port}"  # br13 port 1: "13-1" (its far end "13-1p")
+
+
+@pytest.fixture(scope="session")
+def ovs_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OvsSite]:
+    if os.geteuid() != 0 or shutil.which("ovs-vswitchd") is None:
+        pytest.fail("these driver tests need root and Open vSwitch; deselect with -m 'not fabric'")
+    netns.delete(NS)  # a leftover of a crashed run (its veths go with it)
+    ovs = OvsInstance(rundir=tmp_path_factory.mktemp("ovs-conform"), netns=NS)
+    try:
+        netns.add(NS)
+        _management_link()
+        ovs.start()
+        for bridge, version in BRIDGES.items():
+            _bridge(ovs, bridge, version)
+        target = play_hp(ovs, "brhp", HP_PORT, address=SWITCH_IP)
+        yield OvsSite(ovs=ovs, hp_target=target)
+    finally:
+        ovs.stop()
+        netns.delete(NS)
+
+
+def _management_link() -> None:
+    run(["ip", "link", "del", MGMT_HOST], check=False)
+    run(["ip", "link", "add", MGMT_HOST, "type", "veth", "peer", "name", MGMT_SWITCH])
+    run(["ip", "link", "set", MGMT_SWITCH, "netns", NS])
+    run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", MGMT_HOST])
+    run(["ip", "link", "set", MGMT_HOST, "up"])
+    run(["ip", "addr", "add", f"{SWITCH_IP}/30", "dev", MGMT_SWITCH], ns=NS)
+    run(["ip", "link", "set", MGMT_SWITCH, "up"], ns=NS)
+
+
+def _bridge(ovs: OvsInstance, bridge: str, version: str) -> None:
+    veths = [_veth(bridge, port) for port in (1, 2)]
+    batch = [f"link add {v} type veth peer name {v}p" for v in veths]
+    batch += [f"link set {v}{end} up" for v in veths for end in ("", "p")]
+    run(["ip", "-batch", "-"], ns=NS, stdin="\n".join(batch) + "\n")
+    args = ["--", "add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev"]
+    args += ["fail_mode=secure", f"protocols={version}"]
+    for number, veth in enumerate(veths, start=1):
+        args += ["--", "add-port", bridge, veth]
+        args += ["--", "set", "interface", veth, f"ofport_request={number}"]
+    ovs.vsctl(*args)

@@ -1,0 +1,540 @@
+"""The driver conformance suite: every registered driver kind against its real peer or emulator.
+
+Each kind has a ``Harness`` (a registered kind without one fails the suite):
+
+- ``ovs``: bridge ``br13`` of the private OVS (conftest.py), at its unix management socket;
+- ``hp_dpctl``: bridge ``brhp`` of the same OVS, playing an HP switch (``fabric.hp``);
+- ``polatis_scpi``: the Polatis emulator on a loopback port, in a background thread.
+
+The checks are written once against a ``Side`` of the driver, one per interface it
+implements: ``Flows`` (FlowProgrammer: apply/read) and ``Circuits`` (CrossConnectSwitch:
+connect/disconnect/connections). Skips come only from what a driver declares: its
+``Capabilities`` (no atomic batches, no port state) and the interfaces it implements.
+A peer refuses a change because it must: a flow table limited in size (OVS
+``flow_limit`` + ``overflow_policy=refuse``), an ingress port already connected (Polatis).
+Timeouts and unreachable devices need no peer: a loopback port that accepts and never
+answers, and one that refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar, cast
+
+import pytest
+
+import drivers.hp_dpctl
+import drivers.ovs
+import drivers.polatis_scpi
+from drivers import matrix
+from drivers.base import (
+    Capabilities,
+    CrossConnectSwitch,
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    FlowChange,
+    FlowMatch,
+    FlowOp,
+    FlowProgrammer,
+    FlowRule,
+    Output,
+    PopVlan,
+    PortMonitor,
+    PortState,
+    Prefix,
+    PushVlan,
+    UnknownDriver,
+    lookup,
+    registered,
+)
+from drivers.polatis_scpi import socket_resource
+from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
+from tests.drivers.conftest import OvsSite
+
+assert drivers.hp_dpctl and drivers.ovs and drivers.polatis_scpi  # imported to register
+T = TypeVar("T")
+TIMEOUT = 5.0
+SHORT = 0.3  # the driver timeout in the timeout tests
+Batch = Literal["base", "drop_first", "refused", "midway", "big"]
+State = frozenset[Hashable]
+
+
+# --------------------------------------------------------------------------------------
+# sides: the checks' view of a driver, one per interface
+
+
+class Side(Protocol):
+    async def run(self, batch: Batch) -> None: ...
+
+    async def state(self) -> State: ...
+
+    def expected(self, batch: Batch) -> State:
+        """The state after ``base`` and then ``batch`` (``base``: after it alone)."""
+        ...
+
+    def limit(self, batch: Batch) -> int | None:
+        """Table entries the peer may hold while ``batch`` runs (None: no limit needed)."""
+        ...
+
+
+def _rule(match: FlowMatch, priority: int, actions: tuple[Any, ...], cookie: int) -> FlowRule:
+    return FlowRule(match=match, priority=priority, actions=actions, cookie=cookie)
+
+
+def _hosts(count: int, cookie: int, second: int) -> list[FlowRule]:
+    return [
+        _rule(
+            FlowMatch(
+                in_port=1, eth_type=0x0800, ipv4_dst=Prefix.parse(f"10.{second}.{i >> 8}.{i & 255}")
+            ),
+            100, (Output(2),), cookie,
+        )
+        for i in range(count)
+    ]  # fmt: skip
+
+
+RULES = [
+    _rule(
+        FlowMatch(
+            in_port=1, eth_type=0x0800, ipv4_src=Prefix.parse("10.0.0.0/24"),
+            ipv4_dst=Prefix.parse("10.1.2.3"), ip_proto=6, l4_dst=80,
+        ),
+        200, (PushVlan(10), Output(2)), 0xC1,
+    ),
+    _rule(
+        FlowMatch(vlan_vid=10, eth_type=0x0800, ip_proto=17, l4_src=53),
+        100, (PopVlan(), Output(1)), 0xC2,
+    ),
+    _rule(FlowMatch(in_port=2), 1, (), 0xC3),
+]  # fmt: skip
+NEW = _hosts(3, 0xB0, 9)
+BIG = _hosts(300, 0xB1, 8)
+
+
+def adds(rules: Sequence[FlowRule]) -> list[FlowChange]:
+    return [FlowChange(op=FlowOp.ADD, rule=r) for r in rules]
+
+
+def deletes(rules: Sequence[FlowRule]) -> list[FlowChange]:
+    return [FlowChange(op=FlowOp.DELETE, rule=r) for r in rules]
+
+
+@dataclass(frozen=True, slots=True)
+class Flows:
+    """A FlowProgrammer. ``refused`` fails at its second add (the table is full),
+    ``midway`` at its fourth change, after a delete and two adds."""
+
+    driver: FlowProgrammer
+    batches = {
+        "base": adds(RULES),
+        "drop_first": deletes(RULES[:1]),
+        "refused": adds(NEW),
+        "midway": [*deletes(RULES[:1]), *adds(NEW)],
+        "big": adds(BIG),
+    }
+    after = {
+        "base": frozenset(RULES),
+        "drop_first": frozenset(RULES[1:]),
+        "big": frozenset([*RULES, *BIG]),
+    }
+
+    async def run(self, batch: Batch) -> None:
+        await self.driver.apply(self.batches[batch])
+
+    async def state(self) -> State:
+        return frozenset(await self.driver.read())
+
+    def expected(self, batch: Batch) -> State:
+        return self.after[batch]
+
+    def limit(self, batch: Batch) -> int | None:
+        return len(RULES) + 1 if batch in ("refused", "midway") else None
+
+
+@dataclass(frozen=True, slots=True)
+class Circuits:
+    """A CrossConnectSwitch (16x16: ingress 1..16, egress 17..32). ``refused`` and
+    ``midway`` name an ingress that ``base`` connected (second / third pair)."""
+
+    driver: CrossConnectSwitch
+    batches = {
+        "base": [(1, 17), (2, 18), (3, 19)],
+        "refused": [(4, 20), (2, 23)],
+        "midway": [(4, 20), (5, 21), (1, 22)],
+        "big": [(i, 16 + i) for i in range(5, 13)],
+    }
+    after = {
+        "base": frozenset(batches["base"]),
+        "drop_first": frozenset(batches["base"][1:]),
+        "big": frozenset(batches["base"] + batches["big"]),
+    }
+
+    async def run(self, batch: Batch) -> None:
+        if batch == "drop_first":
+            await self.driver.disconnect([1])
+        else:
+            await self.driver.connect(self.batches[batch])
+
+    async def state(self) -> State:
+        return frozenset((await self.driver.connections()).items())
+
+    def expected(self, batch: Batch) -> State:
+        return self.after[batch]
+
+    def limit(self, batch: Batch) -> int | None:
+        return None
+
+
+def sides(driver: object) -> list[Side]:
+    found: list[Side] = []
+    if isinstance(driver, FlowProgrammer):
+        found.append(Flows(driver))
+    if isinstance(driver, CrossConnectSwitch):
+        found.append(Circuits(driver))
+    return found
+
+
+# --------------------------------------------------------------------------------------
+# harnesses: each kind's peer
+
+
+class Session(Protocol):
+    name: str
+    capabilities: Capabilities
+
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+def make(kind: str, address: str, timeout: float = TIMEOUT) -> Session:
+    """An unconnected driver of ``kind``; ``async with`` connects it."""
+    driver = lookup(kind)(f"dut-{kind}", address, timeout=timeout)
+    assert hasattr(driver, "__aenter__"), f"{kind}: a driver is an async context manager"
+    return cast(Session, driver)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Peer:
+    kind: str
+    address: str
+    cap_table: Callable[[int | None], None]  # refuse table entries beyond n (None: no limit)
+    set_link: Callable[[int, bool], None]  # take a port's link up / down
+
+    def run(self, body: Callable[[Side, Session], Awaitable[T]]) -> list[T]:
+        """``body`` on each side of a connected driver (at least one)."""
+
+        driver = make(self.kind, self.address)
+        if not driver.capabilities.read_back:
+            pytest.skip("declared: no read-back (every check here reads back)")
+
+        async def main() -> list[T]:
+            async with driver:
+                found = sides(driver)
+                assert found, f"{self.kind}: no FlowProgrammer, no CrossConnectSwitch"
+                return [await body(side, driver) for side in found]
+
+        return asyncio.run(main())
+
+    @contextlib.contextmanager
+    def limited(self, side: Side, batch: Batch) -> Iterator[None]:
+        limit = side.limit(batch)
+        if limit is not None:
+            self.cap_table(limit)
+        try:
+            yield
+        finally:
+            if limit is not None:
+                self.cap_table(None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Harness:
+    address_of: Callable[[str, int], str]  # (host, port) -> the driver's address
+    peer: Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]
+    fabric: bool  # needs root and Open vSwitch
+
+
+@contextlib.contextmanager
+def ovs_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+    site: OvsSite = request.getfixturevalue("ovs_site")
+    bridge = "br13" if kind == "ovs" else "brhp"
+    site.reset(bridge)
+    address = site.ovs.mgmt(bridge) if kind == "ovs" else site.hp_target
+    yield Peer(
+        kind=kind,
+        address=address,
+        cap_table=lambda limit: site.cap_table(bridge, limit),
+        set_link=lambda port, up: site.set_link(bridge, port, up=up),
+    )
+    site.reset(bridge)
+
+
+class EmulatorThread:
+    """A Polatis emulator serving from its own event loop thread, for the tests' drivers."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server: EmulatorServer = self.call(serve(config))
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(TIMEOUT)
+
+    def execute(self, line: str) -> list[str]:
+        return self.call(self.server.emulator.execute(line))
+
+    def set_link(self, port: int, up: bool) -> None:
+        """Port ``port`` is up when egress 16+port has light: connect it and release it."""
+        egress = 16 + port
+        if not up:
+            self.execute(f":EMUL:HOLD (@{egress})")
+            return
+        if self.execute(f":OXC:SWIT:CONN:PORT? {port}") == ['""']:
+            self.execute(f":OXC:SWIT:CONN:ADD (@{port}),(@{egress})")
+        self.execute(f":EMUL:REL (@{egress})")
+
+    def close(self) -> None:
+        self.call(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(TIMEOUT)
+        self.loop.close()
+
+
+@contextlib.contextmanager
+def polatis_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+    emulator = EmulatorThread(EmulatorConfig(lock=FixedLock(ms=0), switch_ms=0))
+    try:
+        yield Peer(
+            kind=kind,
+            address=socket_resource("127.0.0.1", emulator.server.port),
+            cap_table=lambda limit: None,
+            set_link=emulator.set_link,
+        )
+    finally:
+        emulator.close()
+
+
+HARNESSES = {
+    "ovs": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
+    "hp_dpctl": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
+    "polatis_scpi": Harness(address_of=socket_resource, peer=polatis_peer, fabric=False),
+}
+KINDS = registered()
+PEER_KINDS = [
+    pytest.param(k, marks=[pytest.mark.fabric] if k in HARNESSES and HARNESSES[k].fabric else [])
+    for k in KINDS
+]
+
+
+def harness(kind: str) -> Harness:
+    if kind not in HARNESSES:
+        pytest.fail(f"driver kind {kind!r} has no harness in the conformance suite: add one")
+    return HARNESSES[kind]
+
+
+@pytest.fixture(params=PEER_KINDS)
+def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
+    with harness(request.param).peer(request, request.param) as found:
+        yield found
+
+
+# --------------------------------------------------------------------------------------
+# the registry and the matrix
+
+
+def test_an_unknown_kind_is_an_error_naming_the_known_kinds() -> None:
+    with pytest.raises(UnknownDriver) as info:
+        lookup("nope")
+    assert "nope" in str(info.value)
+    assert all(kind in str(info.value) for kind in registered())
+
+
+def test_every_driver_package_is_registered_and_has_a_harness() -> None:
+    assert matrix.load_drivers() == KINDS
+    assert set(KINDS) == set(HARNESSES)
+
+
+def test_the_capability_matrix_is_current() -> None:
+    assert matrix.DOC.read_text() == matrix.render(), "run `python -m drivers.matrix`"
+
+
+# --------------------------------------------------------------------------------------
+# the contract (no peer needed)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_driver_implements_the_contract(kind: str) -> None:
+    driver = make(kind, harness(kind).address_of("127.0.0.1", 9))
+    caps = driver.capabilities
+    assert driver.name == f"dut-{kind}"
+    assert isinstance(caps, Capabilities)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caps.atomic_batch = not caps.atomic_batch  # type: ignore[misc]
+    assert sides(driver), "implements FlowProgrammer or CrossConnectSwitch"
+    assert caps.port_state == isinstance(driver, PortMonitor)
+    assert caps.max_batch >= 0 and caps.typical_latency_ms > 0 and caps.notes
+    for interface in (i for i in matrix.INTERFACES if isinstance(driver, i)):
+        for method in matrix.methods(interface):
+            assert inspect.iscoroutinefunction(getattr(driver, method)), f"{method} is async"
+    assert inspect.iscoroutinefunction(driver.__aenter__)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_device_that_does_not_answer_times_out(kind: str) -> None:
+    async def main() -> tuple[DeviceTimeout, float]:
+        server = await asyncio.start_server(_hold, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        start = time.monotonic()
+        async with server:
+            with pytest.raises(DeviceTimeout) as info:
+                async with make(kind, harness(kind).address_of("127.0.0.1", port), SHORT) as d:
+                    await sides(d)[0].state()
+            return info.value, time.monotonic() - start
+
+    error, took = asyncio.run(main())
+    assert error.device == f"dut-{kind}"
+    assert took < SHORT + 2.0
+
+
+async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Accept and never answer (until the client hangs up)."""
+    with contextlib.suppress(ConnectionError):
+        await reader.read()
+    writer.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_listening_is_unreachable(kind: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again before the driver connects
+
+    async def main() -> DeviceUnreachable:
+        with pytest.raises(DeviceUnreachable) as info:
+            async with make(kind, harness(kind).address_of("127.0.0.1", port), SHORT) as d:
+                await sides(d)[0].state()
+        return info.value
+
+    assert asyncio.run(main()).device == f"dut-{kind}"
+
+
+# --------------------------------------------------------------------------------------
+# against the peer
+
+
+def test_apply_then_read_back(peer: Peer) -> None:
+    async def body(side: Side, _: Session) -> tuple[State, ...]:
+        await side.run("base")
+        return await side.state(), side.expected("base")
+
+    for got, want in peer.run(body):
+        assert got == want
+
+
+def test_read_filters_by_cookie(peer: Peer) -> None:
+    async def body(side: Side, driver: Session) -> tuple[list[FlowRule], list[FlowRule]]:
+        if not isinstance(driver, FlowProgrammer):
+            pytest.skip("implements no FlowProgrammer")
+        await side.run("base")
+        return await driver.read(cookie=0xC2), await driver.read(cookie=0xC0, cookie_mask=0xF0)
+
+    for exact, masked in peer.run(body):
+        assert exact == [RULES[1]]
+        assert set(masked) == set(RULES)
+
+
+def test_reapplying_a_batch_leaves_the_same_state(peer: Peer) -> None:
+    async def body(side: Side, _: Session) -> list[tuple[State, State]]:
+        checks: list[tuple[State, State]] = []
+        batches: tuple[Batch, ...] = ("base", "drop_first")
+        for batch in batches:  # an addition, then a removal, each twice
+            await side.run(batch)
+            await side.run(batch)
+            checks.append((await side.state(), side.expected(batch)))
+        return checks
+
+    for checks in peer.run(body):
+        for got, want in checks:
+            assert got == want
+
+
+def test_a_rejected_batch_surfaces_as_device_rejected_and_changes_nothing(peer: Peer) -> None:
+    async def body(side: Side, _: Session) -> tuple[DeviceRejected, State, State]:
+        await side.run("base")
+        with peer.limited(side, "refused"), pytest.raises(DeviceRejected) as info:
+            await side.run("refused")
+        return info.value, await side.state(), side.expected("base")
+
+    for error, state, before in peer.run(body):
+        assert error.code, "the device's error code is kept"
+        assert error.device == f"dut-{peer.kind}"
+        assert state == before
+
+
+def test_a_batch_failing_midway_leaves_the_state_before_it(peer: Peer) -> None:
+    async def body(side: Side, _: Session) -> tuple[State, State]:
+        await side.run("base")
+        before = await side.state()
+        with peer.limited(side, "midway"), pytest.raises(DeviceRejected):
+            await side.run("midway")
+        return before, await side.state()
+
+    for before, after in peer.run(body):
+        assert after == before
+
+
+def test_an_atomic_batch_is_never_seen_half_applied(peer: Peer) -> None:
+    """Another session reads while the batch is applied: all of it or none of it."""
+
+    async def body(side: Side, driver: Session) -> tuple[set[int], int, bool]:
+        if not driver.capabilities.atomic_batch:
+            pytest.skip("declared: no atomic batches")
+        await side.run("base")
+        batch = side.expected("big") - side.expected("base")
+        seen: set[int] = set()
+        async with make(peer.kind, peer.address) as other:
+            watcher = next(s for s in sides(other) if type(s) is type(side))
+            task = asyncio.create_task(side.run("big"))
+            while not task.done():
+                seen.add(len(await watcher.state() & batch))
+            await task
+        return seen, len(batch), await side.state() == side.expected("big")
+
+    for seen, size, complete in peer.run(body):
+        assert seen <= {0, size}, f"a reader saw {seen} of the {size} entries of the batch"
+        assert complete
+
+
+def test_port_state_follows_the_link(peer: Peer) -> None:
+    async def body(side: Side, driver: Session) -> list[PortState]:
+        if not driver.capabilities.port_state:
+            pytest.skip("declared: no port state")
+        assert isinstance(driver, PortMonitor)
+        states = []
+        for up in (True, False, True):
+            peer.set_link(1, up)
+            states.append(await _until(driver, 1, PortState.UP if up else PortState.DOWN))
+        return states
+
+    for states in peer.run(body):
+        assert states == [PortState.UP, PortState.DOWN, PortState.UP]
+
+
+async def _until(driver: PortMonitor, port: int, state: PortState) -> PortState:
+    deadline = time.monotonic() + TIMEOUT
+    while (states := await driver.port_states()).get(port) != state:
+        assert all(isinstance(p, int) and isinstance(s, PortState) for p, s in states.items())
+        assert time.monotonic() < deadline, f"port {port} still not {state}: {states}"
+        await asyncio.sleep(0.02)
+    return state

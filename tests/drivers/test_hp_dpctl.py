@@ -1,0 +1,483 @@
+"""HpDpctlDriver: the pure text and batch logic, then the driver against OVS playing an HP
+switch (``brhp`` of the conftest's OVS), through ``ovs-ofctl`` and through a ``dpctl``
+stand-in that, like the reference dpctl, exits 0 whatever the switch answered.
+
+What every driver must do is in test_conformance.py; this file covers what is particular
+to OpenFlow 1.0 and to a tool run once per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from drivers.base import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    FlowChange,
+    FlowMatch,
+    FlowOp,
+    FlowRule,
+    Output,
+    PopVlan,
+    PortState,
+    Prefix,
+    ProtocolError,
+    PushVlan,
+    lookup,
+)
+from drivers.hp_dpctl import HpDpctlDriver, batch, flowtext
+from drivers.hp_dpctl.driver import find_tool
+from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
+from tests.drivers.conftest import OvsSite
+
+T = TypeVar("T")
+fabric = pytest.mark.fabric
+
+
+def rule(
+    priority: int = 100, cookie: int = 0, actions: tuple[object, ...] = (), **match: object
+) -> FlowRule:
+    return FlowRule(
+        match=FlowMatch(**match),  # type: ignore[arg-type]
+        priority=priority,
+        actions=actions,  # type: ignore[arg-type]
+        cookie=cookie,
+    )
+
+
+def adds(rules: Sequence[FlowRule]) -> list[FlowChange]:
+    return [FlowChange(op=FlowOp.ADD, rule=r) for r in rules]
+
+
+def deletes(rules: Sequence[FlowRule]) -> list[FlowChange]:
+    return [FlowChange(op=FlowOp.DELETE, rule=r) for r in rules]
+
+
+TCP = rule(
+    200, 0x5252000000000101, (PushVlan(10), Output(2)),
+    in_port=1, eth_type=0x0800, ipv4_src=Prefix.parse("10.0.0.0/24"),
+    ipv4_dst=Prefix.parse("10.1.2.3"), ip_proto=6, l4_dst=80,
+)  # fmt: skip
+TRANSIT = rule(300, 0xC2, (PopVlan(), Output(1)), in_port=2, vlan_vid=10, eth_type=0x0800)
+DROP = rule(1, 0, (), in_port=2)
+
+
+def hosts(count: int, cookie: int = 0xB0) -> list[FlowRule]:
+    return [
+        rule(100, cookie, (Output(2),), in_port=1, eth_type=0x0800,
+             ipv4_dst=Prefix.parse(f"10.9.{i >> 8}.{i & 255}"))
+        for i in range(count)
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------
+# flow text
+
+
+def test_add_and_delete_lines() -> None:
+    assert flowtext.add_line(TCP) == (
+        "add cookie=0x5252000000000101,priority=200,idle_timeout=0,hard_timeout=0,"
+        "in_port=1,dl_type=0x0800,nw_src=10.0.0.0/24,nw_dst=10.1.2.3,nw_proto=6,tp_dst=80,"
+        "actions=mod_vlan_vid:10,output:2"
+    )
+    assert flowtext.add_line(TRANSIT).endswith(
+        "in_port=2,dl_vlan=10,dl_type=0x0800,actions=strip_vlan,output:1"
+    )
+    assert flowtext.add_line(DROP) == (
+        "add cookie=0x0,priority=1,idle_timeout=0,hard_timeout=0,in_port=2,actions=drop"
+    )
+    assert flowtext.delete_line(DROP) == "delete_strict priority=1,in_port=2"
+    assert flowtext.add_line(rule(5, 0, (Output(1),))).endswith("hard_timeout=0,actions=output:1")
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        (
+            " cookie=0x5252000000000101, priority=200,tcp,in_port=1,nw_src=10.0.0.0/24,"
+            "nw_dst=10.1.2.3,tp_dst=80 actions=mod_vlan_vid:10,output:2",
+            TCP,
+        ),
+        (
+            " cookie=0xc2, duration=1.2s, table=0, n_packets=3, n_bytes=180, idle_age=1, "
+            "priority=300,ip,in_port=2,dl_vlan=10 actions=strip_vlan,output:1",
+            TRANSIT,
+        ),
+        (" priority=1,in_port=2 actions=drop", DROP),  # cookie 0 left out
+        (" actions=drop", rule(32768, 0, ())),  # the default priority left out
+        (  # the reference dpctl's layout
+            "  cookie=0, duration_sec=3s, duration_nsec=5000s, table_id=0, priority=1, "
+            "n_packets=0, n_bytes=0, idle_timeout=0,hard_timeout=0,in_port=2,actions=drop",
+            DROP,
+        ),
+        (
+            " priority=7,udp,tp_src=53 actions=output:3",
+            rule(7, 0, (Output(3),), eth_type=0x0800, ip_proto=17, l4_src=53),
+        ),
+    ],
+)
+def test_parse_flow(line: str, want: FlowRule) -> None:
+    assert flowtext.parse_flow(line) == want
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        " priority=1,dl_dst=aa:bb:cc:dd:ee:ff actions=drop",  # no FlowMatch field
+        " priority=1,in_port=1 actions=mod_nw_src:10.0.0.1,output:2",  # no such action
+        " priority=1,mpls actions=drop",  # unknown shorthand
+        " priority=x,in_port=1 actions=drop",
+        " priority=1,in_port=1",
+    ],
+)
+def test_unreadable_flows(line: str) -> None:
+    with pytest.raises(flowtext.FlowTextError):
+        flowtext.parse_flow(line)
+
+
+def test_parse_flows_yields_cookies_and_skips_headers() -> None:
+    text = "OFPST_FLOW reply (xid=0x2):\n cookie=0x11, priority=2 actions=drop\n actions=drop\n"
+    assert [c for c, _ in flowtext.parse_flows(text)] == [0x11, 0]
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (FlowRule(match=FlowMatch(in_port=1), priority=1, actions=(), table=1), "one table"),
+        (rule(1, 0, (), in_port=1, l4_dst=80), "ip_proto 6 or 17"),
+        (rule(1, 0, (), in_port=1, eth_type=0x0800, l4_dst=80), "ip_proto 6 or 17"),
+        (rule(1, 0, (), ipv4_dst=Prefix.parse("10.0.0.1")), "eth_type 0x0800"),
+        (rule(1, 0, (), eth_type=0x0800, ipv4_dst=Prefix(0, 0)), "/0"),
+        (rule(1, 0, (Output(70000),), in_port=1), "output port 70000"),
+        (rule(1, 0, (PushVlan(20), Output(1)), vlan_vid=10), "tagged"),
+        (rule(1, 0, (PushVlan(5000),), in_port=1), "1..4094"),
+        (rule(70000, 0, (), in_port=1), "priority"),
+        (rule(1, 0, (), in_port=0xFFFE), "in_port"),
+    ],
+)
+def test_what_openflow_10_cannot_say(bad: FlowRule, why: str) -> None:
+    found = flowtext.unsupported(bad)
+    assert found is not None and why in found
+
+
+def test_what_openflow_10_can_say() -> None:
+    retag = rule(1, 0, (PopVlan(), PushVlan(20), Output(1)), vlan_vid=10)
+    assert [flowtext.unsupported(r) for r in (TCP, TRANSIT, DROP, retag)] == [None] * 4
+
+
+PORTS = """OFPST_PORT_DESC reply (xid=0x2):
+ 1(hp-1): addr:46:c9:89:a0:f1:7b
+     config:     0
+     state:      0
+ 2(hp-2): addr:32:15:fc:29:f2:24
+     config:     0
+     state:      LINK_DOWN
+ 3(hp-3): addr:32:15:fc:29:f2:25
+     config:     PORT_DOWN
+     state:      0
+ LOCAL(brhp): addr:4e:0a:a6:85:2e:47
+     config:     PORT_DOWN
+     state:      LINK_DOWN
+ 4(x): addr:00:00:00:00:00:04
+     config: 0x0
+     state: 0x1
+"""
+
+
+def test_parse_ports() -> None:
+    assert flowtext.parse_ports(PORTS) == {
+        1: PortState.UP,
+        2: PortState.DOWN,
+        3: PortState.DOWN,
+        4: PortState.DOWN,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# batches without bundles
+
+
+def test_expected_follows_the_batch_in_order() -> None:
+    a, b = hosts(2)
+    moved = FlowRule(match=a.match, priority=a.priority, actions=(Output(3),), cookie=7)
+    before = batch.index([a])
+    changes = [*deletes([a]), *adds([b, moved])]
+    assert batch.touched(changes) == [a.key, b.key]
+    assert batch.expected(before, changes) == {a.key: moved, b.key: b}
+    assert batch.mismatches({a.key: moved, b.key: b}, batch.index([a, b])) == [a.key]
+
+
+def test_restore_walks_back_in_reverse_and_keeps_make_before_break() -> None:
+    old, new1, new2, new3 = hosts(4)
+    before = batch.index([old])
+    keys = batch.touched([*adds([new1, new2, new3]), *deletes([old])])
+    now = batch.index([old, new1, new2])  # failed at new3: old is still there
+    assert batch.restore(before, now, keys) == deletes([new2, new1])
+    now = batch.index([new1, new2, new3])  # failed after deleting old
+    assert batch.restore(before, now, keys) == [*adds([old]), *deletes([new3, new2, new1])]
+    assert batch.restore(before, before, keys) == []
+
+
+# --------------------------------------------------------------------------------------
+# the tools
+
+
+def test_ofctl_commands() -> None:
+    tool = Ofctl(path="ovs-ofctl", timeout=0.5)
+    base = ("ovs-ofctl", "-O", "OpenFlow10", "-F", "OpenFlow10", "--timeout=2")
+    [cmd] = tool.batch("tcp:h:6633", ["add a=1", "delete_strict b=2"])
+    stdin = "add a=1\ndelete_strict b=2\n"
+    assert cmd == Command(argv=(*base, "add-flows", "tcp:h:6633", "-"), stdin=stdin)
+    assert tool.dump("t").argv == (*base, "--no-stats", "--no-names", "dump-flows", "t")
+    assert tool.ports("t").argv == (*base, "--no-names", "dump-ports-desc", "t")
+    assert tool.waits
+
+
+def test_dpctl_groups_adds_and_deletes_strictly_one_by_one() -> None:
+    tool = Dpctl(path="/bin/dpctl", timeout=5)
+    lines = ["add a=1", "add b=2", "delete_strict c=3", "delete_strict d=4", "add e=5"]
+    got = [(c.argv[2:], c.stdin) for c in tool.batch("tcp:h:1", lines)]
+    assert got == [
+        (("add-flows", "tcp:h:1", "/dev/stdin"), "a=1\nb=2\n"),
+        (("--strict", "del-flows", "tcp:h:1", "c=3"), None),
+        (("--strict", "del-flows", "tcp:h:1", "d=4"), None),
+        (("add-flows", "tcp:h:1", "/dev/stdin"), "e=5\n"),
+    ]
+    assert tool.ports("t").argv == ("/bin/dpctl", "--timeout=6", "show", "t")
+    assert not tool.waits
+
+
+def test_the_tool_is_dpctl_when_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert find_tool(5.0, "/opt/dpctl") == Dpctl(path="/opt/dpctl", timeout=5.0)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    assert find_tool(5.0) == Dpctl(path="/usr/bin/dpctl", timeout=5.0)
+    monkeypatch.setattr("shutil.which", lambda name: None if name == "dpctl" else f"/x/{name}")
+    assert find_tool(5.0) == Ofctl(path="/x/ovs-ofctl", timeout=5.0)
+
+
+CMD = Command(argv=("ovs-ofctl", "add-flows", "t", "-"))
+REFUSED = "ovs-ofctl: connecting to tcp:127.0.0.1:1 (Connection refused)\n"
+ALARM = "x|fatal_signal|WARN|terminating with signal 14 (Alarm clock)\n"
+FULL = "OFPT_ERROR (xid=0xa): OFPFMFC_TABLE_FULL\nOFPT_FLOW_MOD (xid=0xa): ADD in_port=3\n"
+BAD_PORT = "OFPT_ERROR (xid=0x2): OFPBAC_BAD_OUT_PORT\n"
+VERSION = "t: version negotiation failed (we support version 0x01, peer supports 0x04)\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "kind", "device_code"),
+    [
+        (1, REFUSED, DeviceUnreachable, None),
+        (-14, ALARM, DeviceTimeout, None),
+        (1, FULL, DeviceRejected, "OFPFMFC_TABLE_FULL"),
+        (0, BAD_PORT, DeviceRejected, "OFPBAC_BAD_OUT_PORT"),  # dpctl-like: exit 0
+        (1, VERSION, ProtocolError, None),
+        (1, "ovs-ofctl: unknown keyword frob\n", DeviceRejected, "BAD_REQUEST"),
+    ],
+)
+def test_classify(code: int, stderr: str, kind: type[DriverError], device_code: str | None) -> None:
+    error = classify("hp1", CMD, code, stderr)
+    assert type(error) is kind and error.device == "hp1"
+    if device_code is not None:
+        assert isinstance(error, DeviceRejected) and error.code == device_code
+    assert classify("hp1", CMD, 0, "") is None
+
+
+# --------------------------------------------------------------------------------------
+# against OVS playing an HP switch
+
+
+@pytest.fixture
+def hp(ovs_site: OvsSite) -> Iterator[OvsSite]:
+    ovs_site.reset("brhp")
+    yield ovs_site
+    ovs_site.reset("brhp")
+
+
+def with_driver(
+    site: OvsSite, body: Callable[[HpDpctlDriver], Awaitable[T]], **options: object
+) -> T:
+    async def main() -> T:
+        async with HpDpctlDriver("hp1", site.hp_target, **options) as driver:  # type: ignore[arg-type]
+            return await body(driver)
+
+    return asyncio.run(main())
+
+
+@fabric
+def test_the_switch_speaks_only_openflow_10(hp: OvsSite) -> None:
+    assert lookup("hp_dpctl") is HpDpctlDriver
+    proc = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--timeout=5", "show", hp.hp_target],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and "version negotiation failed" in proc.stderr
+
+
+@fabric
+def test_every_command_is_in_the_wire_log(hp: OvsSite, caplog: pytest.LogCaptureFixture) -> None:
+    async def body(d: HpDpctlDriver) -> list[FlowRule]:
+        await d.apply(adds([TCP, DROP]))
+        return await d.read()
+
+    with caplog.at_level(logging.DEBUG, logger="reroute.wire.hp_dpctl.hp1"):
+        table = with_driver(hp, body)
+    assert set(table) == {TCP, DROP}
+    wire = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.hp_dpctl.hp1"]
+    commands = [m for m in wire if m.startswith("$ ")]
+    assert all("-O OpenFlow10 -F OpenFlow10" in c and hp.hp_target in c for c in commands)
+    verbs = [next(w for w in c.split() if w.startswith(("dump-", "add-"))) for c in commands]
+    # connect, the undo point, the batch, its check, the test's read
+    assert verbs == ["dump-ports-desc", "dump-flows", "add-flows", "dump-flows", "dump-flows"]
+    assert f"> {flowtext.add_line(TCP)}" in wire
+    assert any(m.startswith("< ") and "mod_vlan_vid:10" in m for m in wire)
+
+
+@fabric
+def test_an_add_replaces_the_entry_and_a_strict_delete_only_its_own(hp: OvsSite) -> None:
+    first = TCP
+    replaced = FlowRule(match=first.match, priority=200, actions=(Output(1),), cookie=0x99)
+    other_priority = FlowRule(match=first.match, priority=150, actions=(Output(2),))
+
+    async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], list[FlowRule]]:
+        await d.apply(adds([first, other_priority]))
+        await d.apply(adds([replaced]))
+        table = await d.read()
+        await d.apply(deletes([first]))
+        return table, await d.read()
+
+    replaced_table, after_delete = with_driver(hp, body)
+    assert set(replaced_table) == {replaced, other_priority}
+    assert after_delete == [other_priority]
+
+
+@fabric
+def test_a_change_openflow_10_cannot_say_is_refused_before_anything_is_sent(hp: OvsSite) -> None:
+    no_proto = rule(5, 0, (Output(2),), in_port=1, eth_type=0x0800, l4_dst=80)
+
+    async def body(d: HpDpctlDriver) -> tuple[DeviceRejected, list[FlowRule]]:
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply(adds([*hosts(2), no_proto]))
+        return info.value, await d.read()
+
+    error, table = with_driver(hp, body)
+    assert error.code == "UNSUPPORTED" and "#2" in str(error)
+    assert table == []
+
+
+@pytest.fixture
+def fake_dpctl(tmp_path: Path) -> str:
+    """A dpctl stand-in: the same syntax and, like dpctl (which does not wait for the
+    switch), no word of an error and exit 0 whatever happened."""
+    path = tmp_path / "dpctl"
+    path.write_text('#!/bin/sh\novs-ofctl -O OpenFlow10 -F OpenFlow10 "$@" 2>/dev/null\nexit 0\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+@fabric
+def test_through_dpctl_a_batch_is_applied_and_read_back(hp: OvsSite, fake_dpctl: str) -> None:
+    async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], dict[int, PortState]]:
+        await d.apply(adds([TCP, TRANSIT, DROP]))
+        await d.apply(deletes([TRANSIT]))
+        return await d.read(), await d.port_states()
+
+    table, ports = with_driver(hp, body, dpctl=fake_dpctl)
+    assert set(table) == {TCP, DROP}
+    assert ports == {1: PortState.UP, 2: PortState.UP}
+
+
+@fabric
+def test_through_dpctl_a_refused_change_is_found_by_reading_back_and_undone(
+    hp: OvsSite, fake_dpctl: str
+) -> None:
+    async def body(d: HpDpctlDriver) -> tuple[DeviceRejected, list[FlowRule]]:
+        await d.apply(adds([TCP]))
+        hp.cap_table("brhp", 2)
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply(adds(hosts(3)))  # the second add does not fit; dpctl exits 0
+        return info.value, await d.read()
+
+    error, table = with_driver(hp, body, dpctl=fake_dpctl, timeout=0.5)
+    assert error.code == "NOT_APPLIED" and "change #1" in str(error)
+    assert table == [TCP]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokenBatches:
+    """ovs-ofctl, except that batches after the first ``good`` ones run ``argv`` instead."""
+
+    inner: Ofctl
+    argv: tuple[str, ...]
+    good: int
+    calls: list[int]
+
+    @property
+    def waits(self) -> bool:
+        return True
+
+    def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        self.calls.append(len(lines))
+        if len(self.calls) <= self.good:
+            return self.inner.batch(target, lines)
+        return [Command(argv=self.argv)]
+
+    def dump(self, target: str) -> Command:
+        return self.inner.dump(target)
+
+    def ports(self, target: str) -> Command:
+        return self.inner.ports(target)
+
+
+def broken(driver: HpDpctlDriver, argv: Sequence[str], good: int) -> BrokenBatches:
+    assert isinstance(driver.tool, Ofctl)
+    tool = BrokenBatches(inner=driver.tool, argv=tuple(argv), good=good, calls=[])
+    driver.tool = tool
+    return tool
+
+
+@fabric
+def test_a_failed_undo_says_the_table_state_is_unknown(hp: OvsSite) -> None:
+    refused = ["sh", "-c", "echo 'ovs-ofctl: connecting to x (Connection refused)' >&2; exit 1"]
+
+    async def body(d: HpDpctlDriver) -> tuple[DriverError, list[int]]:
+        tool = broken(d, refused, good=2)
+        await d.apply(adds([TCP]))
+        hp.cap_table("brhp", 2)
+        with pytest.raises(DriverError) as info:
+            await d.apply(adds(hosts(2)))  # the second does not fit; the undo is refused
+        return info.value, tool.calls
+
+    error, calls = with_driver(hp, body)
+    assert type(error) is DriverError
+    assert "unknown state" in str(error) and "OFPFMFC_TABLE_FULL" in str(error)
+    assert isinstance(error.__cause__, DeviceUnreachable)
+    assert calls == [1, 2, 1]  # the batch, the refused batch, the undo
+
+
+@fabric
+def test_a_tool_that_hangs_is_killed_and_its_batch_undone(hp: OvsSite) -> None:
+    marker = "7.3183"  # a sleep this long is ours
+
+    async def body(d: HpDpctlDriver) -> tuple[DeviceTimeout, list[FlowRule]]:
+        await d.apply(adds([TCP]))
+        broken(d, ["sleep", marker], good=0)
+        with pytest.raises(DeviceTimeout) as info:
+            await d.apply([*deletes([TCP]), *adds(hosts(1))])
+        return info.value, await d.read()
+
+    error, table = with_driver(hp, body, timeout=0.3)
+    assert "within 0.3 s" in str(error)
+    assert table == [TCP]
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"sleep {marker}" not in ps
