@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, longhaul, netns, optical
+from fabric import daemons, longhaul, mgmt, netns, optical
 from fabric.forwarding import baseline_flows
+from fabric.hp import HP_LISTEN_PORT, play_hp
 from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load, run_dir
@@ -67,7 +68,7 @@ def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
     state.save()
     fab = Fabric(state=state)
     try:
-        _build(topo, fab, progress)
+        targets = _build(topo, fab, progress)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
@@ -80,7 +81,7 @@ def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
     except BaseException:
         down(topo.name)
         raise
-    done = replace(state, phase="up", scpi=scpi, delay=delay)
+    done = replace(state, phase="up", scpi=scpi, delay=delay, targets=targets)
     done.save()
     return Fabric(state=done)
 
@@ -101,8 +102,10 @@ def _our_namespaces(name: str) -> list[str]:
     return [ns for ns in netns.listing(base) if ns == base or ns.startswith(base + ".")]
 
 
-def _build(topo: Topology, fab: Fabric, progress: Progress) -> None:
+def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
+    """Make everything; returns the driver targets of switches that play other devices."""
     state = fab.state
+    targets: dict[str, str] = {}
     progress(f"namespaces: {len(state.namespaces)}")
     for ns in state.namespaces:
         netns.add(ns)
@@ -118,6 +121,14 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> None:
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
         push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
+    hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
+    if hp:
+        progress(f"management link; {', '.join(s.name for s in hp)} play HP switches (OF 1.0)")
+        inside = mgmt.make(state.name, state.fabric_ns)
+        for n, switch in enumerate(hp):
+            port = HP_LISTEN_PORT + n
+            targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
+    return targets
 
 
 def _switch_ends(topo: Topology, *, bridged: bool = False) -> Iterable[Endpoint]:

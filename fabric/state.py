@@ -37,6 +37,7 @@ class FabricState:
     phase: str = "building"  # building | up
     scpi: dict[str, int] = field(default_factory=dict)  # optical switch -> emulator's port
     delay: dict[str, int] = field(default_factory=dict)  # long-haul node -> control port
+    targets: dict[str, str] = field(default_factory=dict)  # switch -> driver target (non-ovs)
     builder_pid: int = field(default_factory=os.getpid)
 
     @property

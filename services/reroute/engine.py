@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
+from drivers.hp_dpctl import HpDpctlDriver
 from drivers.ovs import OvsDriver
 from drivers.polatis_scpi.driver import PolatisScpiDriver, socket_resource
 from fabric.ovs import OvsInstance
@@ -24,7 +25,7 @@ from services.reroute.model import Intent
 from services.reroute.planner import Plan, plan, plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Circuit, Topology
+from services.reroute.topology import Circuit, Switch, Topology
 
 
 def journal_path(state: FabricState) -> Path:
@@ -37,11 +38,8 @@ async def fabric_drivers(
 ) -> AsyncIterator[dict[str, Driver]]:
     """Connected drivers for every switch of a running fabric (those in ``scope``): OVS for
     the packet switches, Polatis SCPI (to the fabric's emulators) for the optical ones."""
-    ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
     flows = {
-        s.name: OvsDriver(s.name, ovs.mgmt(s.name))
-        for s in topo.switches
-        if scope is None or s.name in scope
+        s.name: switch_driver(s, state) for s in topo.switches if scope is None or s.name in scope
     }
     optical = {
         o.name: PolatisScpiDriver(o.name, socket_resource("127.0.0.1", state.scpi[o.name]))
@@ -59,6 +57,14 @@ async def fabric_drivers(
             *(d.close() for d in optical.values()),
             return_exceptions=True,
         )
+
+
+def switch_driver(switch: Switch, state: FabricState) -> OvsDriver | HpDpctlDriver:
+    """The driver of the backend the topology chose for a packet switch of the fabric."""
+    if switch.driver == "hp_dpctl":
+        return HpDpctlDriver(switch.name, state.targets[switch.name])
+    ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
+    return OvsDriver(switch.name, ovs.mgmt(switch.name))
 
 
 async def read_tables(drivers: Mapping[str, Driver]) -> Tables:

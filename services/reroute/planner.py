@@ -87,7 +87,7 @@ class Step:
             return f"verify {self.device}: {len(self.expect)} rules read back"
         adds = sum(c.op is FlowOp.ADD for c in self.changes)
         dels = len(self.changes) - adds
-        return f"{self.kind} {self.device}: +{adds} -{dels} (one atomic batch)"
+        return f"{self.kind} {self.device}: +{adds} -{dels} (one batch)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

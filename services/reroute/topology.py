@@ -92,6 +92,7 @@ class Switch:
     dpid: int
     protocols: tuple[str, ...]
     ports: tuple[int, ...]
+    driver: str = "ovs"  # ovs | hp_dpctl | odl: the backend the engine programs it with
     kind: Kind = Kind.OVS
 
 
@@ -322,8 +323,14 @@ class _Resolver:
             return Host(name=name, interfaces=ifaces)
         if isinstance(node, OvsNode):
             ports = sorted(port_number(e.port) or 0 for e in self.peers if e.node == name)
+            if node.driver == "hp_dpctl" and "OpenFlow10" not in node.protocols:
+                raise self.fail(where, "an hp_dpctl switch speaks OpenFlow10: list it in protocols")
             return Switch(
-                name=name, dpid=node.dpid, protocols=tuple(node.protocols), ports=tuple(ports)
+                name=name,
+                dpid=node.dpid,
+                protocols=tuple(node.protocols),
+                ports=tuple(ports),
+                driver=node.driver,
             )
         if isinstance(node, PolatisNode):
             return self._resolve_optical(name, node)
