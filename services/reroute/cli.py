@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     from fabric import cli as fabric_cli
     from fabric.traffic import cli as traffic_cli
     from services.reroute import demo, reroute_cli, topo_cli
+    from services.reroute.monitor import cli as monitor_cli
+    from services.reroute.service import cli as serve_cli
 
     parser = argparse.ArgumentParser(
         prog="reroute",
@@ -28,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reroute {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (topo_cli, fabric_cli, reroute_cli, traffic_cli, demo):
+    for module in (topo_cli, fabric_cli, reroute_cli, traffic_cli, monitor_cli, demo, serve_cli):
         module.register(sub)
     return parser
 

@@ -9,7 +9,9 @@
     │   ├── DeviceRejected       the device refused a change (nothing of the batch applied)
     │   ├── ProtocolError        the device's reply could not be understood
     │   └── UnknownDriver        no driver registered for a kind (lists the known kinds)
-    └── PlanError            an intent cannot be planned on this topology and state
+    ├── PlanError            an intent cannot be planned on this topology and state
+    ├── ConfigError          a service config file is invalid (names the file and the field)
+    └── ApiError             the reroute service answered with an error (status, message)
 
 Every error raised across a module boundary is one of these, chained with ``from``.
 """
@@ -71,3 +73,36 @@ class UnknownDriver(DriverError):
 
 class PlanError(RerouteError):
     """An intent cannot be planned (unknown path, flows not on the source path, ...)."""
+
+
+class ConfigError(RerouteError):
+    """A service config file is invalid; the message names the file and the field."""
+
+
+class ApiError(RerouteError):
+    """The reroute service answered an error: ``status`` (HTTP) and the server's ``message``
+    (``status`` 0: no answer at all, after the client's retries)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+
+    @property
+    def is_plan_error(self) -> bool:
+        """The intent cannot be planned or is malformed (nothing changed)."""
+        return self.status == 422
+
+    @property
+    def is_conflict(self) -> bool:
+        """An idempotency key reused with another body, or a reroute that cannot be cancelled."""
+        return self.status == 409
+
+    @property
+    def is_auth_error(self) -> bool:
+        return self.status in (401, 403)
+
+    @property
+    def is_unavailable(self) -> bool:
+        """The service is shutting down, unreachable or failing: try again later."""
+        return self.status == 0 or self.status >= 500

@@ -1,9 +1,15 @@
 """The journal: SQLite, written ahead of every step, so an interrupted reroute is recovered.
 
-Tables: ``reroutes`` (one row per reroute: summary, the plan as text, the *origins* -- the
-path each moved flow was on, as JSON -- the paths it touched, state, error) and ``steps``
-(one row per step started: state, times, error). A reroute row is committed before its
-first step and a step row before the step touches a device.
+Tables: ``reroutes`` (one row per reroute: summary, the intent and the plan, the *origins*
+-- the path each moved flow was on, as JSON -- the paths it touched, state, error, times,
+an optional idempotency key) and ``steps`` (one row per step started: state, times,
+error). A reroute row is committed before its first step and a step row before the step
+touches a device.
+
+States: ``pending`` (queued by the service; no plan yet, nothing touched) -> ``running``
+(``create``: planned, executing) -> ``done`` | ``rolled_back`` | ``failed``. A pending
+reroute may instead end ``cancelled`` or ``rejected`` (its plan failed: nothing changed).
+Only ``running`` reroutes need recovery; ``pending`` ones are the service's queue.
 
 Recovery does not replay an undo log: it reads the devices afresh and plans the flows back
 onto their origins (``planner.plan_restore``). So the journal stays small (a 10,000-flow
@@ -21,28 +27,49 @@ from pathlib import Path
 
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
-from services.reroute.model import FlowSpec
+from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan
 
-VERSION = 2
+VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reroutes (
   id TEXT PRIMARY KEY, created REAL NOT NULL, summary TEXT NOT NULL, plan_text TEXT NOT NULL,
   origins TEXT NOT NULL, touched TEXT NOT NULL, state TEXT NOT NULL, error TEXT,
-  finished REAL
+  finished REAL, started REAL, intent TEXT, flows TEXT NOT NULL DEFAULT '[]',
+  step_names TEXT NOT NULL DEFAULT '[]', idem_key TEXT, fingerprint TEXT
 );
 CREATE TABLE IF NOT EXISTS steps (
   reroute_id TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL,
   started REAL NOT NULL, finished REAL, error TEXT, PRIMARY KEY (reroute_id, idx)
 );
 """
+INDEXES = """
+CREATE INDEX IF NOT EXISTS reroutes_state ON reroutes (state);
+CREATE UNIQUE INDEX IF NOT EXISTS reroutes_key ON reroutes (idem_key);
+"""
+# format 2 -> 3: the columns the service added (a pending state needs no change of its own)
+MIGRATE_2 = """
+ALTER TABLE reroutes ADD COLUMN started REAL;
+ALTER TABLE reroutes ADD COLUMN intent TEXT;
+ALTER TABLE reroutes ADD COLUMN flows TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE reroutes ADD COLUMN step_names TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE reroutes ADD COLUMN idem_key TEXT;
+ALTER TABLE reroutes ADD COLUMN fingerprint TEXT;
+"""
 
 
 class RerouteState(StrEnum):
+    PENDING = "pending"  # queued, not planned yet: nothing touched
     RUNNING = "running"
     DONE = "done"
     ROLLED_BACK = "rolled_back"
     FAILED = "failed"  # rollback itself failed: needs an operator
+    REJECTED = "rejected"  # its plan failed when its turn came: nothing touched
+    CANCELLED = "cancelled"  # cancelled while pending: nothing touched
+
+    @property
+    def final(self) -> bool:
+        return self not in (RerouteState.PENDING, RerouteState.RUNNING)
 
 
 class StepState(StrEnum):
@@ -63,6 +90,21 @@ class Record:
     origins: dict[str, tuple[FlowSpec, ...]]  # path -> the flows that were on it
     touched: tuple[str, ...]  # every path the reroute may have written
     started_steps: tuple[int, ...]
+    intent: Intent | None = None
+    step_names: tuple[str, ...] = ()  # the plan's step descriptions, in order
+    started: float | None = None  # when it began to run (planned)
+    finished: float | None = None
+    idem_key: str | None = None
+    fingerprint: str | None = None  # of the request that created it (idempotency)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    index: int  # 0-based, as in the plan
+    state: StepState
+    started: float
+    finished: float | None
+    error: str | None
 
 
 class JournalError(RerouteError):
@@ -89,6 +131,47 @@ def _decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
     return tuple(out)
 
 
+def encode_intent(intent: Intent) -> str:
+    return json.dumps(
+        {
+            "flows": [str(f) for f in intent.flows],
+            "to_path": intent.to_path,
+            "strategy": intent.strategy.value,
+            "drain_s": intent.drain_s,
+            "bbm_gap_s": intent.bbm_gap_s,
+            "via": intent.via,
+            "lock_timeout_s": intent.lock_timeout_s,
+        }
+    )
+
+
+def decode_intent(text: str) -> Intent:
+    raw = json.loads(text)
+    return Intent(
+        flows=tuple(FlowSpec.parse(f) for f in raw["flows"]),
+        to_path=raw["to_path"],
+        strategy=Strategy(raw["strategy"]),
+        drain_s=raw["drain_s"],
+        bbm_gap_s=raw["bbm_gap_s"],
+        via=raw["via"],
+        lock_timeout_s=raw["lock_timeout_s"],
+    )
+
+
+def _flow_names(intent: Intent) -> str:
+    return json.dumps([str(f) for f in intent.flows])
+
+
+_COLUMNS = (
+    "id, created, summary, state, error, plan_text, origins, touched, intent, step_names, "
+    "started, finished, idem_key, fingerprint"
+)
+_Row = tuple[
+    str, float, str, str, str | None, str, str, str, str | None, str,
+    float | None, float | None, str | None, str | None,
+]  # fmt: skip
+
+
 class Journal:
     def __init__(self, path: Path | None) -> None:
         """A journal in the file ``path``; ``None`` keeps it in memory (nothing to recover)."""
@@ -100,31 +183,94 @@ class Journal:
         self.db.execute("PRAGMA synchronous=NORMAL")
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables and version == 2:
+            self.db.executescript(f"BEGIN; {MIGRATE_2} PRAGMA user_version = {VERSION}; COMMIT;")
+            version = VERSION
         if tables and version != VERSION:
             self.db.close()
             raise JournalError(
                 f"journal {path} has format {version}, this version writes {VERSION}: "
                 "move the file away (after `reroute recover` with the old version)"
             )
-        self.db.executescript(SCHEMA)
+        self.db.executescript(SCHEMA + INDEXES)
         self.db.execute(f"PRAGMA user_version = {VERSION}")
 
     def close(self) -> None:
         self.db.close()
 
     def create(self, reroute_id: str, plan: Plan) -> None:
-        self.db.execute(
-            "INSERT INTO reroutes VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+        """The reroute starts running ``plan``: a new row, or its ``pending`` row updated."""
+        now = time.time()
+        cur = self.db.execute(
+            "INSERT INTO reroutes (id, created, started, summary, plan_text, origins, touched, "
+            "state, intent, flows, step_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
+            "summary = excluded.summary, plan_text = excluded.plan_text, "
+            "origins = excluded.origins, touched = excluded.touched, state = excluded.state, "
+            "step_names = excluded.step_names WHERE reroutes.state = ?",
             (
                 reroute_id,
-                time.time(),
+                now,
+                now,
                 plan.describe().splitlines()[0],
                 plan.describe(),
                 json.dumps({p: _encode_flows(f) for p, f in plan.origins}),
                 json.dumps([*plan.from_paths, plan.to_path]),
                 RerouteState.RUNNING,
+                encode_intent(plan.intent),
+                _flow_names(plan.intent),
+                json.dumps([s.describe() for s in plan.steps()]),
+                RerouteState.PENDING,
             ),
         )
+        if cur.rowcount != 1:
+            raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
+
+    def enqueue(
+        self,
+        reroute_id: str,
+        intent: Intent,
+        *,
+        idem_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> None:
+        """A ``pending`` reroute: planned and run later (``create``), or cancelled."""
+        summary = (
+            f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
+            "(queued)"
+        )
+        try:
+            self.db.execute(
+                "INSERT INTO reroutes (id, created, summary, plan_text, origins, touched, state, "
+                "intent, flows, idem_key, fingerprint) VALUES (?, ?, ?, '', '{}', '[]', ?, ?, ?, "
+                "?, ?)",
+                (
+                    reroute_id,
+                    time.time(),
+                    summary,
+                    RerouteState.PENDING,
+                    encode_intent(intent),
+                    _flow_names(intent),
+                    idem_key,
+                    fingerprint,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise JournalError(f"reroute {reroute_id} or its idempotency key exists") from exc
+
+    def cancel(self, reroute_id: str) -> bool:
+        """Cancel a pending reroute; False if it is not pending (any more)."""
+        cur = self.db.execute(
+            "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ? AND state = ?",
+            (
+                RerouteState.CANCELLED,
+                "cancelled while pending: nothing changed",
+                time.time(),
+                reroute_id,
+                RerouteState.PENDING,
+            ),
+        )
+        return cur.rowcount == 1
 
     def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
         if state is StepState.STARTED:
@@ -156,29 +302,63 @@ class Journal:
 
     def get(self, reroute_id: str) -> Record | None:
         row = self.db.execute(
-            "SELECT id, created, summary, state, error, plan_text, origins, touched "
-            "FROM reroutes WHERE id = ?",
-            (reroute_id,),
+            f"SELECT {_COLUMNS} FROM reroutes WHERE id = ?", (reroute_id,)
+        ).fetchone()
+        return self._record(row) if row else None
+
+    def by_key(self, idem_key: str) -> Record | None:
+        """The reroute created with this idempotency key."""
+        row = self.db.execute(
+            f"SELECT {_COLUMNS} FROM reroutes WHERE idem_key = ?", (idem_key,)
         ).fetchone()
         return self._record(row) if row else None
 
     def in_flight(self) -> list[Record]:
+        return self._select("state = ?", (RerouteState.RUNNING,), "rowid")
+
+    def pending(self) -> list[Record]:
+        """The queued reroutes, oldest first (the order they run in)."""
+        return self._select("state = ?", (RerouteState.PENDING,), "rowid")
+
+    def history(
+        self,
+        limit: int = 50,
+        *,
+        state: RerouteState | None = None,
+        flows: tuple[FlowSpec, ...] = (),
+    ) -> list[Record]:
+        """Newest first; only those in ``state`` and moving any of ``flows``, when given."""
+        where, args = ["1"], []
+        if state is not None:
+            where.append("state = ?")
+            args.append(str(state))
+        if flows:
+            marks = ", ".join("?" * len(flows))
+            where.append(f"EXISTS (SELECT 1 FROM json_each(flows) WHERE value IN ({marks}))")
+            args += [str(f) for f in flows]
+        return self._select(" AND ".join(where), tuple(args), "rowid DESC", limit)
+
+    def steps(self, reroute_id: str) -> list[StepRecord]:
         rows = self.db.execute(
-            "SELECT id, created, summary, state, error, plan_text, origins, touched "
-            "FROM reroutes WHERE state = ?",
-            (RerouteState.RUNNING,),
+            "SELECT idx, state, started, finished, error FROM steps WHERE reroute_id = ? "
+            "ORDER BY idx",
+            (reroute_id,),
+        ).fetchall()
+        return [
+            StepRecord(index=i, state=StepState(st), started=t0, finished=t1, error=err)
+            for i, st, t0, t1, err in rows
+        ]
+
+    def _select(
+        self, where: str, args: tuple[object, ...], order: str, limit: int = -1
+    ) -> list[Record]:
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM reroutes WHERE {where} ORDER BY {order} LIMIT ?",
+            (*args, limit),
         ).fetchall()
         return [self._record(r) for r in rows]
 
-    def history(self, limit: int = 50) -> list[Record]:
-        rows = self.db.execute(
-            "SELECT id, created, summary, state, error, plan_text, origins, touched "
-            "FROM reroutes ORDER BY created DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
-        return [self._record(r) for r in rows]
-
-    def _record(self, row: tuple[str, float, str, str, str | None, str, str, str]) -> Record:
+    def _record(self, row: _Row) -> Record:
         steps = self.db.execute(
             "SELECT idx FROM steps WHERE reroute_id = ? AND state != ? ORDER BY idx",
             (row[0], StepState.UNDONE),
@@ -193,4 +373,10 @@ class Journal:
             origins={p: _decode_flows(f) for p, f in json.loads(row[6]).items()},
             touched=tuple(json.loads(row[7])),
             started_steps=tuple(s[0] for s in steps),
+            intent=decode_intent(row[8]) if row[8] else None,
+            step_names=tuple(json.loads(row[9])),
+            started=row[10],
+            finished=row[11],
+            idem_key=row[12],
+            fingerprint=row[13],
         )

@@ -1,0 +1,148 @@
+"""The FastAPI application: ``create_app(settings)`` for a running service, ``api()`` for
+the bare routes (the OpenAPI document is made from it).
+
+The app's lifespan connects the drivers of the switches in scope, opens the journal,
+recovers what a crash interrupted, re-queues pending reroutes and starts the worker; on
+shutdown it lets the running reroute finish and closes everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+
+from fabric import state as fabric_state
+from services.reroute import __version__
+from services.reroute.engine import Engine, fabric_drivers, journal_path
+from services.reroute.errors import ApiError, DriverError, FabricError, PlanError, RerouteError
+from services.reroute.executor import Driver
+from services.reroute.journal import Journal
+from services.reroute.service.auth import PUBLIC, BearerAuth
+from services.reroute.service.config import Settings
+from services.reroute.service.core import FieldError, RerouteService
+from services.reroute.service.routes import router
+
+DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+TITLE = "reroute"
+DESCRIPTION = (
+    "Make-before-break reroutes of live flows. Reroutes run one at a time, first in, first "
+    "out; a queued one is `pending` and may be cancelled. Send `Authorization: Bearer TOKEN`."
+)
+
+
+def api(lifespan: Lifespan | None = None) -> FastAPI:
+    app = FastAPI(title=TITLE, version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.include_router(router)
+    app.add_exception_handler(PlanError, _plan_error)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(DriverError, _driver_error)
+    app.add_exception_handler(RerouteError, _reroute_error)
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
+    return app
+
+
+def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> FastAPI:
+    """The service of ``settings``; ``drivers`` (default: the running fabric's) connects the
+    drivers of the switches in scope."""
+    app = api(_lifespan(settings, drivers or fabric_driver_factory))
+    app.add_middleware(BearerAuth, tokens=settings.tokens)
+    return app
+
+
+def running_fabric(name: str) -> fabric_state.FabricState:
+    st = fabric_state.load(name)
+    if st is None or st.phase != "up":
+        raise FabricError(f"fabric {name} is not up: `reroute fabric up TOPOLOGY` first")
+    return st
+
+
+def fabric_driver_factory(settings: Settings) -> AbstractAsyncContextManager[dict[str, Driver]]:
+    return fabric_drivers(settings.topo, running_fabric(settings.fabric), settings.scope)
+
+
+def journal_file(settings: Settings) -> Path:
+    return settings.journal or journal_path(running_fabric(settings.fabric))
+
+
+def service_of(app: FastAPI) -> RerouteService | None:
+    svc: RerouteService | None = getattr(app.state, "service", None)
+    return svc
+
+
+def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        journal = Journal(journal_file(settings))
+        try:
+            async with drivers(settings) as connected:
+                engine = Engine(
+                    topo=settings.topo,
+                    drivers=connected,
+                    journal=journal,
+                    scope=settings.scope,
+                    step_timeout=settings.step_timeout_s,
+                )
+                svc = RerouteService(settings, engine, journal)
+                await svc.start()
+                app.state.service = svc
+                try:
+                    yield
+                finally:
+                    await svc.stop()
+        finally:
+            journal.close()
+
+    return lifespan
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with bearer auth on every path but the public ones."""
+    if app.openapi_schema is None:
+        doc = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        doc.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"}
+        }
+        for path, operations in doc["paths"].items():
+            for operation in operations.values():
+                if path not in PUBLIC:
+                    operation["security"] = [{"bearer": []}]
+        app.openapi_schema = doc
+    return app.openapi_schema
+
+
+def openapi_json() -> str:
+    return json.dumps(openapi_document(api()), indent=2) + "\n"
+
+
+def _validation(loc: tuple[str, ...], message: str, kind: str) -> dict[str, Any]:
+    return {"detail": [{"loc": list(loc), "msg": message, "type": kind}]}
+
+
+async def _plan_error(_: Request, exc: Exception) -> JSONResponse:
+    loc = exc.loc if isinstance(exc, FieldError) else ("body",)
+    return JSONResponse(_validation(loc, str(exc), "plan_error"), status_code=422)
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    headers = {"Retry-After": "1"} if exc.status == 503 else None
+    return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
+
+
+async def _driver_error(_: Request, exc: Exception) -> JSONResponse:
+    detail = f"cannot read or change the devices: {exc}"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def _reroute_error(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=500)

@@ -1,0 +1,53 @@
+"""``reroute serve``: the HTTP service (``--config FILE``), or its OpenAPI document."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from services.reroute.errors import ConfigError
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from services.reroute.service.app import openapi_json, running_fabric
+    from services.reroute.service.config import load_config, resolve
+    from services.reroute.service.server import listening_socket, serve
+
+    if args.openapi is not None:
+        return _write(openapi_json(), args.openapi)
+    if args.config is None:
+        raise ConfigError("give --config FILE (see `reroute serve --help`)")
+    settings = resolve(load_config(args.config), listen=args.listen)
+    running_fabric(settings.fabric)
+    sock = listening_socket(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+    where = f"[{host}]" if ":" in host else host
+    print(f"reroute serve: http://{where}:{port} (fabric {settings.fabric})", flush=True)
+    serve(settings, sock)
+    return 0
+
+
+def _write(text: str, target: str) -> int:
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP reroute service",
+        description="Serve the reroute API for a running fabric (SIGTERM drains gracefully).",
+    )
+    p.add_argument("--config", type=Path, metavar="FILE", help="the service's YAML config")
+    p.add_argument("--listen", metavar="HOST:PORT", help="overrides the config's listen")
+    p.add_argument(
+        "--openapi",
+        metavar="FILE",
+        help="write the OpenAPI document to FILE ('-': stdout) and exit "
+        "(docs/openapi.json is this output)",
+    )
+    p.set_defaults(func=_serve)

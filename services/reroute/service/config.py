@@ -1,0 +1,186 @@
+"""The service's config file (YAML), strict: unknown keys are rejected, errors name the field.
+
+```yaml
+topology: ../topologies/ngncs-ost.yaml   # relative paths: from this file's directory
+fabric: ngncs-ost          # the running fabric (default: the topology's name)
+scope: [br2]               # switches this instance manages (default: all)
+journal: /run/reroute/ngncs-ost/journal-site-a.sqlite   # default: the fabric's journal
+listen: 127.0.0.1:8080
+tokens:
+  - {token: "a-long-random-operator-token", role: operator}
+  - {token: "a-long-random-read-only-token", role: read}
+token_file: tokens.txt     # and/or: lines "ROLE TOKEN" ('#' comments)
+step_timeout_s: 10
+```
+
+``load_config`` returns the validated file; ``resolve`` adds what needs the topology
+(``Settings``: loaded topology, checked scope, token table, the address to listen on).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from services.reroute.errors import ConfigError, RerouteError
+from services.reroute.service.auth import Role, TokenTable
+from services.reroute.topology import Topology, load_topology
+
+MIN_TOKEN = 16
+
+
+def _listen(text: str) -> str:
+    parse_listen(text)
+    return text
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) -> (host, port); ValueError names the fault."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: expected HOST:PORT with a port 0-65535, e.g. 127.0.0.1:8080")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host:
+        raise ValueError(f"{text!r}: the host is missing (e.g. 127.0.0.1:8080)")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise ValueError(f"{text!r}: the host must be an IP address or localhost") from None
+    return host, int(port)
+
+
+class TokenSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str = Field(min_length=MIN_TOKEN, pattern=r"^[\x21-\x7e]+$")
+    role: Role
+
+
+class ServiceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topology: Path
+    fabric: str | None = Field(default=None, min_length=1)
+    scope: tuple[str, ...] | None = Field(default=None, min_length=1)
+    journal: Path | None = None
+    listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8080"
+    tokens: tuple[TokenSpec, ...] = ()
+    token_file: Path | None = None
+    step_timeout_s: float = Field(default=10.0, gt=0, le=600)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """A resolved config: what the service runs with."""
+
+    topo: Topology
+    fabric: str
+    scope: frozenset[str] | None
+    journal: Path | None  # None: the fabric's default journal
+    host: str
+    port: int
+    tokens: TokenTable
+    step_timeout_s: float
+
+
+def load_config(path: Path) -> ServiceConfig:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings (topology: FILE, ...)")
+    try:
+        config = ServiceConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_first_error(exc)}") from exc
+    return _relative_to(config, path.parent)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    lines = [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in errors]
+    return "; ".join(lines)
+
+
+def _relative_to(config: ServiceConfig, base: Path) -> ServiceConfig:
+    def fix(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else base / p
+
+    keys = ("topology", "journal", "token_file")
+    updates: dict[str, Any] = {k: p for k in keys if (p := fix(getattr(config, k)))}
+    return config.model_copy(update=updates)
+
+
+def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
+    """Load the topology and the tokens, check the scope; ``listen`` overrides the file's."""
+    try:
+        topo = load_topology(config.topology)
+    except RerouteError as exc:
+        raise ConfigError(f"topology: {exc}") from exc
+    try:
+        host, port = parse_listen(listen or config.listen)
+    except ValueError as exc:
+        raise ConfigError(f"listen: {exc}") from exc
+    return Settings(
+        topo=topo,
+        fabric=config.fabric or topo.name,
+        scope=_scope(config, topo),
+        journal=config.journal,
+        host=host,
+        port=port,
+        tokens=TokenTable(_tokens(config)),
+        step_timeout_s=config.step_timeout_s,
+    )
+
+
+def _scope(config: ServiceConfig, topo: Topology) -> frozenset[str] | None:
+    if config.scope is None:
+        return None
+    switches = {s.name for s in topo.switches} | {o.name for o in topo.optical_switches}
+    unknown = sorted(set(config.scope) - switches)
+    if unknown:
+        raise ConfigError(
+            f"scope: {', '.join(unknown)} not a switch of topology {topo.name} "
+            f"(switches: {', '.join(sorted(switches))})"
+        )
+    return frozenset(config.scope)
+
+
+def _tokens(config: ServiceConfig) -> dict[str, Role]:
+    table = {t.token: t.role for t in config.tokens}
+    if config.token_file is not None:
+        table |= read_token_file(config.token_file)
+    if not table:
+        raise ConfigError("tokens: give at least one token (tokens: [...] or token_file: FILE)")
+    return table
+
+
+def read_token_file(path: Path) -> dict[str, Role]:
+    """Lines ``ROLE TOKEN`` (role ``read`` or ``operator``); blank lines and ``#`` comments."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"token_file: {path}: cannot read: {exc.strerror}") from exc
+    table: dict[str, Role] = {}
+    for n, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        try:
+            spec = TokenSpec(role=Role(words[0]), token=" ".join(words[1:]))
+        except (ValueError, ValidationError):
+            raise ConfigError(
+                f"token_file: {path}:{n}: expected 'read|operator TOKEN' with a token of at "
+                f"least {MIN_TOKEN} printable characters"
+            ) from None
+        table[spec.token] = spec.role
+    return table

@@ -1,0 +1,184 @@
+"""``RerouteService``: what the HTTP routes call. Admission, idempotency, views, drain.
+
+Admission of a reroute (``submit``), under one lock so two requests never race:
+
+1. an ``Idempotency-Key`` seen before returns that reroute (same request) or is refused
+   with 409 (a different request under the same key);
+2. the target (and ``via``) path must exist: else 422, nothing recorded;
+3. when nothing is running or queued, the reroute is planned at once on the devices'
+   tables -- exactly the tables it will run on -- so an unknown flow or a flow already on
+   the path is a 422 with the planner's message, nothing recorded. Behind other
+   reroutes it cannot be judged yet: it is queued and planned when its turn comes;
+4. it is journaled ``pending`` and queued for the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from services.reroute.engine import Engine
+from services.reroute.errors import ApiError, PlanError
+from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.model import FlowSpec, Intent
+from services.reroute.planner import Plan
+from services.reroute.rules import path_tag
+from services.reroute.service.config import Settings
+from services.reroute.service.events import EventBus
+from services.reroute.service.metrics import Metrics
+from services.reroute.service.models import FlowsView, Health, RerouteRequest, RerouteView
+from services.reroute.service.views import flows_view, reroute_view
+from services.reroute.service.worker import Worker
+
+log = logging.getLogger("reroute.service")
+
+
+class FieldError(PlanError):
+    """A plan error caused by one field of the request (``loc``, as in FastAPI's 422s)."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        self.loc = loc
+        super().__init__(message)
+
+
+class RerouteService:
+    def __init__(self, settings: Settings, engine: Engine, journal: Journal) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.journal = journal
+        self.draining = False
+        self.bus = EventBus()
+        self.metrics = Metrics(lambda: self.worker.queued, lambda: self.worker.running)
+        self.worker = Worker(engine, journal, self.bus, self.metrics)
+        self._admission = asyncio.Lock()
+        self._stopping: asyncio.Task[None] | None = None
+
+    async def start(self) -> list[str]:
+        """Recover reroutes a crash interrupted, queue the pending ones, start the worker."""
+        recovered = await self.engine.recover()
+        for reroute_id in recovered:
+            record = self._record(reroute_id)
+            self.metrics.finished(record.state)
+            log.warning("interrupted reroute %s: %s (%s)", record.id, record.state, record.error)
+        pending = self.journal.pending()
+        for record in pending:
+            self.worker.enqueue(record.id)
+        if pending:
+            log.warning("%d pending reroute(s) queued again", len(pending))
+        self.worker.start()
+        return recovered
+
+    async def submit(self, request: RerouteRequest, key: str | None) -> tuple[Record, bool]:
+        """The reroute of ``request`` and whether it is new (see the module docstring)."""
+        self._accepting()
+        intent = request.intent()
+        async with self._admission:
+            old = self._replay(key, request) if key is not None else None
+            if old is not None:
+                return old, False
+            check_paths(self.engine, intent)
+            if not self.worker.busy:
+                await self.engine.plan(intent)
+            self._accepting()
+            reroute_id = uuid.uuid4().hex[:12]
+            self.journal.enqueue(
+                reroute_id, intent, idem_key=key, fingerprint=request.fingerprint()
+            )
+            self.worker.enqueue(reroute_id)
+        self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
+        return self._record(reroute_id), True
+
+    def _replay(self, key: str, request: RerouteRequest) -> Record | None:
+        old = self.journal.by_key(key)
+        if old is not None and old.fingerprint != request.fingerprint():
+            raise ApiError(
+                409, f"Idempotency-Key {key!r} was used for a different request (reroute {old.id})"
+            )
+        return old
+
+    def _accepting(self) -> None:
+        if self.draining:
+            raise ApiError(503, "the service is shutting down: not accepting changes")
+
+    async def dry_run(self, request: RerouteRequest) -> Plan:
+        intent = request.intent()
+        check_paths(self.engine, intent)
+        return await self.engine.plan(intent)
+
+    def cancel(self, reroute_id: str) -> RerouteView:
+        self._accepting()
+        record = self._record(reroute_id)
+        if record.state is RerouteState.CANCELLED or self.worker.cancel(reroute_id):
+            return self.view(reroute_id)
+        state = "running" if reroute_id == self.worker.current else record.state
+        raise ApiError(409, f"reroute {reroute_id} is {state}: only a pending one can be cancelled")
+
+    async def wait(self, reroute_id: str, timeout: float) -> None:
+        if timeout > 0:
+            await self.worker.wait(reroute_id, timeout)
+
+    def view(self, reroute_id: str) -> RerouteView:
+        return self._view(self._record(reroute_id))
+
+    def history(
+        self, *, state: RerouteState | None, flow: str | None, limit: int
+    ) -> list[RerouteView]:
+        flows: tuple[FlowSpec, ...] = ()
+        if flow is not None:
+            try:
+                spec = FlowSpec.parse(flow)
+            except PlanError as exc:
+                raise FieldError(("query", "flow"), str(exc)) from exc
+            flows = (spec, spec.reverse())
+        return [self._view(r) for r in self.journal.history(limit, state=state, flows=flows)]
+
+    async def flows(self) -> FlowsView:
+        tables, _ = await self.engine.state()
+        return flows_view(self.engine.topo, tables, self.engine.scope)
+
+    def health(self) -> Health:
+        return Health(
+            status="draining" if self.draining else "ok",
+            fabric=self.settings.fabric,
+            queue=self.worker.queued,
+            running=self.worker.current,
+        )
+
+    def begin_drain(self) -> None:
+        """Refuse changes (503) from now on; let the running reroute finish."""
+        self.draining = True
+        if self._stopping is None:
+            self._stopping = asyncio.create_task(self.worker.stop())
+
+    @property
+    def drained(self) -> bool:
+        return self._stopping is not None and self._stopping.done()
+
+    async def stop(self) -> None:
+        self.begin_drain()
+        assert self._stopping is not None
+        await self._stopping
+        self.bus.close()
+
+    def _record(self, reroute_id: str) -> Record:
+        record = self.journal.get(reroute_id)
+        if record is None:
+            raise ApiError(404, f"no reroute {reroute_id!r}")
+        return record
+
+    def _view(self, record: Record) -> RerouteView:
+        view = reroute_view(record, self.journal.steps(record.id), self.worker.position(record.id))
+        if record.id == self.worker.current and record.state is RerouteState.PENDING:
+            return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned
+        return view
+
+
+def check_paths(engine: Engine, intent: Intent) -> None:
+    """The intent's paths exist (PlanError naming the field otherwise)."""
+    for field, name in (("to_path", intent.to_path), ("via", intent.via)):
+        if name is not None:
+            try:
+                path_tag(engine.topo, name)
+            except PlanError as exc:
+                raise FieldError(("body", field), str(exc)) from None

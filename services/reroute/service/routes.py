@@ -1,0 +1,135 @@
+"""The HTTP endpoints: thin; ``RerouteService`` does the work.
+
+Status codes: 200 read / replayed (same Idempotency-Key and body) / dry run / cancelled;
+201 created and already final (``?wait``); 202 created, queued or running (Location: the
+reroute); 401/403 auth; 404 unknown reroute; 409 key reused with another body, or cancel
+of a reroute that is not pending; 422 malformed request or plan error (nothing changed);
+503 shutting down or devices unreachable (retry with the same Idempotency-Key).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from services.reroute.journal import RerouteState
+from services.reroute.service.core import RerouteService
+from services.reroute.service.models import (
+    FlowsView,
+    Health,
+    PlanView,
+    Problem,
+    RerouteList,
+    RerouteRequest,
+    RerouteView,
+    TopologyView,
+)
+from services.reroute.service.views import plan_view, topology_view
+
+MAX_WAIT_S = 300.0
+router = APIRouter()
+
+
+def service(request: Request) -> RerouteService:
+    svc: RerouteService = request.app.state.service
+    return svc
+
+
+Svc = Annotated[RerouteService, Depends(service)]
+RerouteId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z_-]+$")]
+Wait = Annotated[
+    float,
+    Query(ge=0, le=MAX_WAIT_S, allow_inf_nan=False, description="block up to this many s"),
+]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem} for code in (401, 403, 404, 409, 503)
+}
+
+
+@router.post(
+    "/v1/reroutes",
+    status_code=202,
+    responses={**ERRORS, 200: {"model": RerouteView}, 201: {"model": RerouteView}},
+    summary="Reroute flows (or plan it: dry_run)",
+)
+async def create_reroute(
+    body: RerouteRequest,
+    response: Response,
+    svc: Svc,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+    wait: Wait = 0.0,
+) -> RerouteView | PlanView:
+    if body.dry_run:
+        response.status_code = 200
+        return plan_view(await svc.dry_run(body))
+    record, created = await svc.submit(body, idempotency_key)
+    await svc.wait(record.id, wait)
+    view = svc.view(record.id)
+    response.headers["Location"] = f"/v1/reroutes/{record.id}"
+    response.status_code = 200 if not created else 201 if view.state.final else 202
+    return view
+
+
+@router.get("/v1/reroutes/{reroute_id}", responses=ERRORS, summary="One reroute")
+async def get_reroute(reroute_id: RerouteId, svc: Svc, wait: Wait = 0.0) -> RerouteView:
+    svc.view(reroute_id)  # 404 before waiting
+    await svc.wait(reroute_id, wait)
+    return svc.view(reroute_id)
+
+
+@router.get("/v1/reroutes", responses=ERRORS, summary="Reroutes, newest first")
+async def list_reroutes(
+    svc: Svc,
+    state: RerouteState | None = None,
+    flow: Annotated[str | None, Query(max_length=200, description="moving this flow")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> RerouteList:
+    return RerouteList(reroutes=svc.history(state=state, flow=flow, limit=limit))
+
+
+@router.delete("/v1/reroutes/{reroute_id}", responses=ERRORS, summary="Cancel a pending one")
+async def cancel_reroute(reroute_id: RerouteId, svc: Svc) -> RerouteView:
+    return svc.cancel(reroute_id)
+
+
+@router.get(
+    "/v1/events",
+    response_class=StreamingResponse,
+    responses={**ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    summary="Server-sent events: step progress and reroute state changes",
+)
+async def events(svc: Svc) -> StreamingResponse:
+    return StreamingResponse(
+        svc.bus.stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/v1/topology", responses=ERRORS, summary="Nodes, links and paths")
+async def topology(svc: Svc) -> TopologyView:
+    s = svc.settings
+    return topology_view(s.topo, s.fabric, s.scope)
+
+
+@router.get("/v1/flows", responses=ERRORS, summary="Per path, the flows installed on devices")
+async def flows(svc: Svc) -> FlowsView:
+    return await svc.flows()
+
+
+@router.get("/healthz", summary="Liveness (no token needed)")
+async def healthz(svc: Svc) -> Health:
+    return svc.health()
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"text/plain": {}}}},
+    summary="Prometheus metrics",
+)
+async def metrics(svc: Svc) -> Response:
+    body, content_type = svc.metrics.render()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,79 @@
+"""Serving the app with uvicorn, and a graceful drain on SIGTERM / SIGINT:
+
+1. from the first signal on, POST and DELETE answer 503 (reads still work);
+2. the running reroute finishes (on failure it rolls itself back); pending ones stay
+   pending in the journal and run after the next start;
+3. event streams end, open requests complete, the drivers and the journal are closed.
+
+A second signal exits at once; the journal then recovers on the next start what was cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from services.reroute.service.app import DriverFactory, create_app, service_of
+from services.reroute.service.config import Settings
+
+log = logging.getLogger("reroute.service")
+GRACE_S = 5  # after the drain, how long open connections may take to finish
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.app = app
+        self.drain_requested = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """A signal handler: only set flags (``on_tick`` acts on them in the loop)."""
+        if self.drain_requested:
+            self.should_exit = self.force_exit = True
+        self.drain_requested = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.drain_requested and self._drained():
+            return True
+        return await super().on_tick(counter)
+
+    def _drained(self) -> bool:
+        svc = service_of(self.app)
+        if svc is None:
+            return True
+        svc.begin_drain()
+        if not svc.drained:
+            return False
+        svc.bus.close()
+        return True
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """Bound (not yet listening) to ``host:port``; port 0 picks a free one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio: NODELAY
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def server(settings: Settings, *, drivers: DriverFactory | None = None) -> DrainingServer:
+    app = create_app(settings, drivers=drivers)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE_S,
+    )
+    return DrainingServer(config, app)
+
+
+def serve(settings: Settings, sock: socket.socket) -> None:
+    """Run until drained after a signal (blocks)."""
+    server(settings).run(sockets=[sock])

@@ -1,0 +1,160 @@
+"""Engine values -> API bodies: journal records, plans, the topology, installed flows."""
+
+from __future__ import annotations
+
+from drivers.base import FlowRule
+from services.reroute.journal import Record, StepRecord
+from services.reroute.model import FlowSpec, Intent
+from services.reroute.planner import Plan, scoped_directions
+from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.service.models import (
+    FlowsView,
+    IntentView,
+    NodeView,
+    PathFlows,
+    PathView,
+    PlanStepView,
+    PlanView,
+    RerouteView,
+    StepView,
+    TopologyView,
+)
+from services.reroute.tables import Tables
+from services.reroute.topology import Path, Topology
+
+
+def intent_view(intent: Intent) -> IntentView:
+    return IntentView(
+        flows=[str(f) for f in intent.flows],
+        to_path=intent.to_path,
+        strategy=intent.strategy,
+        drain_ms=intent.drain_s * 1000,
+        bbm_gap_ms=intent.bbm_gap_s * 1000,
+        via=intent.via,
+        lock_timeout_ms=intent.lock_timeout_s * 1000,
+    )
+
+
+def reroute_view(
+    record: Record, steps: list[StepRecord], queue_position: int | None = None
+) -> RerouteView:
+    return RerouteView(
+        id=record.id,
+        state=record.state,
+        summary=record.summary,
+        intent=intent_view(record.intent) if record.intent else None,
+        plan=record.plan_text or None,
+        steps=step_views(record.step_names, steps),
+        error=record.error,
+        created=record.created,
+        started=record.started,
+        finished=record.finished,
+        queue_position=queue_position,
+    )
+
+
+def step_views(names: tuple[str, ...], steps: list[StepRecord]) -> list[StepView]:
+    by_index = {s.index: s for s in steps}
+    views = []
+    for i, name in enumerate(names):
+        s = by_index.get(i)
+        ms = (s.finished - s.started) * 1000 if s and s.finished is not None else None
+        views.append(
+            StepView(
+                index=i + 1,
+                description=name,
+                state=s.state if s else "planned",
+                started=s.started if s else None,
+                finished=s.finished if s else None,
+                ms=ms,
+                error=s.error if s else None,
+            )
+        )
+    return views
+
+
+def plan_view(plan: Plan) -> PlanView:
+    rows = [(phase.name, step) for phase in plan.phases for step in phase.steps]
+    steps = [
+        PlanStepView(index=i, phase=name, kind=s.kind, device=s.device, description=s.describe())
+        for i, (name, s) in enumerate(rows, start=1)
+    ]
+    return PlanView(
+        summary=plan.describe().splitlines()[0],
+        from_paths=list(plan.from_paths),
+        to_path=plan.to_path,
+        disruption=plan.disruption,
+        flow_count=plan.flow_count,
+        steps=steps,
+        text=plan.describe(),
+    )
+
+
+def topology_view(topo: Topology, fabric: str, scope: frozenset[str] | None) -> TopologyView:
+    return TopologyView(
+        name=topo.name,
+        fabric=fabric,
+        nodes=[
+            NodeView(name=n.name, kind=n.kind, managed=_managed(topo, n.name, scope))
+            for n in topo.nodes.values()
+        ],
+        links=[[str(link.a), str(link.b)] for link in topo.links],
+        paths=[_path_view(p) for p in topo.paths.values()],
+    )
+
+
+def _managed(topo: Topology, name: str, scope: frozenset[str] | None) -> bool:
+    switches = {s.name for s in topo.switches} | {o.name for o in topo.optical_switches}
+    return name in switches and (scope is None or name in scope)
+
+
+def _path_view(path: Path) -> PathView:
+    return PathView(
+        name=path.name,
+        src=path.src,
+        dst=path.dst,
+        hops=[f"{h.node}[{h.in_port}>{h.out_port}]" for h in path.hops],
+        circuits=sorted(str(c) for c in path.circuits),
+        initial=path.initial,
+    )
+
+
+def flows_view(topo: Topology, tables: Tables, scope: frozenset[str] | None) -> FlowsView:
+    """Per path, the flows whose ingress rule (read from the devices) tags it; a flow seen
+    in either direction counts, written in the path's forward direction."""
+    return FlowsView(
+        paths=[
+            PathFlows(path=p.name, flows=sorted(str(f) for f in _flows_on(topo, p, tables, scope)))
+            for p in topo.paths.values()
+        ]
+    )
+
+
+def _flows_on(
+    topo: Topology, path: Path, tables: Tables, scope: frozenset[str] | None
+) -> set[FlowSpec]:
+    tag = path_tag(topo, path.name)
+    found = set()
+    for d in scoped_directions(path, scope):
+        for rule in tables.get(d.hops[0].node, {}).values():
+            flow = _flow_of(rule) if _is_ingress(rule, d.hops[0].in_port, tag) else None
+            if flow is not None:
+                found.add(flow if d.forward else flow.reverse())
+    return found
+
+
+def _is_ingress(rule: FlowRule, in_port: int, tag: int) -> bool:
+    return (
+        rule.cookie & 0xFF == ROLE_INGRESS
+        and rule.match.in_port == in_port
+        and (tag_of(rule) == tag)
+    )
+
+
+def _flow_of(rule: FlowRule) -> FlowSpec | None:
+    m = rule.match
+    if m.ipv4_src is None or m.ipv4_dst is None:
+        return None
+    return FlowSpec(
+        src=m.ipv4_src, dst=m.ipv4_dst, ip_proto=m.ip_proto, l4_src=m.l4_src, l4_dst=m.l4_dst
+    )
