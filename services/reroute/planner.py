@@ -165,6 +165,10 @@ def plan(
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)
 
 
+def _drain(intent: Intent) -> tuple[Step, ...]:
+    return (Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)
+
+
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
     return frozenset(c for o in topo.optical_switches for c in o.cross_connects)
 
@@ -205,7 +209,8 @@ def plan_electronic(
             Phase(name="verify-make", steps=tuple(make_verify), concurrent=True),
             Phase(name="shift", steps=tuple(shift), concurrent=True),
             Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
-            Phase(name="drain", steps=(Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)),
+            # the drain only protects the removal of old rules: nothing to clean, no drain
+            Phase(name="drain", steps=_drain(intent) if clean else ()),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.HITLESS

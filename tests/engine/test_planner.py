@@ -179,7 +179,7 @@ def test_clean_keeps_old_transit_rules_while_other_flows_use_them() -> None:
     extra = FlowSpec(src=VM2, dst=VM3, ip_proto=17, l4_dst=9000)
     tables = initial_tables(NGNCS, [extra])
     p = plan(NGNCS, tables, Intent(flows=(extra,), to_path="temporary"), now=0.0)
-    assert [ph.name for ph in p.phases][-1] == "drain"  # nothing to clean: long still used
+    assert [ph.name for ph in p.phases][-1] == "verify-shift"  # nothing to clean, no drain
     after = run_prefixes(NGNCS, tables, p)[-1]
     assert path_of(NGNCS, after, host_flow(NGNCS.paths["long"])) == "long"
     assert path_of(NGNCS, after, extra) == "temporary"

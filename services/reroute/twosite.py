@@ -1,0 +1,246 @@
+"""The two-site failover of seeds 000/001, end to end on a running emulated fabric.
+
+Each site runs its own ``reroute serve`` (managing only its border switch, its own journal)
+and its own ``reroute monitor`` on its host (h1 watches h2, h2 watches h1). Nothing passes
+between the sites. A degradation is injected:
+
+- ``path``:   the network switches the connection onto the long-haul path (rtt 0.5 -> 30 ms)
+- ``rtt``:    the current (long-haul) connection's delay grows 15 -> 40 ms each way, as the
+              seeds did by changing the ANUE emulator's delay with curl
+- ``oneway``: the same, in one direction only (sw1 -> sw2): the site that switches first
+              makes its peer lose traffic, which makes the peer switch too (seed 000 III)
+
+Both monitors trigger, each calls its own site's service, which moves the flow to the
+standby connection. Measured per site from the monitors' event lines: the first bad
+sample (threshold crossing), the trigger, and the service's answer (the reroute done, the
+site's traffic on the standby path). Then traffic is checked end to end over standby.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabric import fabric, longhaul
+from fabric.state import FabricState
+from services.reroute.errors import FabricError
+from services.reroute.topology import Topology
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "services.reroute.cli"]
+FLOW = "10.10.0.1>10.10.0.2"
+SITES = (("site1", "sw1", "h1", "10.10.0.2"), ("site2", "sw2", "h2", "10.10.0.1"))
+# rtt thresholds (ms): trigger, clear -- above the current connection's normal rtt
+THRESHOLDS = {"path": (10.0, 5.0), "rtt": (55.0, 40.0), "oneway": (45.0, 40.0)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteResult:
+    site: str
+    crossed_at: float  # the monitor's first bad sample of the run that fired
+    triggered_at: float
+    switched_at: float  # the service answered: the reroute is done
+    state: str
+    reroute: str
+    api_ms: float  # the failover call, as the monitor saw it
+
+    @property
+    def detection_ms(self) -> float:
+        return (self.triggered_at - self.crossed_at) * 1000
+
+    @property
+    def after_detection_ms(self) -> float:
+        return (self.switched_at - self.triggered_at) * 1000
+
+    @property
+    def crossing_to_standby_ms(self) -> float:
+        return (self.switched_at - self.crossed_at) * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailoverResult:
+    degradation: str
+    backend: str
+    injected_at: float
+    sites: tuple[SiteResult, ...]
+    restored: bool  # both directions over standby afterwards
+    rtt_after_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "degradation": self.degradation,
+            "backend": self.backend,
+            "restored": self.restored,
+            "rtt_after_ms": self.rtt_after_ms,
+            "sites": [
+                {
+                    "site": s.site,
+                    "state": s.state,
+                    "reroute": s.reroute,
+                    "detection_ms": round(s.detection_ms, 1),
+                    "after_detection_ms": round(s.after_detection_ms, 1),
+                    "crossing_to_standby_ms": round(s.crossing_to_standby_ms, 1),
+                    "api_ms": round(s.api_ms, 1),
+                    "trigger_after_injection_ms": round(
+                        (s.triggered_at - self.injected_at) * 1000, 1
+                    ),
+                }
+                for s in self.sites
+            ],
+        }
+
+
+def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -> FailoverResult:
+    """Bring the fabric up, run the scenario once, tear everything down."""
+    if degradation not in THRESHOLDS:
+        raise FabricError(f"unknown degradation {degradation!r} ({', '.join(THRESHOLDS)})")
+    fabric.down(topo.name)
+    fab = fabric.up(topo)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="reroute-2site-") as tmp:
+            if degradation != "path":  # the current connection is the long-haul one
+                _cli("apply", "--topology", topo.file, "--flow", FLOW, "--to", "longhaul")
+            token = secrets.token_hex(16)
+            urls = [_serve(fab.state, topo, site, switch, token, Path(tmp), procs)
+                    for site, switch, _, _ in SITES]  # fmt: skip
+            monitors = [_monitor(fab.state, host, target, url, token, degradation, timeout_s)
+                        for (_, _, host, target), url in zip(SITES, urls, strict=True)]  # fmt: skip
+            procs += monitors
+            time.sleep(1.0)  # the monitors see the normal rtt first
+            injected = time.time()
+            _inject(fab.state, topo, degradation)
+            sites = tuple(
+                _site_result(site, m, timeout_s)
+                for (site, *_), m in zip(SITES, monitors, strict=True)
+            )
+            rtt = _rtt_ms(fab.state, "h1", "10.10.0.2")
+            return FailoverResult(
+                degradation=degradation,
+                backend=_backend(topo),
+                injected_at=injected,
+                sites=sites,
+                restored=rtt < 5.0,
+                rtt_after_ms=rtt,
+            )
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        fabric.down(topo.name)
+
+
+def _backend(topo: Topology) -> str:
+    return ",".join(sorted({s.driver for s in topo.switches}))
+
+
+def _cli(*args: str) -> str:
+    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    if proc.returncode:
+        raise FabricError(f"reroute {' '.join(args)}: {proc.stderr.strip() or proc.stdout}")
+    return proc.stdout
+
+
+def _serve(
+    state: FabricState,
+    topo: Topology,
+    site: str,
+    switch: str,
+    token: str,
+    tmp: Path,
+    procs: list[subprocess.Popen[str]],
+) -> str:
+    config = tmp / f"{site}.yaml"
+    config.write_text(
+        f"topology: {topo.file}\nfabric: {state.name}\nscope: [{switch}]\n"
+        f"journal: {state.dir / f'journal-{site}.sqlite'}\nlisten: 127.0.0.1:0\n"
+        f"tokens:\n  - {{token: {token}, role: operator}}\n"
+    )
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
+    procs.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "http://" not in line:
+        raise FabricError(f"reroute serve for {site} did not start: {line}{proc.stdout.read()}")
+    return "http://" + line.split("http://")[1].split()[0]
+
+
+def _monitor(
+    state: FabricState,
+    host: str,
+    target: str,
+    url: str,
+    token: str,
+    degradation: str,
+    timeout_s: float,
+) -> subprocess.Popen[str]:
+    trigger, clear = THRESHOLDS[degradation]
+    return subprocess.Popen(
+        [
+            *CLI, "monitor", "rtt", "--netns", state.host_ns[host], "--target", target,
+            "--trigger", str(trigger), "--clear", str(clear), "--samples", "3",
+            "--rate-hz", "50", "--timeout-ms", "150", "--api", url, "--token", token,
+            "--flow", FLOW, "--to", "standby", "--once", "--duration-s", str(timeout_s),
+            "--id", host,
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _inject(state: FabricState, topo: Topology, degradation: str) -> None:
+    if degradation == "path":
+        _cli(
+            "apply", "--topology", topo.file, "--flow", FLOW, "--to", "longhaul", "--drain-ms", "0"
+        )
+    elif degradation == "rtt":
+        longhaul.control(state, "lh1").set(delay_ms=40)
+    else:
+        longhaul.control(state, "lh1").set(a_to_b_ms=40)
+
+
+def _site_result(site: str, proc: subprocess.Popen[str], timeout_s: float) -> SiteResult:
+    try:
+        out, err = proc.communicate(timeout=timeout_s + 10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    trigger = next((e for e in events if e["kind"] == "trigger"), None)
+    done = next((e for e in events if e["kind"] in ("failover", "error")), None)
+    if trigger is None or done is None:
+        raise FabricError(f"{site}: the monitor never failed over: {out}{err}")
+    if done["kind"] == "error":
+        raise FabricError(f"{site}: the failover call failed: {done['error']}")
+    return SiteResult(
+        site=site,
+        crossed_at=trigger["crossed_at"],
+        triggered_at=trigger["t"],
+        switched_at=done["t"],
+        state=done["state"],
+        reroute=done["reroute"],
+        api_ms=done["api_ms"],
+    )
+
+
+def _rtt_ms(state: FabricState, host: str, target: str) -> float:
+    out = subprocess.run(
+        ["ip", "netns", "exec", state.host_ns[host], "ping", "-c", "10", "-i", "0.02", "-W", "1",
+         target],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    rtts = sorted(float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x)
+    return rtts[len(rtts) // 2] if len(rtts) == 10 else float("inf")
