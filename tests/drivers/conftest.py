@@ -7,6 +7,9 @@ two bridges, each with veth ports 1 and 2 whose far ends the tests take up and d
 - ``brhp``: plays an HP switch (``fabric.hp.play_hp``: OpenFlow 1.0 only, a passive TCP
   listener, no controller) for kind ``hp_dpctl``.
 
+Kind ``odl`` has its own OVS (namespace ``rr-test-odl``) controlled by the ODL northbound
+EMULATOR: fixture ``odl_site``, built in ``odl_site.py``.
+
 Why a management veth: a ``ptcp:`` listener opens in the namespace ovs-vswitchd runs in,
 so ``127.0.0.1`` there is not reachable from the test (and its ``ovs-ofctl``), which run
 in the root namespace. OVS must stay in a namespace (two OVS in one namespace clash on
@@ -29,6 +32,7 @@ from fabric import netns
 from fabric.hp import play_hp
 from fabric.ovs import OvsInstance
 from fabric.run import run
+from tests.drivers.odl_site import OdlSite, is_root_with_ovs, start_site, stop_site
 
 NS = "rr-test-conform"
 MGMT_HOST, MGMT_SWITCH = "rrcf-host", "rrcf-sw"
@@ -112,3 +116,16 @@ def _bridge(ovs: OvsInstance, bridge: str, version: str) -> None:
         args += ["--", "add-port", bridge, veth]
         args += ["--", "set", "interface", veth, f"ofport_request={number}"]
     ovs.vsctl(*args)
+
+
+@pytest.fixture(scope="session")
+def odl_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OdlSite]:
+    if not is_root_with_ovs():
+        pytest.fail("these driver tests need root and Open vSwitch; deselect with -m 'not fabric'")
+    workdir = tmp_path_factory.mktemp("odl-site")
+    site = None
+    try:
+        site = start_site(workdir)
+        yield site
+    finally:
+        stop_site(workdir, site)

@@ -4,7 +4,10 @@ Each kind has a ``Harness`` (a registered kind without one fails the suite):
 
 - ``ovs``: bridge ``br13`` of the private OVS (conftest.py), at its unix management socket;
 - ``hp_dpctl``: bridge ``brhp`` of the same OVS, playing an HP switch (``fabric.hp``);
-- ``polatis_scpi``: the Polatis emulator on a loopback port, in a background thread.
+- ``polatis_scpi``: the Polatis emulator on a loopback port, in a background thread;
+- ``odl``: the ODL northbound EMULATOR controlling a private OVS bridge (conftest.py), once
+  per northbound style (RFC 8040, draft RESTCONF, AD-SAL): a harness may run its kind in
+  several ``variants``, each a set of driver options.
 
 The checks are written once against a ``Side`` of the driver, one per interface it
 implements: ``Flows`` (FlowProgrammer: apply/read) and ``Circuits`` (CrossConnectSwitch:
@@ -25,13 +28,22 @@ import inspect
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 import pytest
 
 import drivers.hp_dpctl
+import drivers.odl
 import drivers.ovs
 import drivers.polatis_scpi
 from drivers import matrix
@@ -59,8 +71,9 @@ from drivers.base import (
 from drivers.polatis_scpi import socket_resource
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from tests.drivers.conftest import OvsSite
+from tests.drivers.odl_site import OdlSite
 
-assert drivers.hp_dpctl and drivers.ovs and drivers.polatis_scpi  # imported to register
+assert drivers.hp_dpctl and drivers.odl and drivers.ovs and drivers.polatis_scpi  # register
 T = TypeVar("T")
 TIMEOUT = 5.0
 SHORT = 0.3  # the driver timeout in the timeout tests
@@ -216,9 +229,14 @@ class Session(Protocol):
     async def __aexit__(self, *exc: object) -> None: ...
 
 
-def make(kind: str, address: str, timeout: float = TIMEOUT) -> Session:
+Options = Mapping[str, Any]
+
+
+def make(
+    kind: str, address: str, timeout: float = TIMEOUT, options: Options | None = None
+) -> Session:
     """An unconnected driver of ``kind``; ``async with`` connects it."""
-    driver = lookup(kind)(f"dut-{kind}", address, timeout=timeout)
+    driver = lookup(kind)(f"dut-{kind}", address, timeout=timeout, **(options or {}))
     assert hasattr(driver, "__aenter__"), f"{kind}: a driver is an async context manager"
     return cast(Session, driver)
 
@@ -229,11 +247,15 @@ class Peer:
     address: str
     cap_table: Callable[[int | None], None]  # refuse table entries beyond n (None: no limit)
     set_link: Callable[[int, bool], None]  # take a port's link up / down
+    options: Options = dataclasses.field(default_factory=dict)  # the variant's driver options
+
+    def make(self) -> Session:
+        return make(self.kind, self.address, options=self.options)
 
     def run(self, body: Callable[[Side, Session], Awaitable[T]]) -> list[T]:
         """``body`` on each side of a connected driver (at least one)."""
 
-        driver = make(self.kind, self.address)
+        driver = self.make()
         if not driver.capabilities.read_back:
             pytest.skip("declared: no read-back (every check here reads back)")
 
@@ -262,6 +284,7 @@ class Harness:
     address_of: Callable[[str, int], str]  # (host, port) -> the driver's address
     peer: Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]
     fabric: bool  # needs root and Open vSwitch
+    variants: Mapping[str, Options] = dataclasses.field(default_factory=lambda: {"": {}})
 
 
 @contextlib.contextmanager
@@ -325,16 +348,46 @@ def polatis_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         emulator.close()
 
 
+@contextlib.contextmanager
+def odl_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+    site: OdlSite = request.getfixturevalue("odl_site")
+    site.reset()
+    yield Peer(
+        kind=kind,
+        address=site.emulator.base_url,
+        cap_table=site.cap_table,
+        set_link=lambda port, up: site.set_link(port, up=up),
+    )
+    site.reset()
+
+
+ODL_WAIT = {"operational_wait_s": 1.5}  # the emulator polls statistics every 0.2 s here
 HARNESSES = {
     "ovs": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
     "hp_dpctl": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
     "polatis_scpi": Harness(address_of=socket_resource, peer=polatis_peer, fabric=False),
+    "odl": Harness(
+        address_of=lambda h, p: f"http://{h}:{p}",
+        peer=odl_peer,
+        fabric=True,
+        variants={s: {"style": s, **ODL_WAIT} for s in ("rfc8040", "restconf", "adsal")},
+    ),
 }
 KINDS = registered()
-PEER_KINDS = [
-    pytest.param(k, marks=[pytest.mark.fabric] if k in HARNESSES and HARNESSES[k].fabric else [])
-    for k in KINDS
-]
+
+
+def _peer_params() -> list[Any]:
+    params = []
+    for kind in KINDS:
+        found = HARNESSES.get(kind)
+        marks = [pytest.mark.fabric] if found and found.fabric else []
+        for variant in found.variants if found else [""]:
+            name = f"{kind}-{variant}" if variant else kind
+            params.append(pytest.param((kind, variant), id=name, marks=marks))
+    return params
+
+
+PEER_KINDS = _peer_params()
 
 
 def harness(kind: str) -> Harness:
@@ -345,8 +398,10 @@ def harness(kind: str) -> Harness:
 
 @pytest.fixture(params=PEER_KINDS)
 def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
-    with harness(request.param).peer(request, request.param) as found:
-        yield found
+    kind, variant = request.param
+    found = harness(kind)
+    with found.peer(request, kind) as made:
+        yield dataclasses.replace(made, options=found.variants[variant])
 
 
 # --------------------------------------------------------------------------------------
@@ -503,7 +558,7 @@ def test_an_atomic_batch_is_never_seen_half_applied(peer: Peer) -> None:
         await side.run("base")
         batch = side.expected("big") - side.expected("base")
         seen: set[int] = set()
-        async with make(peer.kind, peer.address) as other:
+        async with peer.make() as other:
             watcher = next(s for s in sides(other) if type(s) is type(side))
             task = asyncio.create_task(side.run("big"))
             while not task.done():

@@ -1,0 +1,126 @@
+"""``python -m fabric.odl``: run the OpenDaylight northbound EMULATOR until SIGTERM or SIGINT.
+
+    python -m fabric.odl --listen 127.0.0.1:0 --openflow 127.0.0.1:0 \\
+        --stats-interval-s 3 --user admin --password admin --ready-file /run/x/odl.json
+
+Switches connect to the OpenFlow listener (``ovs-vsctl set-controller BR
+tcp:HOST:PORT``); clients use the northbound. Once both listen, ``--ready-file`` gets
+``{"northbound": PORT, "openflow": PORT}`` (written atomically), so a parent can wait
+for the file.
+
+os-ken 4.x serves switches on native threads, one of which (its listener) cannot be
+stopped: after an orderly shutdown (northbound closed, switches hung up on, os-ken's
+applications stopped) the process ends with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from fabric.odl.controller import Controller
+from fabric.odl.northbound import Credentials, make_app
+from fabric.odl.southbound import Link, start_osken
+
+log = logging.getLogger("reroute.fabric.odl")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``127.0.0.1:8181`` -> ``("127.0.0.1", 8181)``; port 0 = any free port."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m fabric.odl",
+        description="Run an EMULATOR of OpenDaylight's northbound REST (flows, inventory) "
+        "over a real OpenFlow 1.3 controller (os-ken).",
+    )
+    add = p.add_argument
+    add("--listen", type=listen_address, default=("127.0.0.1", 8181), metavar="HOST:PORT")
+    add("--openflow", type=listen_address, default=("127.0.0.1", 6653), metavar="HOST:PORT")
+    add("--stats-interval-s", type=positive, default=3.0, help="operational poll (ODL: 3 s)")
+    add("--user", default="admin")
+    add("--password", default="admin")
+    add("--ready-file", type=Path, help="write the ports here (JSON) once listening")
+    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    controller = Controller(stats_interval_s=args.stats_interval_s)
+    link = Link(loop, controller)
+    osken = await asyncio.to_thread(start_osken, link, *args.openflow)
+    controller.start(link)
+    credentials = Credentials(user=args.user, password=args.password)
+    runner = web.AppRunner(make_app(controller, credentials))
+    await runner.setup()
+    try:
+        sock = _listen(*args.listen)
+        await web.SockSite(runner, sock).start()
+        ports = {"northbound": sock.getsockname()[1], "openflow": osken.port}
+        log.info("EMULATOR listening: %s", ports)
+        if args.ready_file:
+            _write_atomically(args.ready_file, json.dumps(ports) + "\n")
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await runner.cleanup()
+        await controller.close()
+        link.close()
+        await asyncio.to_thread(osken.close)
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
