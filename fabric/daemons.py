@@ -19,8 +19,9 @@ from services.reroute.errors import FabricError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> int:
-    """Run ``python -m module args --ready-file F``; return what it wrote to F (its port)."""
+def start(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> str:
+    """Run ``python -m module args --ready-file F``; return what it wrote to F (its port,
+    or a JSON of ports)."""
     rundir.mkdir(parents=True, exist_ok=True)
     ready = rundir / f"{name}.ready"
     ready.unlink(missing_ok=True)
@@ -41,7 +42,7 @@ def start(rundir: Path, name: str, module: str, args: list[str], timeout: float 
             _terminate(proc.pid)
             raise FabricError(f"{name} ({module}) did not start: {tail.strip() or 'no output'}")
         time.sleep(0.01)
-    return int(ready.read_text().strip())
+    return ready.read_text().strip()
 
 
 def stop_all(rundir: Path) -> list[str]:

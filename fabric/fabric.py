@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, longhaul, mgmt, netns, optical
+from fabric import daemons, longhaul, mgmt, netns, odlsite, optical
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
 from fabric.ovs import OvsInstance
@@ -122,12 +122,20 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     for bridge, lines in baseline_flows(topo).items():
         push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
     hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
-    if hp:
-        progress(f"management link; {', '.join(s.name for s in hp)} play HP switches (OF 1.0)")
+    odl = [s for s in topo.switches if s.driver == "odl"]
+    if hp or odl:
+        progress("management link (root namespace <-> fabric namespace)")
         inside = mgmt.make(state.name, state.fabric_ns)
+    if hp:
+        progress(f"{', '.join(s.name for s in hp)} play HP switches (OpenFlow 1.0, dpctl)")
         for n, switch in enumerate(hp):
             port = HP_LISTEN_PORT + n
             targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
+    if odl:
+        progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
+        targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
+        progress("baseline flows of the ODL switches, through the northbound (~1 stats poll)")
+        odlsite.install_baseline(topo, odl, targets)
     return targets
 
 

@@ -20,7 +20,7 @@ def start(topo: Topology, state: FabricState) -> dict[str, int]:
     for node in topo.of_kind(LongHaul):
         args = ["--netns", state.fabric_ns, "--a", f"{node.name}-p1", "--b", f"{node.name}-p2"]
         args += ["--delay-ms", str(node.delay_ms), "--control", "127.0.0.1:0"]
-        ports[node.name] = daemons.start(state.dir, node.name, MODULE, args)
+        ports[node.name] = int(daemons.start(state.dir, node.name, MODULE, args))
     return ports
 
 

@@ -79,7 +79,7 @@ def start(topo: Topology, state: FabricState, *, seed: int = 0) -> dict[str, int
         args = ["--fabric", state.name, "--node", node.name, "--listen", "127.0.0.1:0"]
         args += ["--size", f"{node.ingress_count}x{node.egress_count}", "--seed", str(seed)]
         args += ["--connect", connect] if connect else []
-        ports[node.name] = daemons.start(state.dir, node.name, MODULE, args)
+        ports[node.name] = int(daemons.start(state.dir, node.name, MODULE, args))
     return ports
 
 

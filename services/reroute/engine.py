@@ -15,6 +15,7 @@ from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
 from drivers.hp_dpctl import HpDpctlDriver
+from drivers.odl import OdlDriver
 from drivers.ovs import OvsDriver
 from drivers.polatis_scpi.driver import PolatisScpiDriver, socket_resource
 from fabric.ovs import OvsInstance
@@ -59,10 +60,13 @@ async def fabric_drivers(
         )
 
 
-def switch_driver(switch: Switch, state: FabricState) -> OvsDriver | HpDpctlDriver:
+def switch_driver(switch: Switch, state: FabricState) -> OvsDriver | HpDpctlDriver | OdlDriver:
     """The driver of the backend the topology chose for a packet switch of the fabric."""
     if switch.driver == "hp_dpctl":
         return HpDpctlDriver(switch.name, state.targets[switch.name])
+    if switch.driver == "odl":
+        url = state.targets[switch.name].removeprefix("odl:")
+        return OdlDriver(switch.name, url, f"openflow:{switch.dpid}")
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
     return OvsDriver(switch.name, ovs.mgmt(switch.name))
 

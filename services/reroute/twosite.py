@@ -30,7 +30,10 @@ from typing import Any
 
 from fabric import fabric, longhaul
 from fabric.state import FabricState
+from services.reroute.engine import fabric_drivers, journal_path, reroute
 from services.reroute.errors import FabricError
+from services.reroute.journal import Journal, RerouteState
+from services.reroute.model import FlowSpec, Intent
 from services.reroute.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,7 +198,7 @@ def _monitor(
             "--trigger", str(trigger), "--clear", str(clear), "--samples", "3",
             "--rate-hz", "50", "--timeout-ms", "150", "--api", url, "--token", token,
             "--flow", FLOW, "--to", "standby", "--once", "--duration-s", str(timeout_s),
-            "--id", host,
+            "--id", host, "--wait-s", "30",
         ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
@@ -210,6 +213,20 @@ def _inject(state: FabricState, topo: Topology, degradation: str) -> None:
         longhaul.control(state, "lh1").set(delay_ms=40)
     else:
         longhaul.control(state, "lh1").set(a_to_b_ms=40)
+
+
+async def _switch_onto_longhaul(state: FabricState, topo: Topology) -> None:
+    """The network moves the connection onto the long-haul path (both switches at once, in a
+    few ms, long before a monitor can see it: no race with the sites' failovers)."""
+    journal = Journal(journal_path(state))
+    try:
+        async with fabric_drivers(topo, state) as drivers:
+            intent = Intent(flows=(FlowSpec.parse(FLOW),), to_path="longhaul", drain_s=0.0)
+            _, outcome = await reroute(topo, drivers, journal, intent)
+        if outcome.state is not RerouteState.DONE:
+            raise FabricError(f"injecting the path switch failed: {outcome.error}")
+    finally:
+        journal.close()
 
 
 def _site_result(site: str, proc: subprocess.Popen[str], timeout_s: float) -> SiteResult:

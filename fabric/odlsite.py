@@ -1,0 +1,84 @@
+"""Switches driven the seeds' "ODL method": the fabric's OpenDaylight-compatible northbound
+EMULATOR (``fabric.odl``) controls them over OpenFlow 1.3 on the management link, and the
+engine programs them through its RESTCONF northbound (``drivers.odl``).
+
+The emulator polls switch statistics every ``STATS_INTERVAL_S`` (ODL's default, 3 s): its
+operational datastore, which the driver verifies against, lags by up to that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from ipaddress import IPv4Address
+
+import httpx
+
+from drivers.base import FlowChange, FlowOp
+from drivers.odl import OdlDriver
+from fabric import daemons
+from fabric.ovs import OvsInstance
+from fabric.state import FabricState
+from services.reroute.errors import FabricError
+from services.reroute.rules import initial_rules
+from services.reroute.topology import Switch, Topology
+
+MODULE = "fabric.odl"
+STATS_INTERVAL_S = 3.0
+
+
+def start(
+    state: FabricState, ovs: OvsInstance, switches: list[Switch], root_side: IPv4Address
+) -> dict[str, str]:
+    """Start the emulator, connect the switches to it; returns each switch's driver target
+    (``odl:http://127.0.0.1:PORT``) once the emulator reports them connected."""
+    args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
+    args += ["--stats-interval-s", str(STATS_INTERVAL_S)]
+    ports = json.loads(daemons.start(state.dir, "odl", MODULE, args))
+    for s in switches:
+        ovs.vsctl(
+            "--", "set", "bridge", s.name, "protocols=OpenFlow13",
+            "--", "set-controller", s.name, f"tcp:{root_side}:{ports['openflow']}",
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{ports['northbound']}"
+    _wait_connected(url, [f"openflow:{s.dpid}" for s in switches])
+    return {s.name: f"odl:{url}" for s in switches}
+
+
+def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, str]) -> None:
+    """The initial paths' rules of ODL-driven switches, pushed through the northbound as
+    the seeds' ODL configuration did (the controller owns every flow of its switches;
+    connecting it flushed what the bridge had)."""
+    rules = initial_rules(topo)
+
+    async def push() -> None:
+        for s in switches:
+            url = targets[s.name].removeprefix("odl:")
+            driver = OdlDriver(s.name, url, f"openflow:{s.dpid}")
+            await driver.connect()
+            try:
+                await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
+            finally:
+                await driver.close()
+
+    asyncio.run(push())
+
+
+def _wait_connected(url: str, nodes: list[str], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    path = "/rests/data/opendaylight-inventory:nodes?content=nonconfig"
+    missing = nodes
+    while time.monotonic() < deadline:
+        try:
+            answer = httpx.get(url + path, auth=("admin", "admin"), timeout=2.0)
+            body = answer.json()
+            listed = body.get("opendaylight-inventory:nodes") or body.get("nodes") or {}
+            found = {n.get("id") for n in listed.get("node", [])}
+            missing = [n for n in nodes if n not in found]
+            if not missing:
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise FabricError(f"switches never connected to the ODL emulator: {', '.join(missing)}")
