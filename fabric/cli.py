@@ -28,11 +28,16 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+TEST_OWNED = ("test-", "tdl-")
+
+
 def _names(args: argparse.Namespace) -> list[str]:
     if args.all:
         from fabric import netns
 
         found = {ns[3:].split(".")[0] for ns in netns.listing("rr-")}
+        # rr-test-* / rr-tdl-*: scratch namespaces test suites make and remove themselves
+        found = {n for n in found if not n.startswith(TEST_OWNED)}
         return sorted(found | set(state.running()))
     if args.target is None:
         return [state.pick(None).name]
@@ -86,7 +91,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.set_defaults(func=_up)
     down = fsub.add_parser("down", help="remove a fabric (also after a crash)")
     down.add_argument("target", nargs="?", metavar="NAME|FILE", help="default: the only fabric up")
-    down.add_argument("--all", action="store_true", help="remove every fabric and leftover")
+    down.add_argument(
+        "--all",
+        action="store_true",
+        help="remove every fabric and leftover (not the test suites' rr-test-*, rr-tdl-*)",
+    )
     down.set_defaults(func=_down)
     status = fsub.add_parser("status", help="bridges, ports, link states, hosts")
     status.add_argument("--name", help="fabric name (default: all)")
