@@ -105,3 +105,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ex.add_argument("node")
     ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
     ex.set_defaults(func=_exec)
+    delay = fsub.add_parser(
+        "delay", help="show or change a long-haul node's one-way delay (its delay line's HTTP)"
+    )
+    delay.add_argument("fabric", help="fabric name")
+    delay.add_argument("node", help="the long-haul node, e.g. lh1")
+    delay.add_argument("ms", nargs="?", type=float, help="new one-way delay, both directions")
+    delay.add_argument("--a-to-b-ms", type=float, help="only the p1 -> p2 direction")
+    delay.add_argument("--b-to-a-ms", type=float, help="only the p2 -> p1 direction")
+    delay.set_defaults(func=_delay)
+
+
+def _delay(args: argparse.Namespace) -> int:
+    from fabric import longhaul
+
+    control = longhaul.control(state.pick(args.fabric), args.node)
+    if args.ms is None and args.a_to_b_ms is None and args.b_to_a_ms is None:
+        now = control.get()
+    else:
+        now = control.set(delay_ms=args.ms, a_to_b_ms=args.a_to_b_ms, b_to_a_ms=args.b_to_a_ms)
+    print(f"{args.node}: {now.a_to_b_ms:g} ms p1->p2, {now.b_to_a_ms:g} ms p2->p1")
+    return 0
