@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -145,12 +146,11 @@ def test_cli_up_exec_status_down() -> None:
 def test_down_cleans_up_after_a_crashed_up() -> None:
     """kill -9 the `fabric up` process once its OVS runs; `down` still removes it all."""
     proc = subprocess.Popen(
-        ["python", "-m", "services.reroute.cli", "fabric", "up", str(NGNCS)],
+        [sys.executable, "-m", "services.reroute.cli", "fabric", "up", str(NGNCS)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=Path(__file__).parents[2],
-        executable=os.path.realpath(os.sys.executable),
-    )
+    )  # (the venv's python: its realpath is the base interpreter, without our packages)
     pidfile = state.run_dir() / "ngncs-ost" / "ovs" / "ovs-vswitchd.pid"
     deadline = time.monotonic() + 20
     while not pidfile.exists() and time.monotonic() < deadline:
