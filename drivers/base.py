@@ -20,11 +20,13 @@ a driver translates its device's errors at its boundary and chains them with ``f
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
-from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
+from types import TracebackType
+from typing import NamedTuple, Protocol, Self, TypeVar, runtime_checkable
 
 from services.reroute.errors import (
     DeviceRejected,
@@ -54,6 +56,7 @@ __all__ = [
     "Prefix",
     "ProtocolError",
     "PushVlan",
+    "Session",
     "UnknownDriver",
     "lookup",
     "register",
@@ -228,6 +231,30 @@ class CrossConnectSwitch(Protocol):
     async def connections(self) -> dict[int, int]:
         """Current connections, ingress -> egress."""
         ...
+
+
+class Session(ABC):
+    """A driver's session with its device: ``open`` / ``close``, or ``async with driver:``."""
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect (and check the device answers); the driver is usable afterwards."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the connection; harmless when not open."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
 
 # --------------------------------------------------------------------------------------

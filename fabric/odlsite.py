@@ -56,7 +56,7 @@ def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, 
         for s in switches:
             url = targets[s.name].removeprefix("odl:")
             driver = OdlDriver(s.name, url, f"openflow:{s.dpid}")
-            await driver.connect()
+            await driver.open()
             try:
                 await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
             finally:

@@ -61,7 +61,7 @@ class FabricLayer1:
 
     async def _flow(self, op: FlowOp, ingress: int, out: int) -> None:
         if not self.connected:
-            await self.bridge.connect()
+            await self.bridge.open()
             self.connected = True
         rule = FlowRule(
             match=FlowMatch(in_port=ingress),

@@ -33,10 +33,8 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Self
 
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, register
+from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
 from drivers.hp_dpctl import batch, flowtext
 from drivers.hp_dpctl.batch import Expected, Key
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, Tool, classify
@@ -63,7 +61,7 @@ def find_tool(timeout: float, dpctl: str | None = None) -> Tool:
 
 
 @register("hp_dpctl")
-class HpDpctlDriver:
+class HpDpctlDriver(Session):
     """An OpenFlow 1.0 switch's passive listener at ``tcp:HOST:PORT``."""
 
     capabilities = Capabilities(
@@ -91,24 +89,12 @@ class HpDpctlDriver:
     # ----------------------------------------------------------------------------------
     # session: one process per request, so only a probe
 
-    async def connect(self) -> None:
+    async def open(self) -> None:
         """Check that the switch answers (reads its ports)."""
         await self.port_states()
 
     async def close(self) -> None:
         """Nothing stays open between requests."""
-
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer

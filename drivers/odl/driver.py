@@ -34,12 +34,11 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, register
+from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
 from drivers.hp_dpctl import batch
 from drivers.hp_dpctl.batch import Expected, Key
 from drivers.odl import mapping, styles
@@ -67,7 +66,7 @@ class Request:
 
 
 @register("odl")
-class OdlDriver:
+class OdlDriver(Session):
     """One switch (``node``, e.g. ``openflow:1``) of an ODL controller at ``base_url``."""
 
     capabilities = Capabilities(
@@ -112,7 +111,7 @@ class OdlDriver:
     # ----------------------------------------------------------------------------------
     # session
 
-    async def connect(self) -> None:
+    async def open(self) -> None:
         """Open the HTTP client and check that the controller has the node."""
         if self._http is None:
             self._http = httpx.AsyncClient(
@@ -128,18 +127,6 @@ class OdlDriver:
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
-
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer

@@ -23,8 +23,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Self
 
 from drivers.base import (
     Capabilities,
@@ -32,6 +30,7 @@ from drivers.base import (
     FlowOp,
     FlowRule,
     PortState,
+    Session,
     register,
 )
 from drivers.ovs import ofp13
@@ -59,7 +58,7 @@ _COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELET
 
 
 @register("ovs")
-class OvsDriver:
+class OvsDriver(Session):
     """An Open vSwitch bridge reached at ``unix:/path/bridge.mgmt`` or ``tcp:HOST:PORT``."""
 
     capabilities = Capabilities(
@@ -83,7 +82,7 @@ class OvsDriver:
         self._lock = asyncio.Lock()
         self._bundle_id = 0
 
-    async def connect(self) -> None:
+    async def open(self) -> None:
         """Connect, exchange HELLOs and learn the datapath id."""
         if self._chan is not None:
             return
@@ -104,18 +103,6 @@ class OvsDriver:
         chan, self._chan = self._chan, None
         if chan is not None:
             await chan.close()
-
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def _channel(self) -> Channel:
         if self._chan is None:

@@ -35,14 +35,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import pyvisa
 from pyvisa import constants
 from pyvisa.resources import MessageBasedResource
 
-from drivers.base import Capabilities, PortState, register
+from drivers.base import Capabilities, PortState, Session, register
 from drivers.polatis_scpi import scpi
 from drivers.polatis_scpi.scpi import Identity, MalformedReply
 from services.reroute.errors import (
@@ -171,7 +170,7 @@ class _Session:
 
 
 @register("polatis_scpi")
-class PolatisScpiDriver:
+class PolatisScpiDriver(Session):
     """A Polatis switch at a VISA resource such as ``TCPIP0::10.0.0.5::5025::SOCKET``.
 
     The session is ``open()`` / ``close()`` (or ``async with``): ``connect(pairs)`` is the
@@ -232,18 +231,6 @@ class PolatisScpiDriver:
         session, self._session = self._session, None
         if session is not None:
             await asyncio.to_thread(session.close)
-
-    async def __aenter__(self) -> Self:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     @property
     def identity(self) -> Identity:

@@ -49,7 +49,7 @@ async def fabric_drivers(
     }
     try:
         await asyncio.gather(
-            *(d.connect() for d in flows.values()), *(d.open() for d in optical.values())
+            *(d.open() for d in flows.values()), *(d.open() for d in optical.values())
         )
         yield {**flows, **optical}
     finally:

@@ -268,14 +268,14 @@ def test_the_emulator_wants_credentials(emulator: Emulator) -> None:
 def test_wrong_credentials_are_rejected_with_code_auth(emulator: Emulator) -> None:
     driver = OdlDriver("dut", emulator.base_url, password="nope")
     with pytest.raises(DeviceRejected) as info:
-        asyncio.run(driver.connect())
+        asyncio.run(driver.open())
     assert info.value.code == "auth"
 
 
 def test_a_node_the_controller_does_not_have_is_unreachable(emulator: Emulator) -> None:
     for style in Style:
         with pytest.raises(DeviceUnreachable, match="not connected to the controller"):
-            asyncio.run(OdlDriver("dut", emulator.base_url, style=style).connect())
+            asyncio.run(OdlDriver("dut", emulator.base_url, style=style).open())
 
 
 def test_server_errors_are_rejections_with_the_status() -> None:
