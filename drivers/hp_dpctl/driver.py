@@ -34,9 +34,10 @@ import shutil
 import time
 from collections.abc import Sequence
 
+from drivers import batch
 from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
-from drivers.hp_dpctl import batch, flowtext
-from drivers.hp_dpctl.batch import Expected, Key
+from drivers.batch import Expected, Key
+from drivers.hp_dpctl import flowtext
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, Tool, classify
 from services.reroute.errors import (
     DeviceRejected,

@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
+from drivers import batch
 from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
-from drivers.hp_dpctl import batch
-from drivers.hp_dpctl.batch import Expected, Key
+from drivers.batch import Expected, Key
 from drivers.odl import mapping, styles
 from drivers.odl.mapping import MappingError
 from drivers.odl.styles import Style

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import pytest
 
+from drivers import batch
 from drivers.base import (
     DeviceRejected,
     DeviceTimeout,
@@ -35,7 +36,7 @@ from drivers.base import (
     PushVlan,
     lookup,
 )
-from drivers.hp_dpctl import HpDpctlDriver, batch, flowtext
+from drivers.hp_dpctl import HpDpctlDriver, flowtext
 from drivers.hp_dpctl.driver import find_tool
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
 from tests.drivers.conftest import OvsSite

@@ -1,4 +1,5 @@
-"""A batch without bundles: what it should leave, what it left, how to undo it. Pure.
+"""A batch on a device without atomic batches (OpenFlow 1.0, REST northbounds): what it
+should leave, what it left, how to undo it. Pure. Shared by the hp_dpctl and odl drivers.
 
 OpenFlow 1.0 applies a batch one flow-mod at a time, so a failure in the middle leaves a
 prefix applied (``ovs-ofctl`` stops at the first error) or, with the fire-and-forget
