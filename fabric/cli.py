@@ -22,7 +22,7 @@ def _progress(message: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     print(f"fabric {topo.name}: bringing up {topo.file}", file=sys.stderr)
-    fab = fabric.up(topo, progress=_progress)
+    fab = fabric.up(topo, progress=_progress, seed=args.seed)
     print(f"fabric {topo.name} is up; `reroute fabric status`, `reroute fabric down` when done")
     del fab
     return 0
@@ -88,6 +88,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fsub = fab.add_subparsers(dest="fabric_command", required=True, metavar="ACTION")
     up = fsub.add_parser("up", help="build the fabric of a topology file")
     up.add_argument("file", type=Path, metavar="FILE")
+    up.add_argument(
+        "--seed", type=int, default=0, help="seed of the optical emulators' lock-time draws"
+    )
     up.set_defaults(func=_up)
     down = fsub.add_parser("down", help="remove a fabric (also after a crash)")
     down.add_argument("target", nargs="?", metavar="NAME|FILE", help="default: the only fabric up")

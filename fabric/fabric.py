@@ -55,8 +55,9 @@ def host_mac(index: int) -> str:
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
-def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
-    """Build the fabric of ``topo``; on any failure remove everything made so far."""
+def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
+    """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
+    seeds the optical emulators' lock-time draws (the same seed, the same lock times)."""
     require_root_and_tools(*TOOLS)
     _check_name_free(topo.name)
     state = FabricState(
@@ -75,7 +76,7 @@ def up(topo: Topology, progress: Progress = _quiet) -> Fabric:
         raise
     try:
         progress("optical switch emulators (Polatis SCPI)")
-        scpi = optical.start(topo, state)
+        scpi = optical.start(topo, state, seed=seed)
         progress("long-haul delay lines")
         delay = longhaul.start(topo, state)
     except BaseException:

@@ -361,7 +361,7 @@ def _demo(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     flows = _demo_flows(topo)
     _stage(1, f"bringing up {topo.name} ({topo.file}) with its Polatis SCPI emulator")
-    fab = fabric.up(topo, progress=_detail)
+    fab = fabric.up(topo, progress=_detail, seed=args.seed)
     try:
         results, restored = _runs(topo, fab, args, flows)
     finally:
@@ -433,4 +433,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--tcp-mbps", type=_positive, default=100, metavar="N", help="TCP cap, default 100 Mbit/s"
     )
     demo.add_argument("--json", type=Path, metavar="FILE", help="also write the numbers as JSON")
+    demo.add_argument(
+        "--seed", type=int, default=0, help="seed of the emulator's lock times (Table 4.3 draws)"
+    )
     demo.set_defaults(func=_run)
