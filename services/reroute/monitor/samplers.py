@@ -89,8 +89,12 @@ class Pinger:
     def tick(self) -> None:
         """Send one echo, collect the replies that arrived, settle answered or late echoes."""
         self.seq = (self.seq + 1) & 0xFFFF
-        self.pending.append((self.seq, time.time()))
-        self.sock.sendto(echo_request(self.ident, self.seq), (self.target, 0))
+        sent = time.time()  # before sendto: on loopback the reply comes within it
+        try:
+            self.sock.sendto(echo_request(self.ident, self.seq), (self.target, 0))
+            self.pending.append((self.seq, sent))
+        except OSError:  # no route, link down: this echo is lost, monitoring goes on
+            self.done.append(math.nan)
         self._collect()
         now = time.time()
         while self.pending:
