@@ -22,6 +22,7 @@ from fabric.ovs import OvsInstance
 from fabric.state import FabricState
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState
+from services.reroute.locks import device_locks
 from services.reroute.model import Intent
 from services.reroute.planner import Plan, plan, plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -31,6 +32,11 @@ from services.reroute.topology import Circuit, Switch, Topology
 
 def journal_path(state: FabricState) -> Path:
     return state.dir / "journal.sqlite"
+
+
+def lock_dir(state: FabricState) -> Path:
+    """Where engine instances on this fabric lock the switches they work on."""
+    return state.dir / "locks"
 
 
 @asynccontextmanager
@@ -157,8 +163,11 @@ async def reroute(
     step_timeout: float = 10.0,
     on_event: Callable[[StepEvent], None] | None = None,
     reroute_id: str | None = None,
+    lock_dir: Path | None = None,
 ) -> tuple[Plan, Outcome]:
-    engine = Engine(topo=topo, drivers=drivers, journal=journal, step_timeout=step_timeout)
+    engine = Engine(
+        topo=topo, drivers=drivers, journal=journal, step_timeout=step_timeout, lock_dir=lock_dir
+    )
     return await engine.apply(intent, reroute_id=reroute_id, on_event=on_event)
 
 
@@ -172,6 +181,7 @@ class Engine:
     journal: Journal
     scope: frozenset[str] | None = None
     step_timeout: float = 10.0
+    lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
         """Our rules on every managed packet switch, and every managed optical circuit."""
@@ -193,10 +203,12 @@ class Engine:
         executor = Executor(
             self.drivers, self.journal, step_timeout=self.step_timeout, on_event=on_event
         )
-        await self.recover()
-        the_plan = await self.plan(intent)
-        outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
+        async with device_locks(self.lock_dir, self.drivers):
+            await recover(self.topo, self.drivers, self.journal, self.scope)
+            the_plan = await self.plan(intent)
+            outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
         return the_plan, outcome
 
     async def recover(self) -> list[str]:
-        return await recover(self.topo, self.drivers, self.journal, self.scope)
+        async with device_locks(self.lock_dir, self.drivers):
+            return await recover(self.topo, self.drivers, self.journal, self.scope)

@@ -12,6 +12,7 @@ from fabric import state as fabric_state
 from services.reroute.engine import (
     fabric_drivers,
     journal_path,
+    lock_dir,
     read_optics,
     read_tables,
     recover,
@@ -85,7 +86,9 @@ async def _apply_async(
     topo: Topology, st: fabric_state.FabricState, journal: Journal, intent: Intent, timeout: float
 ) -> tuple[Plan, Outcome]:
     async with fabric_drivers(topo, st) as drivers:
-        return await reroute(topo, drivers, journal, intent, step_timeout=timeout)
+        return await reroute(
+            topo, drivers, journal, intent, step_timeout=timeout, lock_dir=lock_dir(st)
+        )
 
 
 def _recover(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 from fabric import fabric, longhaul
 from fabric.state import FabricState
-from services.reroute.engine import fabric_drivers, journal_path, reroute
+from services.reroute.engine import fabric_drivers, journal_path, lock_dir, reroute
 from services.reroute.errors import FabricError
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
@@ -222,7 +222,7 @@ async def _switch_onto_longhaul(state: FabricState, topo: Topology) -> None:
     try:
         async with fabric_drivers(topo, state) as drivers:
             intent = Intent(flows=(FlowSpec.parse(FLOW),), to_path="longhaul", drain_s=0.0)
-            _, outcome = await reroute(topo, drivers, journal, intent)
+            _, outcome = await reroute(topo, drivers, journal, intent, lock_dir=lock_dir(state))
         if outcome.state is not RerouteState.DONE:
             raise FabricError(f"injecting the path switch failed: {outcome.error}")
     finally:

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 
 from fabric import state as fabric_state
 from services.reroute import __version__
-from services.reroute.engine import Engine, fabric_drivers, journal_path
+from services.reroute.engine import Engine, fabric_drivers, journal_path, lock_dir
 from services.reroute.errors import ApiError, DriverError, FabricError, PlanError, RerouteError
 from services.reroute.executor import Driver
 from services.reroute.journal import Journal
@@ -72,6 +72,12 @@ def journal_file(settings: Settings) -> Path:
     return settings.journal or journal_path(running_fabric(settings.fabric))
 
 
+def _lock_dir(settings: Settings) -> Path | None:
+    """The fabric's device locks, shared with other instances (none without a fabric)."""
+    state = fabric_state.load(settings.fabric)
+    return lock_dir(state) if state is not None else None
+
+
 def service_of(app: FastAPI) -> RerouteService | None:
     svc: RerouteService | None = getattr(app.state, "service", None)
     return svc
@@ -89,6 +95,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     journal=journal,
                     scope=settings.scope,
                     step_timeout=settings.step_timeout_s,
+                    lock_dir=_lock_dir(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
                 await svc.start()
