@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fabric.traffic.probe import ProbeReceiver, ProbeReport, parse_hostport, send_probes
+from fabric.traffic.analysis import ProbeReport
+from fabric.traffic.probe import ProbeReceiver, parse_hostport, send_probes
 
 
 def _send(args: argparse.Namespace) -> int:

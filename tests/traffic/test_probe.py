@@ -12,13 +12,11 @@ from contextlib import contextmanager
 import pytest
 
 from fabric.traffic import cli
+from fabric.traffic.analysis import Arrival, ProbeError, analyze
 from fabric.traffic.probe import (
     HEADER_SIZE,
-    Arrival,
-    ProbeError,
     ProbeReceiver,
     ProbeResult,
-    analyze,
     parse_hostport,
     send_probes,
 )
