@@ -7,7 +7,9 @@ Each kind has a ``Harness`` (a registered kind without one fails the suite):
 - ``polatis_scpi``: the Polatis emulator on a loopback port, in a background thread;
 - ``odl``: the ODL northbound EMULATOR controlling a private OVS bridge (conftest.py), once
   per northbound style (RFC 8040, draft RESTCONF, AD-SAL): a harness may run its kind in
-  several ``variants``, each a set of driver options.
+  several ``variants``, each a set of driver options;
+- ``p4runtime``: the P4Runtime switch EMULATOR (``fabric.p4rt``) whose dataplane is a
+  private OVS bridge (conftest.py, p4rt_site.py).
 
 The checks are written once against a ``Side`` of the driver, one per interface it
 implements: ``Flows`` (FlowProgrammer: apply/read) and ``Circuits`` (CrossConnectSwitch:
@@ -45,6 +47,7 @@ import pytest
 import drivers.hp_dpctl
 import drivers.odl
 import drivers.ovs
+import drivers.p4runtime
 import drivers.polatis_scpi
 from drivers import matrix
 from drivers.base import (
@@ -73,8 +76,10 @@ from drivers.polatis_scpi import socket_resource
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from tests.drivers.conftest import OvsSite
 from tests.drivers.odl_site import OdlSite
+from tests.drivers.p4rt_site import P4rtSite
 
 assert drivers.hp_dpctl and drivers.odl and drivers.ovs and drivers.polatis_scpi  # register
+assert drivers.p4runtime
 T = TypeVar("T")
 TIMEOUT = 5.0
 SHORT = 0.3  # the driver timeout in the timeout tests
@@ -353,6 +358,19 @@ def odl_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
     site.reset()
 
 
+@contextlib.contextmanager
+def p4rt_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+    site: P4rtSite = request.getfixturevalue("p4rt")
+    site.reset()
+    yield Peer(
+        kind=kind,
+        address=site.emulator.address,
+        cap_table=site.cap_table,
+        set_link=lambda port, up: None,  # no port state: P4Runtime has none
+    )
+    site.reset()
+
+
 ODL_WAIT = {"operational_wait_s": 1.5}  # the emulator polls statistics every 0.2 s here
 HARNESSES = {
     "ovs": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
@@ -364,6 +382,7 @@ HARNESSES = {
         fabric=True,
         variants={s: {"style": s, **ODL_WAIT} for s in ("rfc8040", "restconf", "adsal")},
     ),
+    "p4runtime": Harness(address_of=lambda h, p: f"{h}:{p}", peer=p4rt_peer, fabric=True),
 }
 KINDS = registered()
 

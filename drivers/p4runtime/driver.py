@@ -1,0 +1,247 @@
+"""``P4RuntimeDriver``: flows as entries of ``MyIngress.reroute`` (``program``) on a
+P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``fabric.p4rt``).
+
+``open``: a gRPC channel; ``Capabilities`` (the server answers); arbitration on the
+``StreamChannel`` as the primary client (``stream``); the program's P4Info pushed with
+``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT) unless the server already has it
+(which would reset its tables).
+
+``apply`` (one ``Write`` per batch; P4Runtime applies the updates of a Write in any
+order and a failure leaves the others applied, so ``atomic_batch`` is False):
+
+1. changes the program cannot express, and batches touching a key twice, are refused
+   before anything is sent (``DeviceRejected`` code ``UNSUPPORTED``);
+2. the table is read (the undo point) and the batch planned against it (``updates``);
+3. one Write; when some updates fail (gRPC UNKNOWN with one ``p4.v1.Error`` per update in
+   the ``grpc-status-details-bin`` trailer; a DELETE answered NOT_FOUND counts as done)
+   the table is read again, whatever the batch changed is put back (``drivers.batch``),
+   one Write per run of same-op changes so the undo keeps its order, and re-verified;
+   then ``DeviceRejected`` is raised with the first failed update's code (e.g.
+   ``RESOURCE_EXHAUSTED``). When the undo fails too, a plain ``DriverError`` says so.
+
+A timeout during a Write leaves its outcome unknown: read the table back.
+Every RPC, each update and each status is logged at DEBUG on ``reroute.wire.p4runtime.<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from drivers import batch
+from drivers.base import Capabilities, FlowChange, FlowRule, Session, register
+from drivers.p4runtime import mapping, program, updates
+from drivers.p4runtime.proto import code_pb2, election
+from drivers.p4runtime.proto import p4runtime_pb2 as P4R
+from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
+from drivers.p4runtime.stream import Arbitration
+from services.reroute.errors import DeviceRejected, DriverError, ProtocolError
+
+log = logging.getLogger("reroute.drivers.p4runtime")
+ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+
+
+@register("p4runtime")
+class P4RuntimeDriver(Session):
+    """Device ``device_id`` of the P4Runtime server at ``address`` (``HOST:PORT``)."""
+
+    capabilities = Capabilities(
+        atomic_batch=False,
+        read_back=True,
+        max_batch=0,
+        port_state=False,
+        typical_latency_ms=5.0,
+        notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
+        "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
+        "so a failed batch is undone from a read-back; primary by election id; no port "
+        "state (P4Runtime has none: that is gNMI's)",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        *,
+        device_id: int = 1,
+        election_id: int = 1,
+        timeout: float = 5.0,
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.timeout = timeout
+        self._client = Client(name, address, timeout)
+        self._arbitration = Arbitration(self._client, device_id, election_id)
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------------------------
+    # session
+
+    async def open(self) -> None:
+        """Connect, become the primary client, make sure the program is installed."""
+        if self._client.stub is not None:
+            return
+        self._client.open()
+        try:
+            await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
+            await self._arbitration.start()
+            await self._install_program()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        await self._arbitration.stop()
+        await self._client.close()
+
+    async def _install_program(self) -> None:
+        want = program.p4info()
+        got = await self._client.unary(
+            "GetForwardingPipelineConfig",
+            P4R.GetForwardingPipelineConfigRequest(
+                device_id=self.device_id,
+                response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+            ),
+        )
+        if got.config.p4info == want:
+            return
+        log.info("%s: installing the reroute program (resets the device's tables)", self.name)
+        await self._client.unary(
+            "SetForwardingPipelineConfig",
+            P4R.SetForwardingPipelineConfigRequest(
+                device_id=self.device_id,
+                election_id=election(self.election_id),
+                action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                config=P4R.ForwardingPipelineConfig(p4info=want),
+            ),
+        )
+
+    # ----------------------------------------------------------------------------------
+    # FlowProgrammer
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        """One Write for the batch; undone on a partial failure (module docstring)."""
+        if not changes:
+            return
+        self._check(changes)
+        async with self._lock:
+            before = batch.index(await self._read_all())
+            planned = updates.plan(before, changes)
+            try:
+                await self._write(planned.updates)
+            except WriteFailed as exc:
+                await self._recover(before, changes, planned, exc)
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        """The table's entries (those whose cookie matches under ``cookie_mask``, when
+        given; a ``cookie`` without a mask matches exactly)."""
+        rules = await self._read_all()
+        if cookie is None:
+            return rules
+        mask = cookie_mask or ALL_COOKIE_BITS
+        return [r for r in rules if r.cookie & mask == cookie & mask]
+
+    # ----------------------------------------------------------------------------------
+    # steps
+
+    def _check(self, changes: Sequence[FlowChange]) -> None:
+        for i, change in enumerate(changes):
+            why = mapping.unsupported(change.rule)
+            if why is not None:
+                raise DeviceRejected(
+                    self.name, f"change #{i} ({change.op} {change.rule}) cannot be written "
+                    f"to {program.TABLE}: {why}; nothing of the batch was sent", "UNSUPPORTED",
+                )  # fmt: skip
+        key = updates.twice(changes)
+        if key is not None:
+            raise DeviceRejected(
+                self.name, f"the batch touches priority {key[1]}, {key[2]} twice: the "
+                "updates of one Write may be applied in any order; nothing was sent",
+                "UNSUPPORTED",
+            )  # fmt: skip
+
+    async def _read_all(self) -> list[FlowRule]:
+        request = P4R.ReadRequest(device_id=self.device_id)
+        request.entities.add(table_entry=P4R.TableEntry(table_id=program.TABLE_ID))
+        entities = await self._client.read(request)
+        try:
+            return [mapping.to_rule(e.table_entry) for e in entities]
+        except mapping.MappingError as exc:
+            raise ProtocolError(self.name, f"table entry: {exc}") from exc
+
+    async def _write(self, update_list: list[P4R.Update]) -> None:
+        """One Write; WriteFailed unless every update is done (a DELETE of a missing entry
+        is done)."""
+        if not update_list:
+            return
+        request = P4R.WriteRequest(
+            device_id=self.device_id,
+            election_id=election(self.election_id),
+            atomicity=P4R.WriteRequest.CONTINUE_ON_ERROR,
+        )
+        request.updates.extend(update_list)
+        try:
+            await self._client.unary("Write", request)
+        except WriteFailed as exc:
+            if len(exc.updates) != len(update_list):
+                raise ProtocolError(
+                    self.name, f"{len(exc.updates)} errors for {len(update_list)} updates"
+                ) from exc
+            if not all(_done(u, s) for u, s in zip(update_list, exc.updates, strict=True)):
+                raise
+
+    async def _recover(
+        self,
+        before: batch.Table,
+        changes: Sequence[FlowChange],
+        planned: updates.Planned,
+        error: WriteFailed,
+    ) -> None:
+        """Undo what the failed Write did, then raise its DeviceRejected."""
+        rejected = self._rejected(changes, planned, error)
+        keys = batch.touched(changes)
+        try:
+            now = batch.index(await self._read_all())
+            undo = batch.restore(before, now, keys)
+            if undo:
+                log.warning("%s: undoing %d change(s) after: %s", self.name, len(undo), error)
+            for run in updates.runs(undo):
+                await self._write(updates.plan(now, run).updates)
+                now = _after(now, run)
+            wrong = batch.mismatches(
+                {k: before.get(k) for k in keys}, batch.index(await self._read_all())
+            )
+        except DriverError as undo_error:
+            raise DriverError(
+                self.name, f"{rejected}; undoing the batch failed too ({undo_error}): read "
+                "the table back",
+            ) from undo_error  # fmt: skip
+        if wrong:
+            raise DriverError(self.name, f"{rejected}; {len(wrong)} entries not restored")
+        raise rejected from error
+
+    def _rejected(
+        self, changes: Sequence[FlowChange], planned: updates.Planned, error: WriteFailed
+    ) -> DeviceRejected:
+        pairs = enumerate(zip(planned.updates, error.updates, strict=True))
+        bad = [i for i, (update, status) in pairs if not _done(update, status)]
+        first = error.updates[bad[0]]
+        change = changes[planned.changes[bad[0]]]
+        others = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return DeviceRejected(
+            self.name,
+            f"change #{planned.changes[bad[0]]} ({change.op} {change.rule}) rejected: "
+            f"{first.name}: {first.message}{others}; the batch of {len(changes)} was undone",
+            first.name,
+        )
+
+
+def _done(update: P4R.Update, status: UpdateStatus) -> bool:
+    return status.ok or (update.type == P4R.Update.DELETE and status.code == code_pb2.NOT_FOUND)
+
+
+def _after(table: batch.Table, changes: Sequence[FlowChange]) -> dict[batch.Key, FlowRule]:
+    state = {**table, **batch.expected(table, changes)}
+    return {k: r for k, r in state.items() if r is not None}

@@ -1,0 +1,243 @@
+"""``FlowRule`` <-> ``p4.v1.TableEntry`` of ``MyIngress.reroute`` (see ``program``), exact
+both ways on what the program can express; ``unsupported`` names what it cannot.
+
+Match: every field is ternary (value, mask); a wildcard field is left out of the entry, as
+P4Runtime requires. ``in_port`` -> ingress_port/0x1ff; ``vlan_vid`` -> vlan.$valid$ 1/1
+and vid/0xfff; ``eth_type`` 0x0800 -> ipv4.$valid$ 1/1; an IPv4 prefix -> address/prefix
+mask; ``ip_proto``, ``l4_src``, ``l4_dst`` with full masks. Values are canonical byte
+strings (big-endian, no leading zero bytes, zero as one byte). The priority is the
+entry's priority (P4Runtime: > 0 in a ternary table); the cookie is the entry's
+``metadata``, 8 bytes big-endian.
+
+Actions: ``()`` -> drop; ``(Output(p),)`` -> forward(p); ``(PushVlan(v), Output(p))`` ->
+push_vlan_forward(v, p); ``(PopVlan(), Output(p))`` -> pop_vlan_forward(p).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from drivers.p4runtime.program import ACTIONS, FIELDS, PORT_BITS, TABLE_ID, ActionId, Field
+from drivers.p4runtime.proto import p4runtime_pb2 as p4r
+
+ETH_IPV4 = 0x0800
+COOKIE_BYTES = 8
+MAX_PRIORITY = 0x7FFF_FFFF
+
+
+class MappingError(ValueError):
+    """An entry or a rule that the program cannot express."""
+
+
+# --------------------------------------------------------------------------------------
+# byte strings
+
+
+def encode(value: int) -> bytes:
+    """The canonical byte string of a non-negative int."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def decode(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+def full(field: Field) -> int:
+    return (1 << FIELDS[field][1]) - 1
+
+
+# --------------------------------------------------------------------------------------
+# what the program cannot express
+
+
+def unsupported(rule: FlowRule) -> str | None:
+    """Why the program cannot hold ``rule`` (None: it can)."""
+    m = rule.match
+    checks = (
+        (rule.table != 0, f"table {rule.table} (the program has one table)"),
+        (not 0 < rule.priority <= MAX_PRIORITY, f"priority {rule.priority} (needs > 0)"),
+        (not 0 <= rule.cookie < 1 << 64, f"cookie {rule.cookie}"),
+        (m.eth_type not in (None, ETH_IPV4), f"eth_type {m.eth_type} (IPv4 only)"),
+        (not _fits(m.in_port, PORT_BITS), f"in_port {m.in_port} (9 bits)"),
+        (m.vlan_vid is not None and not 0 < m.vlan_vid < 0xFFF, f"vlan_vid {m.vlan_vid}"),
+        (_zero_prefix(m.ipv4_src) or _zero_prefix(m.ipv4_dst), "an IPv4 /0 prefix"),
+        (not _fits(m.ip_proto, 8), f"ip_proto {m.ip_proto}"),
+        (not _fits(m.l4_src, 16) or not _fits(m.l4_dst, 16), "an L4 port beyond 16 bits"),
+    )
+    why = next((text for bad, text in checks if bad), None)
+    return why or _unsupported_actions(rule.actions)
+
+
+def _fits(value: int | None, bits: int) -> bool:
+    return value is None or 0 <= value < 1 << bits
+
+
+def _zero_prefix(prefix: Prefix | None) -> bool:
+    return prefix is not None and prefix.plen == 0
+
+
+def _unsupported_actions(actions: tuple[Action, ...]) -> str | None:
+    try:
+        action_id, params = _action_of(actions)
+    except MappingError as exc:
+        return str(exc)
+    if not all(_fits(v, bits) for v, (_, bits) in zip(params, ACTIONS[action_id][1], strict=True)):
+        return f"actions {actions}: a port beyond 9 bits or a VLAN id beyond 12"
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# rule -> entry
+
+
+def to_entry(rule: FlowRule) -> p4r.TableEntry:
+    """The table entry of ``rule`` (check ``unsupported`` first)."""
+    entry = p4r.TableEntry(
+        table_id=TABLE_ID,
+        priority=rule.priority,
+        metadata=rule.cookie.to_bytes(COOKIE_BYTES, "big"),
+    )
+    for field, value, mask in _ternaries(rule.match):
+        entry.match.add(
+            field_id=field, ternary=p4r.FieldMatch.Ternary(value=encode(value), mask=encode(mask))
+        )
+    action_id, params = _action_of(rule.actions)
+    entry.action.action.action_id = action_id
+    for param_id, value in enumerate(params, start=1):
+        entry.action.action.params.add(param_id=param_id, value=encode(value))
+    return entry
+
+
+def key_entry(rule: FlowRule) -> p4r.TableEntry:
+    """Just the key of ``rule``'s entry (table, match, priority): what a DELETE carries."""
+    entry = to_entry(rule)
+    entry.ClearField("action")
+    entry.ClearField("metadata")
+    return entry
+
+
+def _ternaries(m: FlowMatch) -> Iterator[tuple[Field, int, int]]:
+    if m.in_port is not None:
+        yield Field.INGRESS_PORT, m.in_port, full(Field.INGRESS_PORT)
+    if m.vlan_vid is not None:
+        yield Field.VLAN_VALID, 1, 1
+        yield Field.VLAN_VID, m.vlan_vid, full(Field.VLAN_VID)
+    if m.eth_type is not None:
+        yield Field.IPV4_VALID, 1, 1
+    if m.ipv4_src is not None:
+        yield Field.IPV4_SRC, m.ipv4_src.addr, m.ipv4_src.mask
+    if m.ipv4_dst is not None:
+        yield Field.IPV4_DST, m.ipv4_dst.addr, m.ipv4_dst.mask
+    for field, value in ((Field.IPV4_PROTO, m.ip_proto), (Field.L4_SRC, m.l4_src)):
+        if value is not None:
+            yield field, value, full(field)
+    if m.l4_dst is not None:
+        yield Field.L4_DST, m.l4_dst, full(Field.L4_DST)
+
+
+def _action_of(actions: tuple[Action, ...]) -> tuple[ActionId, tuple[int, ...]]:
+    match actions:
+        case ():
+            return ActionId.DROP, ()
+        case (Output(port=port),):
+            return ActionId.FORWARD, (port,)
+        case (PushVlan(vid=vid), Output(port=port)):
+            return ActionId.PUSH_VLAN_FORWARD, (vid, port)
+        case (PopVlan(), Output(port=port)):
+            return ActionId.POP_VLAN_FORWARD, (port,)
+    text = ",".join(map(str, actions))
+    raise MappingError(f"actions {text} (the program has forward, push/pop_vlan_forward, drop)")
+
+
+# --------------------------------------------------------------------------------------
+# entry -> rule
+
+
+def to_rule(entry: p4r.TableEntry) -> FlowRule:
+    """The flow rule of a table entry; MappingError when the program's rules cannot say it."""
+    if entry.table_id != TABLE_ID:
+        raise MappingError(f"table id {entry.table_id:#x} is not {TABLE_ID:#x}")
+    if len(entry.metadata) > COOKIE_BYTES:
+        raise MappingError(f"metadata of {len(entry.metadata)} bytes (a cookie has 8)")
+    return FlowRule(
+        match=_match(_ternary_fields(entry)),
+        priority=entry.priority,
+        actions=_actions(entry.action),
+        cookie=decode(entry.metadata),
+    )
+
+
+def _ternary_fields(entry: p4r.TableEntry) -> dict[Field, tuple[int, int]]:
+    found: dict[Field, tuple[int, int]] = {}
+    for fm in entry.match:
+        if fm.field_id not in FIELDS or fm.WhichOneof("field_match_type") != "ternary":
+            raise MappingError(f"match field {fm.field_id} is not a ternary field of the table")
+        field = Field(fm.field_id)
+        if field in found:
+            raise MappingError(f"match field {FIELDS[field][0]} twice")
+        found[field] = decode(fm.ternary.value), decode(fm.ternary.mask)
+    return found
+
+
+def _match(f: dict[Field, tuple[int, int]]) -> FlowMatch:
+    vlan_valid = _exact(f, Field.VLAN_VALID)
+    vid = _exact(f, Field.VLAN_VID)
+    if (vlan_valid is None) != (vid is None) or vlan_valid == 0:
+        raise MappingError("a VLAN match needs hdr.vlan.$valid$ 1 and a whole hdr.vlan.vid")
+    ipv4_valid = _exact(f, Field.IPV4_VALID)
+    if ipv4_valid == 0:
+        raise MappingError("hdr.ipv4.$valid$ 0 (non-IPv4 packets) cannot be matched")
+    return FlowMatch(
+        in_port=_exact(f, Field.INGRESS_PORT),
+        eth_type=None if ipv4_valid is None else ETH_IPV4,
+        vlan_vid=vid,
+        ipv4_src=_prefix(f, Field.IPV4_SRC),
+        ipv4_dst=_prefix(f, Field.IPV4_DST),
+        ip_proto=_exact(f, Field.IPV4_PROTO),
+        l4_src=_exact(f, Field.L4_SRC),
+        l4_dst=_exact(f, Field.L4_DST),
+    )
+
+
+def _exact(f: dict[Field, tuple[int, int]], field: Field) -> int | None:
+    if field not in f:
+        return None
+    value, mask = f[field]
+    if mask != full(field):
+        raise MappingError(f"{FIELDS[field][0]}: mask {mask:#x} (only whole values)")
+    return value
+
+
+def _prefix(f: dict[Field, tuple[int, int]], field: Field) -> Prefix | None:
+    if field not in f:
+        return None
+    value, mask = f[field]
+    plen = mask.bit_count()
+    if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF or plen == 0 or value & ~mask:
+        raise MappingError(f"{FIELDS[field][0]}: {value:#x}/{mask:#x} is not a prefix")
+    return Prefix(value, plen)
+
+
+def _actions(table_action: p4r.TableAction) -> tuple[Action, ...]:
+    if table_action.WhichOneof("type") != "action":
+        raise MappingError("an entry without a direct action")
+    action = table_action.action
+    if action.action_id not in ACTIONS:
+        raise MappingError(f"action id {action.action_id:#x} is not an action of the table")
+    action_id = ActionId(action.action_id)
+    got = {p.param_id: decode(p.value) for p in action.params}
+    want = range(1, len(ACTIONS[action_id][1]) + 1)
+    if sorted(got) != list(want):
+        raise MappingError(f"{ACTIONS[action_id][0]}: parameters {sorted(got)}")
+    return _action_tuple(action_id, [got[i] for i in want])
+
+
+def _action_tuple(action_id: ActionId, params: list[int]) -> tuple[Action, ...]:
+    if action_id is ActionId.FORWARD:
+        return (Output(params[0]),)
+    if action_id is ActionId.PUSH_VLAN_FORWARD:
+        return (PushVlan(params[0]), Output(params[1]))
+    if action_id is ActionId.POP_VLAN_FORWARD:
+        return (PopVlan(), Output(params[0]))
+    return ()

@@ -1,0 +1,82 @@
+"""The session's ``StreamChannel``: arbitration as the primary client, then watching it.
+
+P4Runtime elects the primary client of a device by election id (the highest wins); the
+server answers a ``MasterArbitrationUpdate`` with status OK to the primary and
+ALREADY_EXISTS to a backup, and tells every client when the primary changes. Only the
+primary may write. The stream must stay open for the whole session: closing it gives up
+primacy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import grpc
+
+from drivers.p4runtime.proto import code_pb2, election, election_value, p4runtime_pb2
+from drivers.p4runtime.rpc import Client, oneline
+from services.reroute.errors import DeviceRejected, DeviceTimeout, ProtocolError
+
+log = logging.getLogger("reroute.drivers.p4runtime")
+
+
+class Arbitration:
+    def __init__(self, client: Client, device_id: int, election_id: int) -> None:
+        self.client = client
+        self.device_id = device_id
+        self.election_id = election_id
+        self.primary = False
+        self._call: Any = None
+        self._watch: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Open the stream and become primary; DeviceRejected ``not-primary`` otherwise."""
+        name = self.client.name
+        self._call = self.client.connected_stub().StreamChannel()
+        update = p4runtime_pb2.MasterArbitrationUpdate(
+            device_id=self.device_id, election_id=election(self.election_id)
+        )
+        self.client.wire.debug("> StreamChannel %s", oneline(update))
+        try:
+            await self._call.write(p4runtime_pb2.StreamMessageRequest(arbitration=update))
+            reply = await asyncio.wait_for(self._call.read(), self.client.timeout)
+        except TimeoutError as exc:
+            raise DeviceTimeout(name, "no arbitration answer in time") from exc
+        except grpc.aio.AioRpcError as exc:
+            raise self.client.error("StreamChannel", exc) from exc
+        if reply is grpc.aio.EOF or not reply.HasField("arbitration"):
+            raise ProtocolError(name, f"StreamChannel answered arbitration with {reply}")
+        self._note(reply.arbitration)
+        if not self.primary:
+            primary = election_value(reply.arbitration.election_id)
+            raise DeviceRejected(
+                name, f"election id {self.election_id} is not the primary "
+                f"(the primary's is {primary})", "not-primary",
+            )  # fmt: skip
+        self._watch = asyncio.create_task(self._watching(self._call))
+
+    def _note(self, update: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+        self.client.wire.debug("< StreamChannel %s", oneline(update))
+        was, self.primary = self.primary, update.status.code == code_pb2.OK
+        if was and not self.primary:
+            log.warning("%s: no longer the primary client", self.client.name)
+
+    async def _watching(self, call: Any) -> None:
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
+            while (reply := await call.read()) is not grpc.aio.EOF:
+                if reply.HasField("arbitration"):
+                    self._note(reply.arbitration)
+        self.primary = False
+
+    async def stop(self) -> None:
+        call, self._call = self._call, None
+        watch, self._watch = self._watch, None
+        if call is not None:
+            call.cancel()
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch

@@ -1,0 +1,73 @@
+"""A batch of flow changes as the updates of one P4Runtime Write. Pure.
+
+P4Runtime has no "add or replace": an INSERT of an existing key fails (ALREADY_EXISTS),
+as does a MODIFY or DELETE of a missing one (NOT_FOUND). So the driver reads the table
+first and plans against it: ADD -> INSERT when the key is absent, MODIFY when present,
+nothing when the entry is already as asked; DELETE -> DELETE when present, nothing when
+absent. A server may apply the updates of one Write in any order, so a batch touching a
+key twice cannot be one Write: ``twice`` finds it and the driver refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from drivers.base import FlowChange, FlowOp
+from drivers.batch import Key, Table
+from drivers.p4runtime.mapping import key_entry, to_entry
+from drivers.p4runtime.proto import p4runtime_pb2 as p4r
+
+INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """The updates of a Write and, for each, the index of the change it carries."""
+
+    updates: list[p4r.Update]
+    changes: list[int]
+
+
+def twice(changes: Sequence[FlowChange]) -> Key | None:
+    """A key the batch touches more than once (None: each at most once)."""
+    seen: set[Key] = set()
+    for change in changes:
+        if change.rule.key in seen:
+            return change.rule.key
+        seen.add(change.rule.key)
+    return None
+
+
+def plan(table: Table, changes: Sequence[FlowChange]) -> Planned:
+    updates: list[p4r.Update] = []
+    indices: list[int] = []
+    for i, change in enumerate(changes):
+        update = _update(table, change)
+        if update is not None:
+            updates.append(update)
+            indices.append(i)
+    return Planned(updates=updates, changes=indices)
+
+
+def _update(table: Table, change: FlowChange) -> p4r.Update | None:
+    rule, present = change.rule, table.get(change.rule.key)
+    if change.op is FlowOp.DELETE:
+        if present is None:
+            return None
+        return p4r.Update(type=DELETE, entity=p4r.Entity(table_entry=key_entry(rule)))
+    if present == rule:
+        return None
+    kind = INSERT if present is None else MODIFY
+    return p4r.Update(type=kind, entity=p4r.Entity(table_entry=to_entry(rule)))
+
+
+def runs(changes: Sequence[FlowChange]) -> list[list[FlowChange]]:
+    """Consecutive changes of one op, in order: Writes whose own order does not matter."""
+    found: list[list[FlowChange]] = []
+    for change in changes:
+        if found and found[-1][-1].op is change.op:
+            found[-1].append(change)
+        else:
+            found.append([change])
+    return found

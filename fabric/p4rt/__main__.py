@@ -1,0 +1,76 @@
+"""``python -m fabric.p4rt``: run the P4Runtime switch EMULATOR until SIGTERM or SIGINT.
+
+    python -m fabric.p4rt --listen 127.0.0.1:0 --bridge-mgmt unix:/run/x/br.mgmt \\
+        --device-id 1 --ready-file /run/x/p4rt.port
+
+The bridge (OpenFlow 1.3 enabled, ``fail_mode=secure``) is the dataplane: its flows are
+emptied at start, and then belong to the emulator. Once serving, ``--ready-file`` gets
+the gRPC port (written atomically), so a parent can wait for the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+import drivers.p4runtime.proto  # noqa: F401  (protobuf's implementation, first)
+from drivers.ovs import OvsDriver
+from fabric.p4rt.server import P4RuntimeEmulator, serve
+from fabric.p4rt.table import Table
+
+log = logging.getLogger("reroute.fabric.p4rt")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m fabric.p4rt",
+        description="Run an EMULATOR of a P4Runtime v1 switch (one device, the reroute "
+        "program) whose dataplane is an Open vSwitch bridge.",
+    )
+    add = p.add_argument
+    add("--listen", default="127.0.0.1:9559", metavar="HOST:PORT", help="gRPC (0: any port)")
+    add("--bridge-mgmt", required=True, metavar="TARGET", help="unix:/path/br.mgmt or tcp:")
+    add("--device-id", type=int, default=1)
+    add("--ready-file", type=Path, help="write the gRPC port here once serving")
+    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
+        table = Table(bridge)
+        await table.clear()
+        server, port = await serve(P4RuntimeEmulator(args.device_id, table), args.listen)
+        try:
+            log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
+            if args.ready_file:
+                _write_atomically(args.ready_file, f"{port}\n")
+            await stop.wait()
+            log.info("stopping")
+        finally:
+            await server.stop(1.0)
+    return 0
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

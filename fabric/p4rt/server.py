@@ -1,0 +1,210 @@
+"""The P4Runtime service of the EMULATOR (grpc.aio): one device, the ``reroute`` program.
+
+RPC checks, as P4Runtime v1 asks: an unknown ``device_id`` is NOT_FOUND; Write and
+SetForwardingPipelineConfig need the primary's election id (else PERMISSION_DENIED);
+Write and Read need a pipeline (else FAILED_PRECONDITION); a pipeline other than the
+``reroute`` program is INVALID_ARGUMENT; a Write whose updates partly fail is UNKNOWN
+with one ``p4.v1.Error`` per update (OK for the ones applied) in the
+``grpc-status-details-bin`` trailer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf import any_pb2
+
+from drivers.p4runtime import program
+from drivers.p4runtime.proto import (
+    STATUS_DETAILS_KEY,
+    code_pb2,
+    election_value,
+    p4runtime_pb2,
+    p4runtime_pb2_grpc,
+    status_pb2,
+)
+from fabric.p4rt.arbitration import Arbiter, ArbitrationError, Stream
+from fabric.p4rt.table import Failure, Table, entry_rule
+
+log = logging.getLogger("reroute.fabric.p4rt")
+API_VERSION = "1.3.0"
+READ_CHUNK = 1000  # entities per ReadResponse
+P4R = p4runtime_pb2
+Pipeline = P4R.GetForwardingPipelineConfigRequest
+
+
+class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
+    """The servicer; ``Table`` holds the entries and programs the bridge."""
+
+    def __init__(self, device_id: int, table: Table) -> None:
+        self.device_id = device_id
+        self.table = table
+        self.arbiter = Arbiter(device_id)
+        self.config: Any = None  # the committed ForwardingPipelineConfig
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------------------------
+    # checks
+
+    async def _device(self, device_id: int, context: Any) -> None:
+        if device_id != self.device_id:
+            await _abort(context, grpc.StatusCode.NOT_FOUND, f"no device {device_id}")
+
+    async def _primary(self, election_id: Any, context: Any) -> None:
+        if not self.arbiter.is_primary(election_value(election_id)):
+            await _abort(
+                context, grpc.StatusCode.PERMISSION_DENIED,
+                f"election id {election_value(election_id)} is not the primary's "
+                f"({self.arbiter.primary()})",
+            )  # fmt: skip
+
+    async def _pipeline(self, context: Any) -> None:
+        if self.config is None:
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "no pipeline config")
+
+    # ----------------------------------------------------------------------------------
+    # RPCs
+
+    async def Capabilities(self, request: Any, context: Any) -> Any:
+        return P4R.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    async def StreamChannel(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        stream = Stream()
+        reader = asyncio.create_task(self._stream_requests(requests, stream))
+        try:
+            while (message := await stream.outbox.get()) is not None:
+                yield message
+            failure = await reader  # done: it closed the outbox
+            if failure is not None:
+                await _abort(context, _grpc_code(failure.code), failure.message)
+        finally:
+            reader.cancel()
+            self.arbiter.leave(stream)
+
+    async def _stream_requests(
+        self, requests: AsyncIterator[Any], stream: Stream
+    ) -> Failure | None:
+        try:
+            async for request in requests:
+                if request.WhichOneof("update") != "arbitration":
+                    log.debug("stream message %s ignored", request.WhichOneof("update"))
+                    continue
+                update = request.arbitration
+                self.arbiter.join(stream, update.device_id, election_value(update.election_id))
+                log.info("client with election id %d joined", stream.election_id)
+        except ArbitrationError as exc:
+            return Failure(code=exc.code, message=str(exc))
+        finally:
+            stream.outbox.put_nowait(None)
+        return None
+
+    async def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
+        await self._device(request.device_id, context)
+        await self._primary(request.election_id, context)
+        actions = P4R.SetForwardingPipelineConfigRequest
+        if request.action not in (actions.VERIFY, actions.VERIFY_AND_COMMIT):
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only VERIFY(_AND_COMMIT)")
+        if request.config.p4info != program.p4info():
+            await _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT,
+                "this EMULATOR runs only the reroute program (drivers.p4runtime.program)",
+            )  # fmt: skip
+        if request.action == actions.VERIFY_AND_COMMIT:
+            async with self._lock:
+                await self.table.clear()
+                self.config = P4R.ForwardingPipelineConfig()
+                self.config.CopyFrom(request.config)
+            log.info("pipeline committed: %s", request.config.p4info.pkg_info.name)
+        return P4R.SetForwardingPipelineConfigResponse()
+
+    async def GetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
+        await self._device(request.device_id, context)
+        config = P4R.ForwardingPipelineConfig()
+        if self.config is not None:
+            config.CopyFrom(self.config)
+        if request.response_type in (Pipeline.COOKIE_ONLY, Pipeline.DEVICE_CONFIG_AND_COOKIE):
+            config.ClearField("p4info")
+        if request.response_type in (Pipeline.COOKIE_ONLY, Pipeline.P4INFO_AND_COOKIE):
+            config.ClearField("p4_device_config")
+        return P4R.GetForwardingPipelineConfigResponse(config=config)
+
+    async def Write(self, request: Any, context: Any) -> Any:
+        await self._device(request.device_id, context)
+        await self._primary(request.election_id, context)
+        await self._pipeline(context)
+        if request.atomicity != P4R.WriteRequest.CONTINUE_ON_ERROR:
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only CONTINUE_ON_ERROR")
+        async with self._lock:
+            results = await self.table.write(request.updates)
+        failed = [r for r in results if r is not None]
+        if failed:
+            log.info("Write: %d of %d updates failed", len(failed), len(results))
+            await _abort(
+                context, grpc.StatusCode.UNKNOWN,
+                f"{len(failed)} of {len(results)} updates failed",
+                ((STATUS_DETAILS_KEY, _details(results)),),
+            )  # fmt: skip
+        return P4R.WriteResponse()
+
+    async def Read(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        await self._device(request.device_id, context)
+        await self._pipeline(context)
+        entries = []
+        for entity in request.entities:
+            entries.extend(await self._read_entity(entity, context))
+        for start in range(0, max(len(entries), 1), READ_CHUNK):
+            reply = P4R.ReadResponse()
+            reply.entities.extend(
+                P4R.Entity(table_entry=e) for e in entries[start : start + READ_CHUNK]
+            )
+            yield reply
+
+    async def _read_entity(self, entity: Any, context: Any) -> list[Any]:
+        if entity.WhichOneof("entity") != "table_entry":
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only table entries")
+        entry = entity.table_entry
+        if entry.table_id not in (0, program.TABLE_ID):
+            await _abort(context, grpc.StatusCode.NOT_FOUND, f"no table {entry.table_id:#x}")
+        if not entry.match and not entry.priority:
+            return self.table.read()
+
+        with contextlib.suppress(ValueError):
+            return self.table.read(entry_rule(entry).key)
+        return []
+
+
+async def _abort(context: Any, code: grpc.StatusCode, message: str, trailers: Any = ()) -> NoReturn:
+    await context.abort(code, message, trailing_metadata=trailers)
+    raise AssertionError("context.abort returned")  # it raises
+
+
+def _grpc_code(code: int) -> grpc.StatusCode:
+    return next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+
+
+def _details(results: list[Failure | None]) -> bytes:
+    status = status_pb2.Status(code=code_pb2.UNKNOWN, message="some updates failed")
+    for result in results:
+        error = P4R.Error(canonical_code=code_pb2.OK)
+        if result is not None:
+            error = P4R.Error(canonical_code=result.code, message=result.message)
+        detail = any_pb2.Any()
+        detail.Pack(error)
+        status.details.append(detail)
+    return bytes(status.SerializeToString())
+
+
+async def serve(servicer: P4RuntimeEmulator, listen: str) -> tuple[Any, int]:
+    """A started grpc.aio server for ``servicer`` on ``listen`` (``HOST:PORT``); its port."""
+    server = grpc.aio.server()
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(servicer, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    return server, port

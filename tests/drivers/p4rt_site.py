@@ -1,0 +1,125 @@
+"""The P4Runtime switch EMULATOR (``python -m fabric.p4rt``) as a test peer, on a private OVS.
+
+One OVS in network namespace ``NS`` with bridge ``brp4`` (OpenFlow 1.3, fail_mode secure,
+veth ports 1 and 2, whose far ends ``p4-1p`` / ``p4-2p`` stay in the namespace for
+traffic). The emulator runs in the root namespace and reaches the bridge at its unix
+management socket, a file: unlike the ODL site, no management veth is needed. Its gRPC
+server listens on the root namespace's 127.0.0.1, where the tests' drivers run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from drivers.base import FlowChange, FlowOp
+from drivers.p4runtime import P4RuntimeDriver
+from fabric import netns
+from fabric.ovs import OvsInstance
+from fabric.run import run
+
+NS = "rr-test-p4rt"
+BRIDGE = "brp4"
+WAIT_S = 15.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class P4rtEmulator:
+    process: subprocess.Popen[bytes]
+    address: str
+    log: Path
+
+    @classmethod
+    def start(cls, workdir: Path, bridge_mgmt: str) -> P4rtEmulator:
+        workdir.mkdir(parents=True, exist_ok=True)
+        ready, log = workdir / "port", workdir / "emulator.log"
+        ready.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "fabric.p4rt", "--listen", "127.0.0.1:0", "--device-id",
+                "1", "--bridge-mgmt", bridge_mgmt, "--ready-file", str(ready)]  # fmt: skip
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + WAIT_S
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"the P4Runtime emulator did not start: {log.read_text()}")
+            time.sleep(0.02)
+        return cls(process=process, address=f"127.0.0.1:{ready.read_text().strip()}", log=log)
+
+    def stop(self) -> int:
+        """SIGTERM; the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(10)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class P4rtSite:
+    ovs: OvsInstance
+    emulator: P4rtEmulator
+
+    def ofctl(self, *args: str) -> str:
+        return self.ovs.ofctl("-O", "OpenFlow13", *args, self.ovs.mgmt(BRIDGE))
+
+    def cap_table(self, limit: int | None) -> None:
+        """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
+        if limit is None:
+            self.ovs.vsctl("clear", "Bridge", BRIDGE, "flow_tables")
+            return
+        self.ovs.vsctl(
+            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
+            "overflow_policy=refuse", "--", "set", "Bridge", BRIDGE, "flow_tables:0=@ft",
+        )  # fmt: skip
+
+    def reset(self) -> None:
+        """No table entries (so no flows), no table limit."""
+        self.cap_table(None)
+        asyncio.run(self._delete_all())
+
+    async def _delete_all(self) -> None:
+        async with P4RuntimeDriver("p4rt-site", self.emulator.address) as driver:
+            rules = await driver.read()
+            await driver.apply([FlowChange(op=FlowOp.DELETE, rule=r) for r in rules])
+
+    def tx_packets(self, port: int) -> int:
+        """Packets the bridge sent out of ``port`` (``ovs-ofctl dump-ports``)."""
+        mgmt = self.ovs.mgmt(BRIDGE)
+        text = self.ovs.ofctl("-O", "OpenFlow13", "dump-ports", mgmt, str(port))
+        tx = text.split("tx pkts=", 1)[1]
+        return int(tx.split(",", 1)[0])
+
+
+def start_site(workdir: Path) -> P4rtSite:
+    """OVS in ``NS`` with ``brp4``, and an emulator on it (stop with stop_site)."""
+    netns.delete(NS)  # a leftover of a crashed run (its veths go with it)
+    ovs = OvsInstance(rundir=workdir / "ovs", netns=NS)
+    netns.add(NS)
+    ovs.start()
+    _bridge(ovs)
+    emulator = P4rtEmulator.start(workdir / "emulator", ovs.mgmt(BRIDGE))
+    return P4rtSite(ovs=ovs, emulator=emulator)
+
+
+def stop_site(workdir: Path, site: P4rtSite | None) -> None:
+    if site is not None:
+        site.emulator.stop()
+    OvsInstance(rundir=workdir / "ovs", netns=NS).stop()
+    netns.delete(NS)
+
+
+def _bridge(ovs: OvsInstance) -> None:
+    veths = [f"p4-{port}" for port in (1, 2)]
+    batch = [f"link add {v} type veth peer name {v}p" for v in veths]
+    batch += [f"link set {v}{end} up" for v in veths for end in ("", "p")]
+    run(["ip", "-batch", "-"], ns=NS, stdin="\n".join(batch) + "\n")
+    args = ["--", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev"]
+    args += ["fail_mode=secure", "protocols=OpenFlow13"]
+    for number, veth in enumerate(veths, start=1):
+        args += ["--", "add-port", BRIDGE, veth]
+        args += ["--", "set", "interface", veth, f"ofport_request={number}"]
+    ovs.vsctl(*args)

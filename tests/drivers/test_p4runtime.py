@@ -1,0 +1,410 @@
+"""The ``p4runtime`` driver and the P4Runtime switch EMULATOR (``fabric.p4rt``).
+
+Most tests run the emulator in process on a fake bridge (an in-memory flow table that can
+be told to refuse beyond a size, as OVS does with ``flow_limit``); the ``fabric`` ones run
+it as a subprocess on a private OVS (conftest.py, p4rt_site.py) and send real packets.
+The driver's conformance is in test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import any_pb2, text_format
+
+from drivers.base import (
+    DeviceRejected,
+    FlowChange,
+    FlowMatch,
+    FlowOp,
+    FlowRule,
+    Output,
+    PopVlan,
+    Prefix,
+    PushVlan,
+)
+from drivers.batch import Key
+from drivers.p4runtime import P4RuntimeDriver, mapping, program
+from drivers.p4runtime.proto import (
+    STATUS_DETAILS_KEY,
+    code_pb2,
+    election,
+    p4runtime_pb2,
+    p4runtime_pb2_grpc,
+    status_pb2,
+)
+from drivers.p4runtime.rpc import update_statuses
+from fabric.p4rt.server import P4RuntimeEmulator, serve
+from fabric.p4rt.table import Table
+from fabric.run import run
+from tests.drivers.p4rt_site import NS, P4rtSite
+
+P4R = p4runtime_pb2
+
+RULE = FlowRule(
+    match=FlowMatch(
+        in_port=1, eth_type=0x0800, ipv4_src=Prefix.parse("10.0.0.0/24"),
+        ipv4_dst=Prefix.parse("10.1.2.3"), ip_proto=6, l4_dst=80,
+    ),
+    priority=200, actions=(PushVlan(10), Output(2)), cookie=0xC1,
+)  # fmt: skip
+RULE_ENTRY = """
+table_id: 0x02000001
+match { field_id: 1 ternary { value: "\\001" mask: "\\001\\377" } }
+match { field_id: 4 ternary { value: "\\001" mask: "\\001" } }
+match { field_id: 5 ternary { value: "\\n\\000\\000\\000" mask: "\\377\\377\\377\\000" } }
+match { field_id: 6 ternary { value: "\\n\\001\\002\\003" mask: "\\377\\377\\377\\377" } }
+match { field_id: 7 ternary { value: "\\006" mask: "\\377" } }
+match { field_id: 9 ternary { value: "P" mask: "\\377\\377" } }
+action { action { action_id: 0x01000002
+                  params { param_id: 1 value: "\\n" } params { param_id: 2 value: "\\002" } } }
+priority: 200
+metadata: "\\000\\000\\000\\000\\000\\000\\000\\301"
+"""
+OTHERS = [
+    FlowRule(
+        match=FlowMatch(vlan_vid=10, eth_type=0x0800, ip_proto=17, l4_src=53),
+        priority=100, actions=(PopVlan(), Output(1)), cookie=0xC2,
+    ),
+    FlowRule(match=FlowMatch(in_port=2), priority=1, actions=(), cookie=0),
+    FlowRule(match=FlowMatch(), priority=7, actions=(Output(511),), cookie=2**64 - 1),
+]  # fmt: skip
+
+
+def add(rule: FlowRule) -> FlowChange:
+    return FlowChange(op=FlowOp.ADD, rule=rule)
+
+
+def delete(rule: FlowRule) -> FlowChange:
+    return FlowChange(op=FlowOp.DELETE, rule=rule)
+
+
+def host(i: int, *, port: int = 2, priority: int = 100, cookie: int = 0xB0) -> FlowRule:
+    match = FlowMatch(in_port=1, eth_type=0x0800, ipv4_dst=Prefix(0x0A09_0000 + i, 32))
+    return FlowRule(match=match, priority=priority, actions=(Output(port),), cookie=cookie)
+
+
+# --------------------------------------------------------------------------------------
+# mapping
+
+
+def test_a_rule_maps_to_the_exact_table_entry_and_back() -> None:
+    want = text_format.Parse(RULE_ENTRY, P4R.TableEntry())
+    assert mapping.to_entry(RULE) == want
+    assert mapping.to_rule(want) == RULE
+
+
+@pytest.mark.parametrize("rule", [RULE, *OTHERS], ids=str)
+def test_every_expressible_rule_round_trips(rule: FlowRule) -> None:
+    assert mapping.unsupported(rule) is None
+    entry = mapping.to_entry(rule)
+    wire = P4R.TableEntry.FromString(entry.SerializeToString())
+    assert mapping.to_rule(wire) == rule
+
+
+def test_a_delete_carries_only_the_key() -> None:
+    entry = mapping.key_entry(RULE)
+    assert not entry.HasField("action") and entry.metadata == b""
+    assert entry.priority == 200 and len(entry.match) == 6
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        RULE.__class__(match=RULE.match, priority=0, actions=()),
+        RULE.__class__(match=RULE.match, priority=1, actions=(), table=1),
+        FlowRule(match=FlowMatch(eth_type=0x0806), priority=1, actions=()),
+        FlowRule(match=FlowMatch(in_port=512), priority=1, actions=()),
+        FlowRule(match=FlowMatch(ipv4_dst=Prefix(0, 0)), priority=1, actions=()),
+        FlowRule(match=FlowMatch(), priority=1, actions=(Output(1), Output(2))),
+        FlowRule(match=FlowMatch(), priority=1, actions=(PushVlan(10),)),
+        FlowRule(match=FlowMatch(), priority=1, actions=(Output(600),)),
+    ],
+    ids=str,
+)
+def test_what_the_program_cannot_express_is_named(rule: FlowRule) -> None:
+    assert mapping.unsupported(rule)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "match { field_id: 6 ternary { value: '\\n' mask: '\\377\\000\\377\\000' } }",
+        "match { field_id: 1 ternary { value: '\\001' mask: '\\001' } }",
+        "match { field_id: 2 ternary { value: '\\001' mask: '\\001' } }",  # tagged, any vid
+        "match { field_id: 4 ternary { value: '\\000' mask: '\\001' } }",
+        "match { field_id: 42 exact { value: '\\001' } }",
+        "metadata: '123456789'",
+    ],
+)
+def test_an_entry_rules_cannot_say_is_a_mapping_error(change: str) -> None:
+    entry = mapping.to_entry(OTHERS[1])
+    text_format.Merge(change, entry)
+    with pytest.raises(mapping.MappingError):
+        mapping.to_rule(entry)
+
+
+# --------------------------------------------------------------------------------------
+# the emulator in process, on a fake bridge
+
+
+class FakeBridge:
+    """An OVS table in memory; refuses (atomically) beyond ``limit`` flows, as OVS does."""
+
+    name = "fake-bridge"
+
+    def __init__(self) -> None:
+        self.flows: dict[Key, FlowRule] = {}
+        self.limit: int | None = None
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        state = dict(self.flows)
+        for change in changes:
+            if change.op is FlowOp.ADD:
+                state[change.rule.key] = change.rule
+            else:
+                state.pop(change.rule.key, None)
+        if self.limit is not None and len(state) > self.limit:
+            raise DeviceRejected(self.name, "table full", "OFPFMFC_TABLE_FULL")
+        self.flows = state
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        return list(self.flows.values())
+
+    async def close(self) -> None:
+        return None
+
+
+class Recording(P4RuntimeEmulator):
+    """The emulator, keeping every Write request it gets."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(1, table)
+        self.writes: list[Any] = []
+
+    async def Write(self, request: Any, context: Any) -> Any:
+        self.writes.append(request)
+        return await super().Write(request, context)
+
+
+@contextlib.asynccontextmanager
+async def emulator() -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
+    bridge = FakeBridge()
+    servicer = Recording(Table(bridge))
+    server, port = await serve(servicer, "127.0.0.1:0")
+    try:
+        yield servicer, bridge, f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
+
+
+@contextlib.asynccontextmanager
+async def raw_client(address: str, election_id: int) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """A bare stub with an arbitrated stream; (stub, stream call, first arbitration reply)."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        call = stub.StreamChannel()
+        update = P4R.MasterArbitrationUpdate(device_id=1, election_id=election(election_id))
+        await call.write(P4R.StreamMessageRequest(arbitration=update))
+        reply = await asyncio.wait_for(call.read(), 2.0)
+        try:
+            yield stub, call, reply
+        finally:
+            call.cancel()
+
+
+def write_request(election_id: int, *updates: Any) -> Any:
+    request = P4R.WriteRequest(device_id=1, election_id=election(election_id))
+    request.updates.extend(updates)
+    return request
+
+
+def insert(rule: FlowRule, kind: int = P4R.Update.INSERT) -> Any:
+    return P4R.Update(type=kind, entity=P4R.Entity(table_entry=mapping.to_entry(rule)))
+
+
+def test_one_write_per_batch_with_exactly_the_updates_an_mbb_shift_needs() -> None:
+    old, same, moved = host(1, port=2), host(2, port=2), host(3, port=2)
+    new = host(1, port=3, priority=110, cookie=0xB1)  # make: the new path, above the old
+    shifted = host(3, port=3)  # the same key, another port: a MODIFY
+
+    async def main() -> tuple[list[Any], list[FlowRule]]:
+        async with emulator() as (servicer, _, address), P4RuntimeDriver("dut", address) as d:
+            await d.apply([add(old), add(same), add(moved)])
+            servicer.writes.clear()
+            await d.apply([add(new), add(same), add(shifted), delete(old), delete(host(9))])
+            return servicer.writes, await d.read()
+
+    writes, table = asyncio.run(main())
+    assert len(writes) == 1
+    (request,) = writes
+    assert request.device_id == 1 and request.election_id == election(1)
+    assert request.atomicity == P4R.WriteRequest.CONTINUE_ON_ERROR
+    assert list(request.updates) == [
+        insert(new),
+        insert(shifted, P4R.Update.MODIFY),
+        P4R.Update(type=P4R.Update.DELETE, entity=P4R.Entity(table_entry=mapping.key_entry(old))),
+    ]  # the unchanged ``same`` and the absent host(9) send nothing
+    assert set(table) == {new, same, shifted}
+
+
+def test_a_second_client_with_a_lower_election_id_cannot_write() -> None:
+    async def main() -> tuple[Any, grpc.StatusCode, DeviceRejected]:
+        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address, election_id=5):
+            async with raw_client(address, 3) as (stub, _, reply):
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Write(write_request(3, insert(RULE)))
+            with pytest.raises(DeviceRejected) as refused:
+                async with P4RuntimeDriver("backup", address, election_id=4):
+                    pass
+            return reply, info.value.code(), refused.value
+
+    reply, code, refused = asyncio.run(main())
+    assert reply.arbitration.status.code == code_pb2.ALREADY_EXISTS
+    assert reply.arbitration.election_id == election(5)
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert refused.code == "not-primary"
+
+
+def test_a_driver_that_lost_primacy_is_refused_as_not_primary() -> None:
+    async def main() -> tuple[DeviceRejected, Any]:
+        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address) as driver:
+            async with raw_client(address, 9):
+                with pytest.raises(DeviceRejected) as info:
+                    await driver.apply([add(RULE)])
+            async with asyncio.timeout(2):  # primacy comes back when the other goes
+                while not driver._arbitration.primary:
+                    await asyncio.sleep(0.01)
+            await driver.apply([add(RULE)])
+            return info.value, await driver.read()
+
+    refused, table = asyncio.run(main())
+    assert refused.code == "not-primary"
+    assert table == [RULE]
+
+
+def test_the_emulator_reports_each_failed_update_in_the_trailer() -> None:
+    async def main() -> list[Any]:
+        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address) as driver:
+            await driver.apply([add(RULE)])
+            async with raw_client(address, 2) as (stub, _, _):
+                request = write_request(
+                    2, insert(RULE), insert(host(1)), insert(host(2), P4R.Update.MODIFY)
+                )
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Write(request)
+                assert info.value.code() is grpc.StatusCode.UNKNOWN
+                return [info.value.trailing_metadata(), await driver.read()]
+
+    trailers, table = asyncio.run(main())
+    codes = [u.code for u in update_statuses(trailers)]
+    assert codes == [code_pb2.ALREADY_EXISTS, code_pb2.OK, code_pb2.NOT_FOUND]
+    assert set(table) == {RULE, host(1)}  # the valid update stays applied
+
+
+def test_update_statuses_parses_the_trailer_and_refuses_garbage() -> None:
+    status = status_pb2.Status(code=code_pb2.UNKNOWN)
+    for code in (code_pb2.OK, code_pb2.RESOURCE_EXHAUSTED):
+        detail = any_pb2.Any()
+        detail.Pack(P4R.Error(canonical_code=code, message="m"))
+        status.details.append(detail)
+    got = update_statuses([("x", "y"), (STATUS_DETAILS_KEY, status.SerializeToString())])
+    assert [(u.ok, u.name) for u in got] == [(True, "OK"), (False, "RESOURCE_EXHAUSTED")]
+    with pytest.raises(ValueError):
+        update_statuses([])
+    with pytest.raises(ValueError):
+        update_statuses([(STATUS_DETAILS_KEY, b"\xff\xff")])
+
+
+def test_a_partly_refused_batch_is_undone_and_logged_on_the_wire(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    base = [host(i) for i in range(3)]
+
+    async def main() -> tuple[DeviceRejected, list[FlowRule], int]:
+        async with emulator() as (servicer, bridge, address), P4RuntimeDriver("dut", address) as d:
+            await d.apply([add(r) for r in base])
+            bridge.limit = 4
+            servicer.writes.clear()
+            with pytest.raises(DeviceRejected) as info:
+                await d.apply([delete(base[0]), *(add(host(i)) for i in range(10, 14))])
+            return info.value, await d.read(), len(servicer.writes)
+
+    with caplog.at_level(logging.DEBUG, logger="reroute.wire.p4runtime.dut"):
+        error, table, writes = asyncio.run(main())
+    assert error.code == "RESOURCE_EXHAUSTED"
+    assert "change #3" in str(error)  # delete, two adds fit: the third add does not
+    assert set(table) == set(base)
+    assert writes == 3  # the batch; the undo: deletes of the two adds, then the re-add
+    wire = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.p4runtime.dut"]
+    assert any(m.startswith("> Write device 1, 5 updates") for m in wire)
+    assert any(m.startswith("<   #3 RESOURCE_EXHAUSTED") for m in wire)
+
+
+def test_unsupported_rules_and_twice_touched_keys_are_refused_before_sending() -> None:
+    async def main() -> tuple[list[str], int]:
+        async with emulator() as (servicer, _, address), P4RuntimeDriver("dut", address) as d:
+            codes = []
+            for batch in ([add(host(1)), add(FlowRule(match=FlowMatch(), priority=0, actions=()))],
+                          [add(host(1)), delete(host(1))]):  # fmt: skip
+                with pytest.raises(DeviceRejected) as info:
+                    await d.apply(batch)
+                codes.append(info.value.code)
+            return codes, len(servicer.writes)
+
+    assert asyncio.run(main()) == (["UNSUPPORTED", "UNSUPPORTED"], 0)
+
+
+def test_the_driver_installs_the_program_once() -> None:
+    async def main() -> list[FlowRule]:
+        async with emulator() as (servicer, _, address):
+            async with P4RuntimeDriver("dut", address) as driver:
+                await driver.apply([add(RULE)])
+            assert servicer.config.p4info == program.p4info()
+            async with P4RuntimeDriver("dut", address) as driver:  # would reset the table
+                return await driver.read()
+
+    assert asyncio.run(main()) == [RULE]
+
+
+# --------------------------------------------------------------------------------------
+# on a real bridge
+
+
+@pytest.mark.fabric
+def test_a_packet_follows_a_written_entry(p4rt: P4rtSite) -> None:
+    p4rt.reset()
+    run(["ip", "addr", "replace", "10.99.0.1/24", "dev", "p4-1p"], ns=NS)
+    run(["ip", "neigh", "replace", "10.99.0.2", "lladdr", "02:00:00:00:99:02", "dev", "p4-1p"],
+        ns=NS)  # fmt: skip
+    rule = FlowRule(
+        match=FlowMatch(in_port=1, eth_type=0x0800, ipv4_dst=Prefix.parse("10.99.0.2")),
+        priority=10, actions=(Output(2),), cookie=0x99,
+    )  # fmt: skip
+
+    def ping(want: int) -> int:
+        """Echo requests that left port 2, waiting up to 2 s for ``want`` (0: 0.3 s)."""
+        before = p4rt.tx_packets(2)
+        run(["ping", "-c", "5", "-i", "0.01", "-W", "0.1", "10.99.0.2"], ns=NS, check=False)
+        deadline = time.monotonic() + (2.0 if want else 0.3)
+        while (sent := p4rt.tx_packets(2) - before) < max(want, 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return sent
+
+    async def write(op: FlowOp) -> None:
+        async with P4RuntimeDriver("dut", p4rt.emulator.address) as driver:
+            await driver.apply([FlowChange(op=op, rule=rule)])
+
+    assert ping(0) == 0  # fail_mode secure: no entry, no forwarding
+    asyncio.run(write(FlowOp.ADD))
+    assert "cookie=0x99" in p4rt.ofctl("dump-flows")
+    assert ping(5) == 5
+    asyncio.run(write(FlowOp.DELETE))
+    assert ping(0) == 0
