@@ -10,5 +10,5 @@ set -euo pipefail
 exec docker run --rm --name "reroute-ci-$$" \
   --cap-add ALL --cap-drop SYS_RESOURCE \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-  --security-opt systempaths=unconfined \
+  --security-opt systempaths=unconfined --device /dev/net/tun \
   reroute-ci:latest "$@"

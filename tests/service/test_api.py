@@ -267,3 +267,16 @@ def test_openapi_document_is_current(fake_server: ServerThread) -> None:
     assert served["paths"]["/v1/reroutes"]["post"]["security"] == [{"bearer": []}]
     assert "security" not in served["paths"]["/healthz"]["get"]
     assert api().openapi() == served
+
+
+def test_a_body_that_is_not_utf8_is_a_422_not_a_500(
+    fake_server: ServerThread, fake: FakeFabric
+) -> None:
+    """Found by the fuzz test: FastAPI's default handler echoed the bad bytes and crashed."""
+    before = fake.snapshot()
+    answer = fake_server.http(OPERATOR).post(
+        "/v1/reroutes?wait=R", content=b"V\xf2\x91@\x97\xab\xff\x833"
+    )
+    assert answer.status_code == 422, answer.text
+    assert ["query", "wait"] in [d["loc"] for d in answer.json()["detail"]]
+    assert fake.snapshot() == before
