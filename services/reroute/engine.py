@@ -24,7 +24,8 @@ from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
 from services.reroute.model import Intent
-from services.reroute.planner import Plan, plan, plan_restore
+from services.reroute.planner import Plan, plan
+from services.reroute.restore import plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Switch, Topology

@@ -12,7 +12,7 @@ reroute may instead end ``cancelled`` or ``rejected`` (its plan failed: nothing 
 Only ``running`` reroutes need recovery; ``pending`` ones are the service's queue.
 
 Recovery does not replay an undo log: it reads the devices afresh and plans the flows back
-onto their origins (``planner.plan_restore``). So the journal stays small (a 10,000-flow
+onto their origins (``restore.plan_restore``). So the journal stays small (a 10,000-flow
 plan would take half a second to pickle) and survives code changes.
 """
 

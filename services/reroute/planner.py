@@ -41,7 +41,7 @@ from services.reroute.rules import (
     tag_of,
     transit_rules,
 )
-from services.reroute.tables import RuleKey, Tables, apply_changes
+from services.reroute.tables import RuleKey, Tables
 from services.reroute.topology import Circuit, Path, Topology
 
 
@@ -240,47 +240,6 @@ def plan_electronic(
     )
 
 
-def plan_restore(
-    topo: Topology,
-    tables: Tables,
-    origins: Mapping[str, tuple[FlowSpec, ...]],
-    touched: Iterable[str],
-    now: float,
-    scope: frozenset[str] | None = None,
-) -> list[Plan]:
-    """Plans that put every flow back on its origin path (MBB, no drain), whatever state an
-    interrupted reroute left, then remove the transit rules of ``touched`` paths no flow uses.
-
-    Used by recovery: the journal keeps only the origins, and the devices are read afresh.
-    """
-    plans = []
-    current = {b: dict(t) for b, t in tables.items()}
-    for path, flows in origins.items():
-        tag = path_tag(topo, path)
-        away = tuple(f for f in flows if not all_on(topo.paths[path], current, f, tag, scope))
-        if not away:
-            continue
-        intent = Intent(flows=away, to_path=path, drain_s=0.0)
-        p = plan_electronic(topo, current, intent, now, partial_ok=True, scope=scope)
-        plans.append(p)
-        for step in p.steps():
-            if step.changes:
-                current = apply_changes(current, step.device, step.changes)
-    gc = _gc_steps(topo, current, [path_tag(topo, t) for t in touched]) if scope is None else []
-    if gc:
-        plans.append(
-            Plan(
-                intent=Intent(flows=(), to_path="", drain_s=0.0),
-                from_paths=tuple(touched),
-                to_path="",
-                disruption=Disruption.HITLESS,
-                phases=(Phase(name="clean", steps=tuple(gc)),),
-                planned_at=now,
-            )
-        )
-    return plans
-
-
 def all_on(
     path: Path, tables: Tables, flow: FlowSpec, tag: int, scope: frozenset[str] | None = None
 ) -> bool:
@@ -413,10 +372,10 @@ def _clean_steps(
     moved: Mapping[tuple[str, RuleKey], FlowRule],
 ) -> list[Step]:
     """Remove the transit rules of old paths that keep no flow after the move."""
-    return _gc_steps(topo, tables, from_tags, moved)
+    return gc_steps(topo, tables, from_tags, moved)
 
 
-def _gc_steps(
+def gc_steps(
     topo: Topology,
     tables: Tables,
     tags: Iterable[int],

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from drivers.base import FlowOp, Prefix
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Disruption, Plan, Step, StepKind, plan, plan_restore
+from services.reroute.planner import Disruption, Plan, Step, StepKind, plan
+from services.reroute.restore import plan_restore
 from services.reroute.rules import host_flow, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
 from services.reroute.topology import Topology, load_topology
