@@ -5,21 +5,27 @@ never comes rolls back to the temporary path. Measured by the UDP probe and port
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import socket
+import subprocess
+import time
 from typing import Any
 
 import pytest
 
 from fabric.fabric import Fabric
 from fabric.status import port_counters
-from services.reroute.engine import fabric_drivers, journal_path, read_optics, reroute
+from services.reroute.engine import fabric_drivers, journal_path, read_optics, read_tables, reroute
 from services.reroute.executor import Outcome
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import initial_optics
+from services.reroute.rules import ROLE_INGRESS, tag_of
 from services.reroute.topology import Topology
-from tests.fabric.conftest import RATE, during
+from tests.fabric.conftest import CLI, NGNCS, RATE, ROOT, during
+from tests.fabric.conftest import reroute as reroute_cli
 
 pytestmark = pytest.mark.fabric
 FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3")
@@ -117,9 +123,54 @@ def test_lock_that_never_comes_rolls_back_to_the_temporary_path(
     assert "temporary" in outcome.error
     assert report["lost"] == 0, report  # parked on the temporary path throughout
 
-    async def circuits() -> frozenset[Any]:
-        async with fabric_drivers(topo_ngncs, ngncs.state) as d:
-            return await read_optics(d)
-
-    assert asyncio.run(circuits()) == initial_optics(topo_ngncs)  # the circuit is restored
+    assert asyncio.run(circuits(topo_ngncs, ngncs)) == initial_optics(topo_ngncs)  # restored
     scpi(ngncs, ":EMUL:LOCK DEFAULT")
+
+
+def test_killed_during_the_lock_wait_recovers_to_the_temporary_path(
+    ngncs: Fabric, topo_ngncs: Topology
+) -> None:
+    """kill -9 of `reroute apply` while it waits for a lock that never comes, past the
+    checkpoint: recovery leaves every flow on the temporary path (one working path)."""
+    scpi(ngncs, ":EMUL:LOCK NEVER")
+    proc = subprocess.Popen(
+        [
+            *CLI, "apply", "--topology", str(NGNCS), "--flow", str(FLOW), "--to", "short",
+            "--via", "temporary", "--drain-ms", "5", "--lock-timeout-ms", "30000",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and asyncio.run(circuits(topo_ngncs, ngncs)) == (
+        initial_optics(topo_ngncs)
+    ):
+        time.sleep(0.05)  # until ost1 has been reconfigured: the flows are parked
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    scpi(ngncs, ":EMUL:LOCK DEFAULT")
+    out = reroute_cli("recover", "--topology", str(NGNCS))
+    assert "recovered 1" in out.stdout
+    assert asyncio.run(ingress_tags(topo_ngncs, ngncs)) == {3}  # both ways on temporary
+    report = during(ngncs, 1.0, _nothing, at=0.1)
+    assert report["lost"] == 0 and report["received"] > 0, report
+    history = Journal(journal_path(ngncs.state)).history()
+    assert history[0].state is RerouteState.ROLLED_BACK, history[0]
+    assert "interrupted" in (history[0].error or "")
+
+
+async def circuits(topo: Topology, fab: Fabric) -> frozenset[Any]:
+    async with fabric_drivers(topo, fab.state) as d:
+        return await read_optics(d)
+
+
+async def ingress_tags(topo: Topology, fab: Fabric) -> set[int]:
+    """The path tags of the vm2<->vm3 ingress rules at br2 and br3."""
+    async with fabric_drivers(topo, fab.state) as d:
+        tables = await read_tables(d)
+    return {
+        tag_of(r) or 0
+        for b in ("br2", "br3")
+        for r in tables[b].values()
+        if r.cookie & 0xFF == ROLE_INGRESS and r.match.in_port == 1
+    }
