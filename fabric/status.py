@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 from fabric.ovs import OvsInstance
 from fabric.run import run
 from fabric.state import FabricState
+from services.reroute.errors import RerouteError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,13 +72,16 @@ def render(state: FabricState) -> str:
     lines = [f"fabric {state.name} ({state.phase}) from {state.topology}"]
     lines.append(f"  switches: netns {state.fabric_ns}, OVS run dir {state.ovs_dir}")
     for bridge, plist in ports(ovs).items():
-        flows = ovs.ofctl("-O", "OpenFlow13", "dump-aggregate", ovs.mgmt(bridge)).split()
+        flows = ovs.ofctl("-O", "OpenFlow10,OpenFlow13", "dump-aggregate", ovs.mgmt(bridge)).split()
         count = next((f.split("=")[1] for f in flows if f.startswith("flow_count=")), "?")
-        lines.append(f"  bridge {bridge}: {count} flows")
+        via = f", driven by {state.targets[bridge]}" if bridge in state.targets else ""
+        lines.append(f"  bridge {bridge}: {count} flows{via}")
         for p in plist:
             lines.append(
                 f"    {p.ofport:>5} {p.name:<12} {p.link:<5} rx {p.rx_packets:<8} tx {p.tx_packets}"
             )
+    lines += [_optical(name, port) for name, port in state.scpi.items()]
+    lines += [_longhaul(state, name) for name in state.delay]
     for host, ns in state.host_ns.items():
         addrs = run(["ip", "-brief", "-4", "addr", "show", "scope", "global"], ns=ns, check=False)
         lines.append(f"  host {host} (netns {ns}): {' '.join(addrs.split()) or '-'}")
@@ -101,3 +106,31 @@ def port_counters(ovs: OvsInstance, bridge: str) -> dict[int, tuple[int, int]]:
         elif line.startswith("tx pkts=") and port >= 0:
             counters[port] = (rx, int(line.split("pkts=")[1].split(",")[0]))
     return counters
+
+
+def _optical(name: str, port: int) -> str:
+    """An optical switch's circuits, asked of its emulator over SCPI."""
+    where = f"Polatis SCPI emulator 127.0.0.1:{port}"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b":OXC:SWIT:CONN:STAT?\n")
+            reply = sock.makefile().readline().strip()
+    except OSError as exc:
+        return f"  optical {name} ({where}): unreachable ({exc})"
+    ins, _, outs = reply.partition("),(")
+    pairs = zip(ins.strip("(@)").split(","), outs.strip("(@)").split(","), strict=False)
+    circuits = " ".join(f"{i}->{e}" for i, e in pairs if i and e) or "none"
+    return f"  optical {name} ({where}): {circuits}"
+
+
+def _longhaul(state: FabricState, name: str) -> str:
+    from fabric import longhaul
+
+    try:
+        now = longhaul.control(state, name).get()
+    except RerouteError as exc:
+        return f"  long-haul {name} (delay line): unreachable ({exc})"
+    return (
+        f"  long-haul {name} (delay line, control 127.0.0.1:{state.delay[name]}): "
+        f"{now.a_to_b_ms:g} ms p1->p2, {now.b_to_a_ms:g} ms p2->p1"
+    )

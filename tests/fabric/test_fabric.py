@@ -130,6 +130,7 @@ def test_cli_up_exec_status_down() -> None:
         )
         status = reroute("fabric", "status").stdout
         assert "bridge br2" in status and "10.0.0.3/24" in status
+        assert "optical ost1 (Polatis SCPI emulator" in status and "2->17" in status
         flows = reroute(
             "fabric", "exec", "br1", "--", "ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "br1"
         ).stdout
