@@ -3,11 +3,17 @@
 Each daemon runs in its own process group, with ``<rundir>/<name>.pid`` written as soon
 as it is spawned (so ``down`` can always find it) and a ready file it writes itself once
 it serves (its bound port). ``stop_all`` ends every daemon with a pid file in a run dir.
+
+The daemon's side of that protocol is here too: ``listen_address`` (its ``--listen``
+argument), ``write_ready`` and ``stop_requested`` (SIGTERM / SIGINT as an asyncio event).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +64,30 @@ def stop_all(rundir: Path) -> list[str]:
             stopped.append(pidfile.stem)
         pidfile.unlink(missing_ok=True)
     return stopped
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """argparse type: ``127.0.0.1:5025`` -> ``("127.0.0.1", 5025)``; port 0 = any free one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def write_ready(path: Path, text: str) -> None:
+    """Write the ready file atomically: the parent never reads half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def stop_requested() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (call inside the daemon's running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def _is_ours(pid: int) -> bool:

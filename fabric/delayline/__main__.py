@@ -21,11 +21,11 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from fabric.daemons import listen_address, write_ready
 from fabric.delayline.control import ControlServer
 from fabric.delayline.line import DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DelayLine
 from fabric.delayline.model import DelayState, update
 from fabric.delayline.setns import enter_netns
-from fabric.traffic.probe import parse_hostport
 from services.reroute.errors import RerouteError
 
 log = logging.getLogger("reroute.fabric.delayline")
@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--control",
+        type=listen_address,
         default="127.0.0.1:0",
         metavar="HOST:PORT",
         help="loopback address of the HTTP control endpoint; port 0 picks a free one",
@@ -85,15 +86,9 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _write_ready(path: Path, port: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{port}\n")
-    tmp.replace(path)
-
-
 def _serve(args: argparse.Namespace, stop: threading.Event) -> None:
     delay = _initial_delay(args)
-    with ControlServer.bind(*parse_hostport(args.control)) as control:
+    with ControlServer.bind(*args.control) as control:
         if args.netns:
             enter_netns(args.netns)
         line = DelayLine.open(
@@ -104,7 +99,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> None:
             line.start()
             control.serve(line)
             if args.ready_file:
-                _write_ready(args.ready_file, control.port)
+                write_ready(args.ready_file, f"{control.port}\n")
             log.info("forwarding, delay %s, control %s", delay.to_dict(), control.url)
             stop.wait()
             control.close()  # no request may reach the line while it closes

@@ -20,26 +20,18 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from aiohttp import web
 
+from fabric.daemons import listen_address, stop_requested, write_ready
 from fabric.odl.controller import Controller
 from fabric.odl.northbound import Credentials, make_app
 from fabric.odl.southbound import Link, start_osken
 
 log = logging.getLogger("reroute.fabric.odl")
-
-
-def listen_address(text: str) -> tuple[str, int]:
-    """``127.0.0.1:8181`` -> ``("127.0.0.1", 8181)``; port 0 = any free port."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 def positive(text: str) -> float:
@@ -77,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     controller = Controller(stats_interval_s=args.stats_interval_s)
     link = Link(loop, controller)
     osken = await asyncio.to_thread(start_osken, link, *args.openflow)
@@ -93,7 +83,7 @@ async def _run(args: argparse.Namespace) -> int:
         ports = {"northbound": sock.getsockname()[1], "openflow": osken.port}
         log.info("EMULATOR listening: %s", ports)
         if args.ready_file:
-            _write_atomically(args.ready_file, json.dumps(ports) + "\n")
+            write_ready(args.ready_file, json.dumps(ports) + "\n")
         await stop.wait()
         log.info("stopping")
     finally:
@@ -110,12 +100,6 @@ def _listen(host: str, port: int) -> socket.socket:
     sock.bind((host, port))
     sock.listen(128)
     return sock
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 from pathlib import Path
 
 import drivers.p4runtime.proto  # noqa: F401  (protobuf's implementation, first)
 from drivers.ovs import OvsDriver
+from fabric.daemons import stop_requested, write_ready
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
 
@@ -47,10 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
         table = Table(bridge)
         await table.clear()
@@ -58,18 +54,12 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
             if args.ready_file:
-                _write_atomically(args.ready_file, f"{port}\n")
+                write_ready(args.ready_file, f"{port}\n")
             await stop.wait()
             log.info("stopping")
         finally:
             await server.stop(1.0)
     return 0
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from fabric.daemons import listen_address, stop_requested, write_ready
 from fabric.polatis.emulator import (
     EmulatorConfig,
     FixedLock,
@@ -34,14 +34,6 @@ from fabric.polatis.server import EmulatorServer, PolatisEmulator
 log = logging.getLogger("reroute.fabric.polatis")
 
 Layer1Factory = Callable[[argparse.Namespace], Layer1]
-
-
-def listen_address(text: str) -> tuple[str, int]:
-    """``127.0.0.1:5025`` -> ``("127.0.0.1", 5025)``; port 0 = any free port."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 def switch_size(text: str) -> tuple[int, int]:
@@ -135,28 +127,19 @@ async def _run(
     layer1 = layer1_factory(args) if layer1_factory else NullLayer1()
     emulator = PolatisEmulator(config, layer1)
     server = EmulatorServer(emulator)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     try:
         await emulator.start()
         port = await server.start(*args.listen)
         if args.ready_file:
-            _write_atomically(args.ready_file, f"{port}\n")
+            write_ready(args.ready_file, f"{port}\n")
         await stop.wait()
         log.info("stopping")
     finally:
         await server.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+            asyncio.get_running_loop().remove_signal_handler(sig)
     return 0
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
