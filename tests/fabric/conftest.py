@@ -142,7 +142,27 @@ class Probe:
 def during(
     fab: Fabric, duration: float, action: Callable[[], Awaitable[None]], at: float = 1.0
 ) -> dict[str, Any]:
+    """Run ``action`` ``at`` seconds after the probe's packets reach vm3 (the sender's
+    Python may take a second to start on a busy machine), and return the probe's report."""
     probe = Probe(fab, duration)
+    _wait_arriving(fab, "vm3")
     time.sleep(at)
     asyncio.run(action())  # type: ignore[arg-type]
     return probe.report()
+
+
+def _wait_arriving(fab: Fabric, host: str, packets: int = 20, timeout: float = 10.0) -> None:
+    """Until ``host``'s eth0 has received ``packets`` more packets."""
+
+    def received() -> int:
+        out = subprocess.run(
+            ["ip", "-n", fab.host_ns(host), "-s", "-j", "link", "show", "dev", "eth0"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return int(json.loads(out)[0]["stats64"]["rx"]["packets"])
+
+    start, deadline = received(), time.monotonic() + timeout
+    while received() - start < packets:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no probe traffic reached {host} within {timeout} s")
+        time.sleep(0.01)
