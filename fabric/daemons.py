@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fabric.ovs import _terminate, alive
@@ -25,30 +26,41 @@ from services.reroute.errors import FabricError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spawned:
+    process: subprocess.Popen[bytes]
+    ready: str  # what the daemon wrote to its ready file
+    log: Path
+
+
 def start(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> str:
     """Run ``python -m module args --ready-file F``; return what it wrote to F (its port,
     or a JSON of ports)."""
+    return spawn(rundir, name, module, args, timeout).ready
+
+
+def spawn(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> Spawned:
+    """``start``, keeping the process (tests stop it themselves and check how it exits)."""
     rundir.mkdir(parents=True, exist_ok=True)
-    ready = rundir / f"{name}.ready"
+    ready, log_path = rundir / f"{name}.ready", rundir / f"{name}.log"
     ready.unlink(missing_ok=True)
-    log = (rundir / f"{name}.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args, "--ready-file", str(ready)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    log.close()
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args, "--ready-file", str(ready)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
     (rundir / f"{name}.pid").write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
-            tail = (rundir / f"{name}.log").read_text(errors="replace")[-800:]
+            tail = log_path.read_text(errors="replace")[-800:]
             _terminate(proc.pid)
             raise FabricError(f"{name} ({module}) did not start: {tail.strip() or 'no output'}")
         time.sleep(0.01)
-    return ready.read_text().strip()
+    return Spawned(process=proc, ready=ready.read_text().strip(), log=log_path)
 
 
 def stop_all(rundir: Path) -> list[str]:

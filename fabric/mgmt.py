@@ -26,12 +26,17 @@ def root_ifname(name: str) -> str:
 
 
 def make(name: str, fabric_ns: str) -> IPv4Address:
-    """Create the link; returns the fabric side's address (where listeners bind)."""
+    """Create the fabric's link; returns the fabric side's address (where listeners bind)."""
     root, inside = addresses(name)
-    ifname = root_ifname(name)
-    run(["ip", "link", "add", ifname, "type", "veth", "peer", "name", "mgmt0", "netns", fabric_ns])
-    run(["ip", "addr", "add", f"{root}/30", "dev", ifname])
-    run(["ip", "link", "set", ifname, "up"])
-    run(["ip", "addr", "add", f"{inside}/30", "dev", "mgmt0"], ns=fabric_ns)
-    run(["ip", "link", "set", "mgmt0", "up"], ns=fabric_ns)
+    link(fabric_ns, (root_ifname(name), str(root)), ("mgmt0", str(inside)))
     return inside
+
+
+def link(ns: str, root_end: tuple[str, str], ns_end: tuple[str, str]) -> None:
+    """A /30 veth between the root namespace and ``ns``: (interface, address) per end."""
+    (root_if, root_ip), (ns_if, ns_ip) = root_end, ns_end
+    run(["ip", "link", "add", root_if, "type", "veth", "peer", "name", ns_if, "netns", ns])
+    run(["ip", "addr", "add", f"{root_ip}/30", "dev", root_if])
+    run(["ip", "link", "set", root_if, "up"])
+    run(["ip", "addr", "add", f"{ns_ip}/30", "dev", ns_if], ns=ns)
+    run(["ip", "link", "set", ns_if, "up"], ns=ns)

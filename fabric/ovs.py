@@ -76,6 +76,17 @@ class OvsInstance:
                 raise FabricError(f"{path} did not appear; see the logs in {self.rundir}")
             time.sleep(0.02)
 
+    def cap_table(self, bridge: str, limit: int | None) -> None:
+        """Make table 0 of ``bridge`` refuse adds beyond ``limit`` entries (a real
+        OFPFMFC_TABLE_FULL, for tests of device rejections); None lifts the limit."""
+        if limit is None:
+            self.vsctl("clear", "Bridge", bridge, "flow_tables")
+            return
+        self.vsctl(
+            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
+            "overflow_policy=refuse", "--", "set", "Bridge", bridge, "flow_tables:0=@ft",
+        )  # fmt: skip
+
     def vsctl(self, *args: str) -> str:
         return run(["ovs-vsctl", f"--db={self.db}", "--timeout=20", *args], env=self.env)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fabric import netns
+from fabric import mgmt, netns
 from fabric.hp import play_hp
 from fabric.ovs import OvsInstance
 from fabric.run import run
@@ -63,13 +63,7 @@ class OvsSite:
 
     def cap_table(self, bridge: str, limit: int | None) -> None:
         """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
-        if limit is None:
-            self.ovs.vsctl("clear", "Bridge", bridge, "flow_tables")
-            return
-        self.ovs.vsctl(
-            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
-            "overflow_policy=refuse", "--", "set", "Bridge", bridge, "flow_tables:0=@ft",
-        )  # fmt: skip
+        self.ovs.cap_table(bridge, limit)
 
     def set_link(self, bridge: str, port: int, *, up: bool) -> None:
         far_end = f"{_veth(bridge, port)}p"
@@ -101,12 +95,7 @@ def ovs_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OvsSite]:
 
 def _management_link() -> None:
     run(["ip", "link", "del", MGMT_HOST], check=False)
-    run(["ip", "link", "add", MGMT_HOST, "type", "veth", "peer", "name", MGMT_SWITCH])
-    run(["ip", "link", "set", MGMT_SWITCH, "netns", NS])
-    run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", MGMT_HOST])
-    run(["ip", "link", "set", MGMT_HOST, "up"])
-    run(["ip", "addr", "add", f"{SWITCH_IP}/30", "dev", MGMT_SWITCH], ns=NS)
-    run(["ip", "link", "set", MGMT_SWITCH, "up"], ns=NS)
+    mgmt.link(NS, (MGMT_HOST, HOST_IP), (MGMT_SWITCH, SWITCH_IP))
 
 
 def _bridge(ovs: OvsInstance, bridge: str, version: str) -> None:

@@ -16,14 +16,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from fabric import netns
+from fabric import daemons, mgmt, netns
 from fabric.ovs import OvsInstance
 from fabric.run import run
 
@@ -47,20 +46,15 @@ class Emulator:
 
     @classmethod
     def start(cls, workdir: Path, *, openflow_host: str, stats_interval_s: float) -> Emulator:
-        workdir.mkdir(parents=True, exist_ok=True)
-        ready, log = workdir / "ready.json", workdir / "emulator.log"
-        ready.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "fabric.odl", "--listen", "127.0.0.1:0",
-                "--openflow", f"{openflow_host}:0", "--stats-interval-s", str(stats_interval_s),
-                "--ready-file", str(ready)]  # fmt: skip
-        with log.open("wb") as out:
-            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        ports = _wait_ready(process, ready, log)
+        args = ["--listen", "127.0.0.1:0", "--openflow", f"{openflow_host}:0"]
+        args += ["--stats-interval-s", str(stats_interval_s)]
+        spawned = daemons.spawn(workdir, "odl", "fabric.odl", args, timeout=WAIT_S)
+        ports = json.loads(spawned.ready)
         return cls(
-            process=process,
+            process=spawned.process,
             base_url=f"http://127.0.0.1:{ports['northbound']}",
             openflow_port=ports["openflow"],
-            log=log,
+            log=spawned.log,
         )
 
     def http(self) -> httpx.Client:
@@ -71,17 +65,6 @@ class Emulator:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         return self.process.wait(10)
-
-
-def _wait_ready(process: subprocess.Popen[bytes], ready: Path, log: Path) -> dict[str, int]:
-    deadline = time.monotonic() + WAIT_S
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the ODL emulator did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.02)
-    ports: dict[str, int] = json.loads(ready.read_text())
-    return ports
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,13 +95,7 @@ class OdlSite:
 
     def cap_table(self, limit: int | None) -> None:
         """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
-        if limit is None:
-            self.ovs.vsctl("clear", "Bridge", BRIDGE, "flow_tables")
-            return
-        self.ovs.vsctl(
-            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
-            "overflow_policy=refuse", "--", "set", "Bridge", BRIDGE, "flow_tables:0=@ft",
-        )  # fmt: skip
+        self.ovs.cap_table(BRIDGE, limit)
 
     def set_link(self, port: int, *, up: bool) -> None:
         run(["ip", "link", "set", f"odl-{port}p", "up" if up else "down"], ns=NS)
@@ -182,12 +159,7 @@ def stop_site(workdir: Path, site: OdlSite | None) -> None:
 
 def _management_link() -> None:
     run(["ip", "link", "del", MGMT_HOST], check=False)
-    run(["ip", "link", "add", MGMT_HOST, "type", "veth", "peer", "name", MGMT_SWITCH])
-    run(["ip", "link", "set", MGMT_SWITCH, "netns", NS])
-    run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", MGMT_HOST])
-    run(["ip", "link", "set", MGMT_HOST, "up"])
-    run(["ip", "addr", "add", f"{SWITCH_IP}/30", "dev", MGMT_SWITCH], ns=NS)
-    run(["ip", "link", "set", MGMT_SWITCH, "up"], ns=NS)
+    mgmt.link(NS, (MGMT_HOST, HOST_IP), (MGMT_SWITCH, SWITCH_IP))
 
 
 def _bridge(ovs: OvsInstance) -> None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import FlowChange, FlowOp
 from drivers.p4runtime import P4RuntimeDriver
-from fabric import netns
+from fabric import daemons, netns
 from fabric.ovs import OvsInstance
 from fabric.run import run
 
@@ -36,20 +34,9 @@ class P4rtEmulator:
 
     @classmethod
     def start(cls, workdir: Path, bridge_mgmt: str) -> P4rtEmulator:
-        workdir.mkdir(parents=True, exist_ok=True)
-        ready, log = workdir / "port", workdir / "emulator.log"
-        ready.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "fabric.p4rt", "--listen", "127.0.0.1:0", "--device-id",
-                "1", "--bridge-mgmt", bridge_mgmt, "--ready-file", str(ready)]  # fmt: skip
-        with log.open("wb") as out:
-            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + WAIT_S
-        while not ready.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"the P4Runtime emulator did not start: {log.read_text()}")
-            time.sleep(0.02)
-        return cls(process=process, address=f"127.0.0.1:{ready.read_text().strip()}", log=log)
+        args = ["--listen", "127.0.0.1:0", "--device-id", "1", "--bridge-mgmt", bridge_mgmt]
+        spawned = daemons.spawn(workdir, "p4rt", "fabric.p4rt", args, timeout=WAIT_S)
+        return cls(process=spawned.process, address=f"127.0.0.1:{spawned.ready}", log=spawned.log)
 
     def stop(self) -> int:
         """SIGTERM; the exit status."""
@@ -68,13 +55,7 @@ class P4rtSite:
 
     def cap_table(self, limit: int | None) -> None:
         """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
-        if limit is None:
-            self.ovs.vsctl("clear", "Bridge", BRIDGE, "flow_tables")
-            return
-        self.ovs.vsctl(
-            "--", "--id=@ft", "create", "Flow_Table", f"flow_limit={limit}",
-            "overflow_policy=refuse", "--", "set", "Bridge", BRIDGE, "flow_tables:0=@ft",
-        )  # fmt: skip
+        self.ovs.cap_table(BRIDGE, limit)
 
     def reset(self) -> None:
         """No table entries (so no flows), no table limit."""

@@ -89,19 +89,7 @@ def test_rejected_step_rolls_back_and_traffic_keeps_flowing(
     # br4 refuses any new flow: its table is full (a real OpenFlow TABLE_FULL from OVS)
     count = ngncs.ovs.ofctl("-O", "OpenFlow13", "dump-aggregate", ngncs.ovs.mgmt("br4"))
     flows = int(count.split("flow_count=")[1].split()[0])
-    ngncs.ovs.vsctl(
-        "--",
-        "--id=@ft",
-        "create",
-        "Flow_Table",
-        f"flow_limit={flows}",
-        "overflow_policy=refuse",
-        "--",
-        "set",
-        "Bridge",
-        "br4",
-        "flow_tables:0=@ft",
-    )
+    ngncs.ovs.cap_table("br4", flows)
     before = asyncio.run(path_tags(topo_ngncs, ngncs))
     states: list[RerouteState] = []
 
