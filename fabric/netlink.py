@@ -12,10 +12,8 @@ import os
 import socket
 import struct
 import subprocess
-import threading
-from pathlib import Path
 
-from fabric.delayline.setns import _setns, enter_netns
+from fabric.netns import socket_in as netns_socket
 from services.reroute.errors import FabricError
 
 RTM_NEWLINK = 16
@@ -27,23 +25,9 @@ _HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _IFINFO = struct.Struct("=BxHiII")  # ifinfomsg: family, type, index, flags, change
 
 
-def open_in(netns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket that lives in network namespace ``netns`` (the calling thread enters the
-    namespace, opens it, and comes back; the socket stays in ``netns``)."""
-    own = os.open(Path(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net"), os.O_RDONLY)
-    try:
-        enter_netns(netns)
-        try:
-            return socket.socket(family, kind, proto)
-        finally:
-            _setns(own, "the original namespace")
-    finally:
-        os.close(own)
-
-
 def socket_in(netns: str) -> socket.socket:
     """A NETLINK_ROUTE socket bound inside network namespace ``netns``."""
-    sock = open_in(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    sock = netns_socket(netns, socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
     sock.bind((0, 0))
     return sock
 

@@ -15,7 +15,6 @@ Parts:
     line     DelayLine: two ports, two forwarders, a thread per direction
     control  the HTTP endpoint (loopback only): GET/PUT /delay, GET /stats, GET /healthz
     client   DelayControl, the typed client of that endpoint
-    setns    entering a named network namespace
     __main__ the process: ``python -m fabric.delayline --netns NS --a IF --b IF ...``
 """
 

@@ -25,7 +25,7 @@ from fabric.daemons import listen_address, write_ready
 from fabric.delayline.control import ControlServer
 from fabric.delayline.line import DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DelayLine
 from fabric.delayline.model import DelayState, update
-from fabric.delayline.setns import enter_netns
+from fabric.netns import enter as enter_netns
 from services.reroute.errors import RerouteError
 
 log = logging.getLogger("reroute.fabric.delayline")

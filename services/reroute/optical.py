@@ -200,23 +200,20 @@ def _refuse_cut(
 ) -> None:
     """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
     names = list(topo.paths)
+    moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
+    moved_here |= {(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in moved}
     for path in topo.paths.values():
         if not path.circuits & removed:
             continue
         tag = path_tag(topo, path.name)
-        users = [
+        others = [
             rule
             for table in tables.values()
             for rule in table.values()
-            if rule.cookie & 0xFF == ROLE_INGRESS and tag_of(rule) == tag
-        ]
-        moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
-        moved_here |= {(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in moved}
-        others = [
-            r
-            for r in users
-            if (r.match.ipv4_src, r.match.ipv4_dst, r.match.ip_proto, r.match.l4_src,
-                r.match.l4_dst) not in moved_here
+            if rule.cookie & 0xFF == ROLE_INGRESS
+            and tag_of(rule) == tag
+            and (rule.match.ipv4_src, rule.match.ipv4_dst, rule.match.ip_proto,
+                 rule.match.l4_src, rule.match.l4_dst) not in moved_here
         ]  # fmt: skip
         if others:
             raise PlanError(

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from ipaddress import IPv4Address
 
-from fabric.netlink import open_in
+from fabric.netns import socket_in
 from services.reroute.errors import FabricError
 
 ICMP_ECHO, ICMP_ECHO_REPLY = 8, 0
@@ -59,7 +59,9 @@ class Pinger:
         family, kind, proto = socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP
         try:
             self.sock = (
-                open_in(netns, family, kind, proto) if netns else socket.socket(family, kind, proto)
+                socket_in(netns, family, kind, proto)
+                if netns
+                else socket.socket(family, kind, proto)
             )
         except OSError as exc:
             raise FabricError(f"cannot open an ICMP socket (needs root): {exc}") from exc
