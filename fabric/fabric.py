@@ -119,11 +119,12 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     progress("bridges and ports")
     _make_bridges(topo, fab.ovs)
     _wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
-    progress("baseline flows")
-    for bridge, lines in baseline_flows(topo).items():
-        push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
     hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
     odl = [s for s in topo.switches if s.driver == "odl"]
+    progress("baseline flows")
+    for bridge, lines in baseline_flows(topo).items():
+        if bridge not in {s.name for s in odl}:  # those come through the ODL northbound
+            push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
     if hp or odl:
         progress("management link (root namespace <-> fabric namespace)")
         inside = mgmt.make(state.name, state.fabric_ns)
@@ -135,7 +136,7 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     if odl:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
         targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
-        progress("baseline flows of the ODL switches, through the northbound (~1 stats poll)")
+        progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
         odlsite.install_baseline(topo, odl, targets)
     return targets
 
