@@ -18,6 +18,7 @@ site's traffic on the standby path). Then traffic is checked end to end over sta
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import subprocess
@@ -110,7 +111,7 @@ def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -
     try:
         with tempfile.TemporaryDirectory(prefix="reroute-2site-") as tmp:
             if degradation != "path":  # the current connection is the long-haul one
-                _cli("apply", "--topology", topo.file, "--flow", FLOW, "--to", "longhaul")
+                asyncio.run(_switch_onto_longhaul(fab.state, topo))
             token = secrets.token_hex(16)
             urls = [_serve(fab.state, topo, site, switch, token, Path(tmp), procs)
                     for site, switch, _, _ in SITES]  # fmt: skip
@@ -146,13 +147,6 @@ def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -
 
 def _backend(topo: Topology) -> str:
     return ",".join(sorted({s.driver for s in topo.switches}))
-
-
-def _cli(*args: str) -> str:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    if proc.returncode:
-        raise FabricError(f"reroute {' '.join(args)}: {proc.stderr.strip() or proc.stdout}")
-    return proc.stdout
 
 
 def _serve(
@@ -206,9 +200,7 @@ def _monitor(
 
 def _inject(state: FabricState, topo: Topology, degradation: str) -> None:
     if degradation == "path":
-        _cli(
-            "apply", "--topology", topo.file, "--flow", FLOW, "--to", "longhaul", "--drain-ms", "0"
-        )
+        asyncio.run(_switch_onto_longhaul(state, topo))
     elif degradation == "rtt":
         longhaul.control(state, "lh1").set(delay_ms=40)
     else:
