@@ -72,9 +72,6 @@ class NodeState:
     def table(self, table: int) -> list[tuple[Flow, Counters]]:
         return [(f, c) for f, c in self.flows if f.table == table]
 
-    def find(self, table: int, flow_id: str) -> tuple[Flow, Counters] | None:
-        return next(((f, c) for f, c in self.table(table) if f.id == flow_id), None)
-
     def with_port(self, port: Port) -> NodeState:
         others = tuple(p for p in self.ports if p.number != port.number)
         return replace(self, ports=tuple(sorted((*others, port), key=lambda p: p.number)))
