@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from drivers.base import FlowChange, FlowOp
 from fabric import fabric
 from fabric.forwarding import ofctl_line
-from services.reroute.engine import fabric_drivers, read_tables
+from fabric.inventory import fabric_drivers
+from services.reroute.engine import read_tables
 from services.reroute.executor import Executor
 from services.reroute.journal import Journal
 from services.reroute.model import FlowSpec, Intent

@@ -3,7 +3,7 @@
 Run as root: ``.venv/bin/python bench/two_site_backends.py [--runs 3] [--degradation rtt]``.
 For each backend (ovs: OpenFlow 1.3 to the bridges; dpctl: ovs-ofctl OpenFlow 1.0 to
 switches playing HP switches; odl: RESTCONF to the OpenDaylight northbound emulator, 3 s
-statistics poll) it runs the two-site scenario (services/reroute/twosite.py): one service
+statistics poll) it runs the two-site scenario (experiments/twosite.py): one service
 and one rtt monitor per site, the degradation injected, both sites failing over to standby.
 Reported per backend (medians over runs and both sites): detection (first bad sample to
 trigger), trigger to the site's traffic on standby (the service's answer), and crossing to
@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from experiments.twosite import run_failover
 from services.reroute.topology import load_topology
-from services.reroute.twosite import run_failover
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = {

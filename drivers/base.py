@@ -14,21 +14,28 @@ Interfaces (``typing.Protocol``, asynchronous):
 - ``PortMonitor``: link state of ports (optical power where the device has it).
 - ``CrossConnectSwitch``: optical cross-connects (add / remove / list).
 
-Errors are the ``DriverError`` subtree of ``services.reroute.errors`` (re-exported here);
-a driver translates its device's errors at its boundary and chains them with ``from``.
+Errors are the ``DriverError`` subtree of ``drivers.errors`` (re-exported here); a driver
+translates its device's errors at its boundary and chains them with ``from``.
+
+The registry: every driver package registers its class under a kind name together with the
+model of its inventory entries (``drivers.spec.DeviceSpec``); ``build(name, spec, expect)``
+makes a driver from an inventory entry. The packages under ``drivers/`` are found by
+scanning (``load_all``), so the registry is the one list of kinds.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
 from types import TracebackType
-from typing import NamedTuple, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, NamedTuple, Protocol, Self, TypeVar, runtime_checkable
 
-from services.reroute.errors import (
+from drivers.errors import (
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
@@ -36,19 +43,25 @@ from services.reroute.errors import (
     ProtocolError,
     UnknownDriver,
 )
+from drivers.spec import DeviceSpec, Expect
 
 __all__ = [
     "Capabilities",
     "CrossConnectSwitch",
     "DeviceRejected",
+    "DeviceSpec",
     "DeviceTimeout",
     "DeviceUnreachable",
+    "Driver",
     "DriverError",
+    "Expect",
     "FlowChange",
     "FlowMatch",
     "FlowOp",
     "FlowProgrammer",
     "FlowRule",
+    "Identity",
+    "Kind",
     "Output",
     "PopVlan",
     "PortMonitor",
@@ -58,6 +71,10 @@ __all__ = [
     "PushVlan",
     "Session",
     "UnknownDriver",
+    "build",
+    "kind",
+    "kinds",
+    "load_all",
     "lookup",
     "register",
     "registered",
@@ -233,6 +250,14 @@ class CrossConnectSwitch(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identity:
+    """What an opened device says it is (``reroute inventory check`` prints it)."""
+
+    summary: str  # e.g. "OpenFlow 1.3, dpid 0000000000000001"
+    problems: tuple[str, ...] = ()  # why it is not ready for reroutes (empty: ready)
+
+
 class Session(ABC):
     """A driver's session with its device: ``open`` / ``close``, or ``async with driver:``."""
 
@@ -243,6 +268,10 @@ class Session(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release the connection; harmless when not open."""
+
+    async def identify(self) -> Identity:
+        """Who the (opened) device is, and whether it is ready; drivers say more."""
+        return Identity(summary=type(self).__name__)
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -261,34 +290,95 @@ class Session(ABC):
 # registry
 
 
+Driver = FlowProgrammer | CrossConnectSwitch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kind:
+    """A registered driver kind: its class, and the model of its inventory entries."""
+
+    name: str
+    factory: type[Session]
+    spec: type[DeviceSpec]
+
+    @property
+    def summary(self) -> str:
+        return (self.factory.__doc__ or self.name).strip().splitlines()[0]
+
+
 @dataclass(slots=True)
 class _Registry:
-    kinds: dict[str, Callable[..., object]] = field(default_factory=dict)
+    kinds: dict[str, Kind] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # package -> why it did not import
+    loaded: bool = False
 
 
 _REGISTRY = _Registry()
-_F = TypeVar("_F", bound=Callable[..., object])
+_C = TypeVar("_C", bound=type[Session])
 
 
-def register(kind: str) -> Callable[[_F], _F]:
-    """Class/factory decorator: make a driver available under ``kind``."""
+def register(kind: str, *, spec: type[DeviceSpec]) -> Callable[[_C], _C]:
+    """Class decorator: make a driver available under ``kind``. The class builds itself from
+    an inventory entry with ``from_spec(name, spec, expect)``."""
 
-    def deco(factory: _F) -> _F:
-        if kind in _REGISTRY.kinds and _REGISTRY.kinds[kind] is not factory:
+    def deco(factory: _C) -> _C:
+        old = _REGISTRY.kinds.get(kind)
+        if old is not None and old.factory is not factory:
             raise ValueError(f"driver kind {kind!r} registered twice")
-        _REGISTRY.kinds[kind] = factory
+        if not callable(getattr(factory, "from_spec", None)):
+            raise TypeError(f"driver kind {kind!r}: {factory.__name__} has no from_spec()")
+        _REGISTRY.kinds[kind] = Kind(name=kind, factory=factory, spec=spec)
         return factory
 
     return deco
 
 
+def load_all() -> None:
+    """Import every driver package under ``drivers/`` once (each registers its kinds). A
+    package whose dependencies are missing is remembered, not fatal: ``lookup`` says why."""
+    if _REGISTRY.loaded:
+        return
+    _REGISTRY.loaded = True
+    import drivers
+
+    for info in pkgutil.iter_modules(drivers.__path__):
+        if info.ispkg:
+            try:
+                importlib.import_module(f"drivers.{info.name}")
+            except ImportError as exc:
+                _REGISTRY.broken[info.name] = str(exc)
+
+
 def registered() -> list[str]:
+    """The kinds that can be used here, sorted."""
+    load_all()
     return sorted(_REGISTRY.kinds)
 
 
-def lookup(kind: str) -> Callable[..., object]:
-    try:
-        return _REGISTRY.kinds[kind]
-    except KeyError:
-        known = ", ".join(registered()) or "none"
-        raise UnknownDriver(kind, f"no driver for kind {kind!r}; known kinds: {known}") from None
+def kinds() -> list[Kind]:
+    return [_REGISTRY.kinds[k] for k in registered()]
+
+
+def kind(name: str) -> Kind:
+    """The registered kind ``name``; UnknownDriver listing the known ones otherwise."""
+    load_all()
+    found = _REGISTRY.kinds.get(name)
+    if found is not None:
+        return found
+    if name in _REGISTRY.broken:
+        why = _REGISTRY.broken[name]
+        raise UnknownDriver(name, f"driver kind {name!r} cannot be loaded here: {why}")
+    known = ", ".join(registered()) or "none"
+    raise UnknownDriver(name, f"no driver for kind {name!r}; known kinds: {known}")
+
+
+def lookup(name: str) -> type[Session]:
+    """The driver class of kind ``name`` (UnknownDriver listing the known kinds)."""
+    return kind(name).factory
+
+
+def build(name: str, spec: DeviceSpec, expect: Expect) -> Session:
+    """The driver of device ``name`` from its inventory entry (not yet opened)."""
+    factory: Any = kind(spec.driver).factory
+    driver: Session = factory.from_spec(name, spec, expect)
+    return driver

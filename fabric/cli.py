@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from fabric import fabric, state
+from fabric.errors import FabricError
 from fabric.ovs import OvsInstance
 from fabric.run import in_netns
 from fabric.status import render
-from services.reroute.errors import FabricError
 from services.reroute.topology import load_topology
 
 

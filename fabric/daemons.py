@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabric.errors import FabricError
 from fabric.ovs import _terminate, alive
-from services.reroute.errors import FabricError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, longhaul, mgmt, netns, odlsite, optical
+from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical
+from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
 from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
-from fabric.state import FabricState, fabric_ns, host_ns, load, run_dir
-from services.reroute.errors import FabricError
+from fabric.state import FabricState, fabric_ns, host_ns, load
+from services.reroute.runtime import run_dir
 from services.reroute.topology import Endpoint, Host, LongHaul, Switch, Topology
 
 Progress = Callable[[str], None]
@@ -59,6 +60,7 @@ def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
     """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
     seeds the optical emulators' lock-time draws (the same seed, the same lock times)."""
     require_root_and_tools(*TOOLS)
+    _check_emulated(topo)
     _check_name_free(topo.name)
     state = FabricState(
         name=topo.name,
@@ -83,8 +85,32 @@ def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
         down(topo.name)
         raise
     done = replace(state, phase="up", scpi=scpi, delay=delay, targets=targets)
+    try:
+        progress("inventory of the fabric's devices")
+        inventory.write(topo, done)
+    except BaseException:
+        down(topo.name)
+        raise
     done.save()
     return Fabric(state=done)
+
+
+# the driver kinds the fabric can give a packet switch (the topology node's ``driver``)
+EMULATED = {
+    "ovs": "an OVS bridge, OpenFlow 1.3 on its management socket",
+    "hp_dpctl": "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)",
+    "odl": "an OVS bridge controlled by the OpenDaylight northbound EMULATOR",
+}
+
+
+def _check_emulated(topo: Topology) -> None:
+    for s in topo.switches:
+        if s.driver not in EMULATED:
+            raise FabricError(
+                f"{topo.file}: node {s.name}: the emulated fabric cannot play a {s.driver} "
+                f"switch (it plays: {', '.join(EMULATED)}); real ones are reached through an "
+                "inventory"
+            )
 
 
 def _check_name_free(name: str) -> None:
@@ -137,7 +163,7 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
         targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
         progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
-        odlsite.install_baseline(topo, odl, targets)
+        odlsite.install_baseline(state, topo, odl, targets)
     return targets
 
 

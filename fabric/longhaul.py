@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fabric import daemons
 from fabric.delayline.client import DelayControl
+from fabric.errors import FabricError
 from fabric.state import FabricState
-from services.reroute.errors import FabricError
 from services.reroute.topology import LongHaul, Topology
 
 MODULE = "fabric.delayline"

@@ -13,8 +13,8 @@ import socket
 import struct
 import subprocess
 
+from fabric.errors import FabricError
 from fabric.netns import socket_in as netns_socket
-from services.reroute.errors import FabricError
 
 RTM_NEWLINK = 16
 NLMSG_ERROR = 2

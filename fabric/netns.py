@@ -1,22 +1,27 @@
-"""Network namespaces: create, list, empty (kill what runs inside) and delete; enter one
-from inside this process (``enter``, ``socket_in``: Python 3.11 has no ``os.setns``, so
-libc's ``setns(2)`` is called through ctypes)."""
+"""Network namespaces: create, list, empty (kill what runs inside) and delete. Entering one
+from inside this process is ``services.reroute.netns`` (``enter``, ``socket_in``), re-exported."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import socket
-import threading
 import time
-from pathlib import Path
 
 from fabric.run import run
-from services.reroute.errors import FabricError
+from services.reroute.netns import NETNS_DIR, enter, socket_in
 
-NETNS_DIR = Path("/run/netns")
+__all__ = [
+    "NETNS_DIR",
+    "add",
+    "delete",
+    "enter",
+    "exists",
+    "kill_all",
+    "listing",
+    "pids",
+    "socket_in",
+]
 
 
 def exists(name: str) -> bool:
@@ -59,41 +64,3 @@ def delete(name: str) -> None:
     if exists(name):
         kill_all(name)
         run(["ip", "netns", "del", name], check=False)
-
-
-CLONE_NEWNET = 0x40000000
-
-
-def enter(name: str) -> None:
-    """Move the calling thread into network namespace ``name``: sockets opened before stay
-    in theirs, sockets and threads made after belong to ``name``. FabricError if it fails."""
-    try:
-        fd = os.open(NETNS_DIR / name, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise FabricError(f"network namespace {name!r} does not exist ({exc.strerror})") from exc
-    try:
-        _setns(fd, name)
-    finally:
-        os.close(fd)
-
-
-def socket_in(name: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket that lives in network namespace ``name`` (the calling thread enters it,
-    opens the socket, and comes back)."""
-    own_path = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net"
-    own = os.open(own_path, os.O_RDONLY)
-    try:
-        enter(name)
-        try:
-            return socket.socket(family, kind, proto)
-        finally:
-            _setns(own, "the original namespace")
-    finally:
-        os.close(own)
-
-
-def _setns(fd: int, name: str) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise FabricError(f"cannot enter network namespace {name!r}: {os.strerror(err)}")

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from ipaddress import IPv4Address
+from pathlib import Path
 
 import httpx
 
 from drivers.base import FlowChange, FlowOp
 from drivers.odl import OdlDriver
 from fabric import daemons
+from fabric.errors import FabricError
 from fabric.ovs import OvsInstance
 from fabric.state import FabricState
-from services.reroute.errors import FabricError
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
@@ -28,12 +30,24 @@ MODULE = "fabric.odl"
 STATS_INTERVAL_S = 3.0
 
 
+USER = "admin"
+
+
+def password_file(state: FabricState) -> Path:
+    """The emulator's password (random per fabric, mode 0600; the inventory names the file)."""
+    return state.dir / "odl-password"
+
+
 def start(
     state: FabricState, ovs: OvsInstance, switches: list[Switch], root_side: IPv4Address
 ) -> dict[str, str]:
     """Start the emulator, connect the switches to it; returns each switch's driver target
     (``odl:http://127.0.0.1:PORT``) once the emulator reports them connected."""
+    secret = password_file(state)
+    secret.touch(mode=0o600)
+    secret.write_text(secrets.token_urlsafe(18) + "\n")
     args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
+    args += ["--user", USER, "--password-file", str(secret)]
     args += ["--stats-interval-s", str(STATS_INTERVAL_S)]
     ports = json.loads(daemons.start(state.dir, "odl", MODULE, args))
     for s in switches:
@@ -42,11 +56,17 @@ def start(
             "--", "set-controller", s.name, f"tcp:{root_side}:{ports['openflow']}",
         )  # fmt: skip
     url = f"http://127.0.0.1:{ports['northbound']}"
-    _wait_connected(url, [f"openflow:{s.dpid}" for s in switches])
+    _wait_connected(url, [f"openflow:{s.dpid}" for s in switches], _password(state))
     return {s.name: f"odl:{url}" for s in switches}
 
 
-def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, str]) -> None:
+def _password(state: FabricState) -> str:
+    return password_file(state).read_text().splitlines()[0]
+
+
+def install_baseline(
+    state: FabricState, topo: Topology, switches: list[Switch], targets: dict[str, str]
+) -> None:
     """The initial paths' rules of ODL-driven switches, pushed through the northbound as
     the seeds' ODL configuration did (the controller owns every flow of its switches;
     connecting it flushed what the bridge had)."""
@@ -55,7 +75,7 @@ def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, 
     async def push() -> None:
         for s in switches:
             url = targets[s.name].removeprefix("odl:")
-            driver = OdlDriver(s.name, url, f"openflow:{s.dpid}")
+            driver = OdlDriver(s.name, url, f"openflow:{s.dpid}", password=_password(state))
             await driver.open()
             try:
                 await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
@@ -65,13 +85,13 @@ def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, 
     asyncio.run(push())
 
 
-def _wait_connected(url: str, nodes: list[str], timeout: float = 15.0) -> None:
+def _wait_connected(url: str, nodes: list[str], password: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     path = "/rests/data/opendaylight-inventory:nodes?content=nonconfig"
     missing = nodes
     while time.monotonic() < deadline:
         try:
-            answer = httpx.get(url + path, auth=("admin", "admin"), timeout=2.0)
+            answer = httpx.get(url + path, auth=(USER, password), timeout=2.0)
             body = answer.json()
             listed = body.get("opendaylight-inventory:nodes") or body.get("nodes") or {}
             found = {n.get("id") for n in listed.get("node", [])}

@@ -18,12 +18,12 @@ from pathlib import Path
 from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output
 from drivers.ovs import OvsDriver
 from fabric import daemons
+from fabric.errors import FabricError
 from fabric.forwarding import PATCH_PRIORITY
 from fabric.netlink import Links
 from fabric.ovs import OvsInstance
 from fabric.polatis.__main__ import main as polatis_main
 from fabric.state import FabricState, load
-from services.reroute.errors import FabricError
 from services.reroute.topology import OpticalSwitch, Topology, load_topology
 
 log = logging.getLogger("reroute.fabric.optical")

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabric.errors import FabricError
 from fabric.run import run
-from services.reroute.errors import FabricError
 
 DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")

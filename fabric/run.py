@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from services.reroute.errors import FabricError
+from fabric.errors import FabricError
 
 log = logging.getLogger("reroute.fabric")
 

@@ -13,11 +13,8 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from services.reroute.errors import FabricError
-
-
-def run_dir() -> Path:
-    return Path(os.environ.get("REROUTE_RUN_DIR", "/run/reroute"))
+from fabric.errors import FabricError
+from services.reroute.runtime import INVENTORY, run_dir
 
 
 def fabric_ns(name: str) -> str:
@@ -43,6 +40,11 @@ class FabricState:
     @property
     def dir(self) -> Path:
         return run_dir() / self.name
+
+    @property
+    def inventory(self) -> Path:
+        """The inventory of this fabric's devices (written by ``fabric up``)."""
+        return self.dir / INVENTORY
 
     @property
     def ovs_dir(self) -> Path:

@@ -33,19 +33,32 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from drivers import batch
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowOp,
+    FlowRule,
+    Identity,
+    PortState,
+    Session,
+    register,
+)
 from drivers.batch import Expected, Key
-from drivers.hp_dpctl import flowtext
-from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, Tool, classify
-from services.reroute.errors import (
+from drivers.errors import (
+    ConfigError,
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
+from drivers.hp_dpctl import flowtext
+from drivers.hp_dpctl.spec import HpDpctlSpec
+from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, Tool, classify
+from drivers.spec import Expect
 
 log = logging.getLogger("reroute.drivers.hp_dpctl")
 
@@ -53,15 +66,20 @@ ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 POLL_S = 0.05  # read-back interval while waiting for a dpctl batch to land
 
 
-def find_tool(timeout: float, dpctl: str | None = None) -> Tool:
-    """``dpctl`` (given, or on PATH) when there is one, else ``ovs-ofctl``."""
-    found = dpctl or shutil.which("dpctl")
+def find_tool(timeout: float, path: Path | str | None = None, *, kind: str = "auto") -> Tool:
+    """The tool of ``kind``: ``dpctl``, ``ovs-ofctl``, or ``auto`` (``dpctl`` when given or on
+    PATH, else ``ovs-ofctl``); ``path`` says where it is (default: PATH)."""
+    if kind == "ovs-ofctl":
+        return Ofctl(path=str(path or shutil.which("ovs-ofctl") or "ovs-ofctl"), timeout=timeout)
+    found = path or shutil.which("dpctl")
     if found:
-        return Dpctl(path=found, timeout=timeout)
+        return Dpctl(path=str(found), timeout=timeout)
+    if kind == "dpctl":
+        raise ConfigError("tool dpctl: not found on PATH (say tool_path: or use ovs-ofctl)")
     return Ofctl(path=shutil.which("ovs-ofctl") or "ovs-ofctl", timeout=timeout)
 
 
-@register("hp_dpctl")
+@register("hp_dpctl", spec=HpDpctlSpec)
 class HpDpctlDriver(Session):
     """An OpenFlow 1.0 switch's passive listener at ``tcp:HOST:PORT``."""
 
@@ -76,6 +94,13 @@ class HpDpctlDriver(Session):
         "every batch is verified by reading back; push/pop VLAN = mod_vlan_vid/strip_vlan "
         "(one tag); HP/Aruba software-table flows are rate-limited (100 pps by default)",
     )
+
+    @classmethod
+    def from_spec(cls, name: str, spec: HpDpctlSpec, expect: Expect) -> HpDpctlDriver:
+        """The driver of an inventory entry (``drivers.hp_dpctl.spec``)."""
+        driver = cls(name, spec.target, timeout=spec.timeout_s)
+        driver.tool = find_tool(spec.timeout_s, spec.tool_path, kind=spec.tool)
+        return driver
 
     def __init__(
         self, name: str, target: str, *, timeout: float = 5.0, dpctl: str | None = None
@@ -93,6 +118,14 @@ class HpDpctlDriver(Session):
     async def open(self) -> None:
         """Check that the switch answers (reads its ports)."""
         await self.port_states()
+
+    async def identify(self) -> Identity:
+        """The tool used and the ports the switch lists."""
+        ports = await self.port_states()
+        return Identity(
+            summary=f"OpenFlow 1.0 switch via {type(self.tool).__name__.lower()}, "
+            f"{len(ports)} ports"
+        )
 
     async def close(self) -> None:
         """Nothing stays open between requests."""

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Protocol
 
-from drivers.hp_dpctl.flowtext import flow_spec
-from services.reroute.errors import (
+from drivers.errors import (
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
+from drivers.hp_dpctl.flowtext import flow_spec
 
 _UNREACHABLE = re.compile(
     r"Connection refused|failed to connect|connection dropped|No route to host|"

@@ -39,18 +39,30 @@ from typing import Any
 import httpx
 
 from drivers import batch
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, PortState, Session, register
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowOp,
+    FlowRule,
+    Identity,
+    PortState,
+    Session,
+    register,
+)
 from drivers.batch import Expected, Key
-from drivers.odl import mapping, styles
-from drivers.odl.mapping import MappingError
-from drivers.odl.styles import Style
-from services.reroute.errors import (
+from drivers.errors import (
+    ConfigError,
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
+from drivers.odl import mapping, styles
+from drivers.odl.mapping import MappingError
+from drivers.odl.spec import OdlSpec
+from drivers.odl.styles import Style
+from drivers.spec import Expect, read_secret
 
 log = logging.getLogger("reroute.drivers.odl")
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
@@ -65,7 +77,7 @@ class Request:
     change: int = -1  # the index of the change it carries (-1: none)
 
 
-@register("odl")
+@register("odl", spec=OdlSpec)
 class OdlDriver(Session):
     """One switch (``node``, e.g. ``openflow:1``) of an ODL controller at ``base_url``."""
 
@@ -81,6 +93,27 @@ class OdlDriver(Session):
         "there after operational_wait_s; a failed batch is undone",
     )
 
+    @classmethod
+    def from_spec(cls, name: str, spec: OdlSpec, expect: Expect) -> OdlDriver:
+        """The driver of an inventory entry (``drivers.odl.spec``); reads the password now."""
+        if spec.node is None and expect.dpid is None:
+            raise ConfigError(f"{name}: say its node (openflow:N): the topology gives no dpid")
+        node = spec.node or f"openflow:{expect.dpid}"
+        verify: bool | str = spec.verify_tls
+        if spec.verify_tls and spec.ca_certificate is not None:
+            verify = str(spec.ca_certificate)
+        return cls(
+            name,
+            spec.target,
+            node,
+            style=spec.api,
+            user=spec.user,
+            password=read_secret(name, spec.password),
+            timeout=spec.timeout_s,
+            operational_wait_s=spec.operational_wait_s,
+            verify_tls=verify,
+        )
+
     def __init__(
         self,
         name: str,
@@ -92,8 +125,10 @@ class OdlDriver(Session):
         password: str = "admin",
         timeout: float = 5.0,
         operational_wait_s: float = 10.0,
+        verify_tls: bool | str = True,
     ) -> None:
         self.name = name
+        self.verify_tls = verify_tls  # https: check the certificate (a str: the CA file)
         self.base_url = base_url.rstrip("/")
         self.node = node
         self.style = Style(style)
@@ -115,13 +150,24 @@ class OdlDriver(Session):
         """Open the HTTP client and check that the controller has the node."""
         if self._http is None:
             self._http = httpx.AsyncClient(
-                base_url=self.base_url, auth=self._auth, timeout=self.timeout
+                base_url=self.base_url,
+                auth=self._auth,
+                timeout=self.timeout,
+                verify=self.verify_tls,
             )
         try:
             await self._node()
         except BaseException:
             await self.close()
             raise
+
+    async def identify(self) -> Identity:
+        """The node as the controller's operational datastore shows it."""
+        node = await self._node()
+        ports = len(node.get("node-connector", []))
+        return Identity(
+            summary=f"OpenDaylight ({self.style}) node {self.node}, {ports} node connectors"
+        )
 
     async def close(self) -> None:
         http, self._http = self._http, None

@@ -18,20 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from drivers.ovs import ofp13
-from drivers.ovs.ofp13 import HEADER, ErrorMsg, Message, MsgType, MultipartReply
-from drivers.ovs.ofp13_errors import code_name
-from services.reroute.errors import (
+from drivers.errors import (
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
+from drivers.ovs import ofp13
+from drivers.ovs.ofp13 import HEADER, ErrorMsg, Message, MsgType, MultipartReply
+from drivers.ovs.ofp13_errors import code_name
 
 log = logging.getLogger("reroute.drivers.ovs")
 _XID_SPACE = 1 << 32
@@ -284,7 +285,8 @@ async def _connect(
     except TimeoutError as exc:
         raise DeviceUnreachable(device, f"cannot connect to {target} in {timeout:g} s") from exc
     except (OSError, ValueError) as exc:
-        raise DeviceUnreachable(device, f"cannot connect to {target}: {exc}") from exc
+        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc)
+        raise DeviceUnreachable(device, f"cannot connect to {target}: {reason}") from exc
 
 
 def parse_target(target: str) -> str:

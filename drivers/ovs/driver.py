@@ -29,9 +29,16 @@ from drivers.base import (
     FlowChange,
     FlowOp,
     FlowRule,
+    Identity,
     PortState,
     Session,
     register,
+)
+from drivers.errors import (
+    DeviceRejected,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
 )
 from drivers.ovs import ofp13
 from drivers.ovs.channel import Channel, OpenFlowError, parse_target
@@ -43,12 +50,8 @@ from drivers.ovs.ofp13_flow import (
     encode_flow_mod,
     encode_flow_stats_request,
 )
-from services.reroute.errors import (
-    DeviceRejected,
-    DeviceUnreachable,
-    DriverError,
-    ProtocolError,
-)
+from drivers.ovs.spec import OvsSpec
+from drivers.spec import Expect
 
 log = logging.getLogger("reroute.drivers.ovs")
 
@@ -57,7 +60,7 @@ ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 _COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELETE_STRICT}
 
 
-@register("ovs")
+@register("ovs", spec=OvsSpec)
 class OvsDriver(Session):
     """An Open vSwitch bridge reached at ``unix:/path/bridge.mgmt`` or ``tcp:HOST:PORT``."""
 
@@ -69,6 +72,11 @@ class OvsDriver(Session):
         typical_latency_ms=1.0,
         notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); port state from PORT_DESC",
     )
+
+    @classmethod
+    def from_spec(cls, name: str, spec: OvsSpec, expect: Expect) -> OvsDriver:
+        """The driver of an inventory entry (``drivers.ovs.spec``)."""
+        return cls(name, spec.target, timeout=spec.timeout_s)
 
     def __init__(self, name: str, target: str, *, timeout: float = 5.0) -> None:
         try:
@@ -98,6 +106,11 @@ class OvsDriver(Session):
             raise
         self._chan = chan
         log.debug("%s: connected to %s, dpid %016x", self.name, self.target, self.datapath_id)
+
+    async def identify(self) -> Identity:
+        """The datapath id the switch announced (FEATURES_REPLY)."""
+        self._channel()
+        return Identity(summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}")
 
     async def close(self) -> None:
         chan, self._chan = self._chan, None

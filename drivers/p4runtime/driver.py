@@ -30,19 +30,21 @@ import logging
 from collections.abc import Sequence
 
 from drivers import batch
-from drivers.base import Capabilities, FlowChange, FlowRule, Session, register
+from drivers.base import Capabilities, FlowChange, FlowRule, Identity, Session, register
+from drivers.errors import DeviceRejected, DriverError, ProtocolError
 from drivers.p4runtime import mapping, program, updates
 from drivers.p4runtime.proto import code_pb2, election
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
+from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.p4runtime.stream import Arbitration
-from services.reroute.errors import DeviceRejected, DriverError, ProtocolError
+from drivers.spec import Expect
 
 log = logging.getLogger("reroute.drivers.p4runtime")
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 
 
-@register("p4runtime")
+@register("p4runtime", spec=P4RuntimeSpec)
 class P4RuntimeDriver(Session):
     """Device ``device_id`` of the P4Runtime server at ``address`` (``HOST:PORT``)."""
 
@@ -57,6 +59,17 @@ class P4RuntimeDriver(Session):
         "so a failed batch is undone from a read-back; primary by election id; no port "
         "state (P4Runtime has none: that is gNMI's)",
     )
+
+    @classmethod
+    def from_spec(cls, name: str, spec: P4RuntimeSpec, expect: Expect) -> P4RuntimeDriver:
+        """The driver of an inventory entry (``drivers.p4runtime.spec``)."""
+        return cls(
+            name,
+            spec.target,
+            device_id=spec.device_id,
+            election_id=spec.election_id,
+            timeout=spec.timeout_s,
+        )
 
     def __init__(
         self,
@@ -91,6 +104,14 @@ class P4RuntimeDriver(Session):
         except BaseException:
             await self.close()
             raise
+
+    async def identify(self) -> Identity:
+        """The P4Runtime API version the server reports, and our role."""
+        caps = await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
+        return Identity(
+            summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
+            f"primary with election id {self.election_id}"
+        )
 
     async def close(self) -> None:
         await self._arbitration.stop()

@@ -20,6 +20,13 @@ import grpc
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from drivers.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
     code_name,
@@ -27,13 +34,6 @@ from drivers.p4runtime.proto import (
     p4runtime_pb2,
     p4runtime_pb2_grpc,
     status_pb2,
-)
-from services.reroute.errors import (
-    DeviceRejected,
-    DeviceTimeout,
-    DeviceUnreachable,
-    DriverError,
-    ProtocolError,
 )
 
 MAX_MESSAGE = 64 << 20

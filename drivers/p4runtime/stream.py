@@ -16,9 +16,9 @@ from typing import Any
 
 import grpc
 
+from drivers.errors import DeviceRejected, DeviceTimeout, ProtocolError
 from drivers.p4runtime.proto import code_pb2, election, election_value, p4runtime_pb2
 from drivers.p4runtime.rpc import Client, oneline
-from services.reroute.errors import DeviceRejected, DeviceTimeout, ProtocolError
 
 log = logging.getLogger("reroute.drivers.p4runtime")
 

@@ -42,13 +42,16 @@ from pyvisa import constants
 from pyvisa.resources import MessageBasedResource
 
 from drivers.base import Capabilities, PortState, Session, register
-from drivers.polatis_scpi import scpi
-from drivers.polatis_scpi.scpi import Identity, MalformedReply
-from services.reroute.errors import (
+from drivers.base import Identity as DeviceIdentity
+from drivers.errors import (
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
 )
+from drivers.polatis_scpi import scpi
+from drivers.polatis_scpi.scpi import Identity, MalformedReply
+from drivers.polatis_scpi.spec import PolatisSpec
+from drivers.spec import Expect
 
 log = logging.getLogger("reroute.drivers.polatis")
 
@@ -169,7 +172,7 @@ class _Session:
         self.keep.append(WireLine(direction=direction, text=text))
 
 
-@register("polatis_scpi")
+@register("polatis_scpi", spec=PolatisSpec)
 class PolatisScpiDriver(Session):
     """A Polatis switch at a VISA resource such as ``TCPIP0::10.0.0.5::5025::SOCKET``.
 
@@ -186,6 +189,11 @@ class PolatisScpiDriver(Session):
         notes="SCPI over raw TCP (pyvisa-py); ADD of several pairs is one command; port "
         "state from the receiving egress port's optical power",
     )
+
+    @classmethod
+    def from_spec(cls, name: str, spec: PolatisSpec, expect: Expect) -> PolatisScpiDriver:
+        """The driver of an inventory entry (``drivers.polatis_scpi.spec``)."""
+        return cls(name, spec.target, timeout=spec.timeout_s, backend=spec.backend)
 
     def __init__(
         self,
@@ -226,6 +234,11 @@ class PolatisScpiDriver(Session):
         if stale:
             log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
         log.debug("%s: %s, %dx%d", self.name, identity, *size)
+
+    async def identify(self) -> DeviceIdentity:
+        """``*IDN?`` and the switch's size."""
+        n, m = self.size
+        return DeviceIdentity(summary=f"{self.identity}, {n}x{m}")
 
     async def close(self) -> None:
         session, self._session = self._session, None

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from services.reroute.errors import ProtocolError
+from drivers.errors import ProtocolError
 
 IDN = "*IDN?"
 SIZE = ":OXC:SWIT:SIZE?"

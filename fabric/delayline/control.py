@@ -22,8 +22,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Protocol, Self
 
+from drivers.errors import DeviceRejected
 from fabric.delayline.model import DEVICE, DelayState, LineStats, parse_update
-from services.reroute.errors import DeviceRejected, FabricError
+from fabric.errors import FabricError
 
 log = logging.getLogger("reroute.fabric.delayline")
 MAX_BODY = 4096

@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from services.reroute.errors import FabricError
+from fabric.errors import FabricError
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

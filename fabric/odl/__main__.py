@@ -55,7 +55,8 @@ def parser() -> argparse.ArgumentParser:
     add("--openflow", type=listen_address, default=("127.0.0.1", 6653), metavar="HOST:PORT")
     add("--stats-interval-s", type=positive, default=3.0, help="operational poll (ODL: 3 s)")
     add("--user", default="admin")
-    add("--password", default="admin")
+    add("--password", default="admin", help="(visible in ps: prefer --password-file)")
+    add("--password-file", type=Path, help="the password: the first line of this file")
     add("--ready-file", type=Path, help="write the ports here (JSON) once listening")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -74,7 +75,10 @@ async def _run(args: argparse.Namespace) -> int:
     link = Link(loop, controller)
     osken = await asyncio.to_thread(start_osken, link, *args.openflow)
     controller.start(link)
-    credentials = Credentials(user=args.user, password=args.password)
+    password = args.password
+    if args.password_file is not None:
+        password = args.password_file.read_text().splitlines()[0]
+    credentials = Credentials(user=args.user, password=password)
     runner = web.AppRunner(make_app(controller, credentials))
     await runner.setup()
     try:

@@ -1,6 +1,8 @@
-"""The engine: one reroute from intent to outcome against a running fabric.
+"""The engine: one reroute from intent to outcome, on the devices of an inventory.
 
 recover interrupted reroutes -> read the tables (our rules, by cookie) -> plan -> execute.
+The drivers come from the inventory (``inventory.open_drivers``); the engine knows nothing
+else about the devices.
 """
 
 from __future__ import annotations
@@ -8,19 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
-from drivers.hp_dpctl import HpDpctlDriver
-from drivers.odl import OdlDriver
-from drivers.ovs import OvsDriver
-from drivers.polatis_scpi.driver import PolatisScpiDriver, socket_resource
-from fabric.ovs import OvsInstance
-from fabric.state import FabricState
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
+from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
 from services.reroute.model import Intent
@@ -28,54 +24,7 @@ from services.reroute.planner import Plan, plan
 from services.reroute.restore import plan_restore
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Circuit, Switch, Topology
-
-
-def journal_path(state: FabricState) -> Path:
-    return state.dir / "journal.sqlite"
-
-
-def lock_dir(state: FabricState) -> Path:
-    """Where engine instances on this fabric lock the switches they work on."""
-    return state.dir / "locks"
-
-
-@asynccontextmanager
-async def fabric_drivers(
-    topo: Topology, state: FabricState, scope: frozenset[str] | None = None
-) -> AsyncIterator[dict[str, Driver]]:
-    """Connected drivers for every switch of a running fabric (those in ``scope``): OVS for
-    the packet switches, Polatis SCPI (to the fabric's emulators) for the optical ones."""
-    flows = {
-        s.name: switch_driver(s, state) for s in topo.switches if scope is None or s.name in scope
-    }
-    optical = {
-        o.name: PolatisScpiDriver(o.name, socket_resource("127.0.0.1", state.scpi[o.name]))
-        for o in topo.optical_switches
-        if o.name in state.scpi and (scope is None or o.name in scope)
-    }
-    try:
-        await asyncio.gather(
-            *(d.open() for d in flows.values()), *(d.open() for d in optical.values())
-        )
-        yield {**flows, **optical}
-    finally:
-        await asyncio.gather(
-            *(d.close() for d in flows.values()),
-            *(d.close() for d in optical.values()),
-            return_exceptions=True,
-        )
-
-
-def switch_driver(switch: Switch, state: FabricState) -> OvsDriver | HpDpctlDriver | OdlDriver:
-    """The driver of the backend the topology chose for a packet switch of the fabric."""
-    if switch.driver == "hp_dpctl":
-        return HpDpctlDriver(switch.name, state.targets[switch.name])
-    if switch.driver == "odl":
-        url = state.targets[switch.name].removeprefix("odl:")
-        return OdlDriver(switch.name, url, f"openflow:{switch.dpid}")
-    ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
-    return OvsDriver(switch.name, ovs.mgmt(switch.name))
+from services.reroute.topology import Circuit, Topology
 
 
 async def read_tables(drivers: Mapping[str, Driver]) -> Tables:
@@ -183,6 +132,28 @@ class Engine:
     scope: frozenset[str] | None = None
     step_timeout: float = 10.0
     lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
+
+    @classmethod
+    def of(
+        cls,
+        topo: Topology,
+        inv: Inventory,
+        drivers: Mapping[str, Driver],
+        journal: Journal,
+        *,
+        scope: frozenset[str] | None = None,
+        step_timeout: float = 10.0,
+    ) -> Engine:
+        """An engine on an inventory's opened drivers, its locks shared with every engine
+        that uses the same inventory."""
+        return cls(
+            topo=topo,
+            drivers=drivers,
+            journal=journal,
+            scope=scope,
+            step_timeout=step_timeout,
+            lock_dir=inv.lock_dir,
+        )
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
         """Our rules on every managed packet switch, and every managed optical circuit."""

@@ -1,17 +1,6 @@
-"""The one exception tree of reroute.
-
-    RerouteError
-    ├── TopologyError        a topology file is invalid (names the file and the node/link)
-    ├── FabricError          the emulated fabric cannot be built, inspected or torn down
-    ├── DriverError          a device said no or did not answer
-    │   ├── DeviceUnreachable    cannot connect / connection lost
-    │   ├── DeviceTimeout        no answer within the step's timeout
-    │   ├── DeviceRejected       the device refused a change (nothing of the batch applied)
-    │   ├── ProtocolError        the device's reply could not be understood
-    │   └── UnknownDriver        no driver registered for a kind (lists the known kinds)
-    ├── PlanError            an intent cannot be planned on this topology and state
-    ├── ConfigError          a service config file is invalid (names the file and the field)
-    └── ApiError             the reroute service answered with an error (status, message)
+"""The exception tree as services see it: ``drivers.errors`` (the root ``RerouteError``,
+the ``DriverError`` subtree, ``ConfigError``) re-exported, and the service layer's own
+errors. The whole tree is drawn in ``drivers.errors``.
 
 Every error raised across a module boundary is one of these, chained with ``from``.
 """
@@ -20,9 +9,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drivers.errors import (
+    ConfigError,
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+    RerouteError,
+    UnknownDriver,
+)
 
-class RerouteError(Exception):
-    """Base of every error reroute raises on purpose."""
+__all__ = [
+    "ApiError",
+    "ConfigError",
+    "DeviceRejected",
+    "DeviceTimeout",
+    "DeviceUnreachable",
+    "DriverError",
+    "HostError",
+    "PlanError",
+    "ProtocolError",
+    "RerouteError",
+    "TopologyError",
+    "UnknownDriver",
+]
 
 
 class TopologyError(RerouteError):
@@ -35,48 +46,13 @@ class TopologyError(RerouteError):
         super().__init__(f"{file}: {where}: {message}" if where else f"{file}: {message}")
 
 
-class FabricError(RerouteError):
-    """The emulated fabric could not be brought up, inspected or torn down."""
-
-
-class DriverError(RerouteError):
-    """A device driver failed; subclasses say how. ``device`` names the device."""
-
-    def __init__(self, device: str, message: str) -> None:
-        self.device = device
-        super().__init__(f"{device}: {message}")
-
-
-class DeviceUnreachable(DriverError):
-    """The device cannot be reached, or the connection to it was lost."""
-
-
-class DeviceTimeout(DriverError):
-    """The device did not answer in time."""
-
-
-class DeviceRejected(DriverError):
-    """The device refused a change; ``code`` carries its error code when it gave one."""
-
-    def __init__(self, device: str, message: str, code: str = "") -> None:
-        self.code = code
-        super().__init__(device, message)
-
-
-class ProtocolError(DriverError):
-    """The device answered something this driver cannot understand."""
-
-
-class UnknownDriver(DriverError):
-    """No driver is registered for a kind."""
+class HostError(RerouteError):
+    """A facility of this host is missing: a network namespace, a raw socket (needs root),
+    an interface's counters."""
 
 
 class PlanError(RerouteError):
     """An intent cannot be planned (unknown path, flows not on the source path, ...)."""
-
-
-class ConfigError(RerouteError):
-    """A service config file is invalid; the message names the file and the field."""
 
 
 class ApiError(RerouteError):

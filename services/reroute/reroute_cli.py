@@ -1,4 +1,5 @@
-"""``reroute plan|apply|recover``: dry-run and execute reroutes against a running fabric."""
+"""``reroute plan|apply|recover``: dry-run and execute reroutes on the devices of an
+inventory (``--inventory FILE``; default: the one the running emulated fabric wrote)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from fabric import state as fabric_state
-from services.reroute.engine import (
-    fabric_drivers,
-    journal_path,
-    lock_dir,
-    read_optics,
-    read_tables,
-    recover,
-    reroute,
-)
-from services.reroute.errors import FabricError
+from services.reroute import runtime
+from services.reroute.engine import Engine, read_optics, read_tables
+from services.reroute.errors import ConfigError
 from services.reroute.executor import Outcome
+from services.reroute.inventory import Inventory, open_drivers, resolve
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan, plan
@@ -30,7 +24,7 @@ from services.reroute.topology import Circuit, Topology, load_topology
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
     if not args.flow:
-        raise FabricError("give at least one --flow SRC>DST (e.g. --flow 10.0.0.2>10.0.0.3)")
+        raise ConfigError("give at least one --flow SRC>DST (e.g. --flow 10.0.0.2>10.0.0.3)")
     return Intent(
         flows=tuple(FlowSpec.parse(f) for f in args.flow),
         to_path=args.to,
@@ -42,39 +36,34 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
     )
 
 
-def _running(topo: Topology) -> fabric_state.FabricState | None:
-    st = fabric_state.load(topo.name)
-    return st if st is not None and st.phase == "up" else None
-
-
 def _plan(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     intent = _intent(args, topo)
-    st = _running(topo)
-    if st is None:
-        print(f"(fabric {topo.name} is not up: planning on its initial state)", file=sys.stderr)
+    if args.inventory is None and not runtime.default_inventory(topo.name).exists():
+        print(
+            f"(no inventory and fabric {topo.name} is not up: planning on its initial state)",
+            file=sys.stderr,
+        )
         tables: Tables = tables_from(initial_rules(topo))
         optics = None
     else:
-        tables, optics = asyncio.run(_read(topo, st))
+        tables, optics = asyncio.run(_read(topo, resolve(args.inventory, topo)))
     print(plan(topo, tables, intent, now=time.time(), optics=optics).describe())
     return 0
 
 
-async def _read(topo: Topology, st: fabric_state.FabricState) -> tuple[Tables, frozenset[Circuit]]:
-    async with fabric_drivers(topo, st) as drivers:
+async def _read(topo: Topology, inv: Inventory) -> tuple[Tables, frozenset[Circuit]]:
+    async with open_drivers(inv, topo) as drivers:
         return await read_tables(drivers), await read_optics(drivers)
 
 
 def _apply(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     intent = _intent(args, topo)
-    st = _running(topo)
-    if st is None:
-        raise FabricError(f"fabric {topo.name} is not up: `reroute fabric up {args.topology}`")
-    journal = Journal(journal_path(st))
+    inv = resolve(args.inventory, topo)
+    journal = Journal(args.journal or inv.journal)
     try:
-        the_plan, outcome = asyncio.run(_apply_async(topo, st, journal, intent, args.step_timeout))
+        the_plan, outcome = asyncio.run(_apply_async(topo, inv, journal, intent, args.step_timeout))
     finally:
         journal.close()
     print(the_plan.describe())
@@ -83,37 +72,48 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 async def _apply_async(
-    topo: Topology, st: fabric_state.FabricState, journal: Journal, intent: Intent, timeout: float
+    topo: Topology, inv: Inventory, journal: Journal, intent: Intent, timeout: float
 ) -> tuple[Plan, Outcome]:
-    async with fabric_drivers(topo, st) as drivers:
-        return await reroute(
-            topo, drivers, journal, intent, step_timeout=timeout, lock_dir=lock_dir(st)
-        )
+    async with open_drivers(inv, topo) as drivers:
+        engine = Engine.of(topo, inv, drivers, journal, step_timeout=timeout)
+        return await engine.apply(intent)
 
 
 def _recover(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
-    st = _running(topo)
-    if st is None:
-        raise FabricError(f"fabric {topo.name} is not up")
-    journal = Journal(journal_path(st))
+    inv = resolve(args.inventory, topo)
+    journal = Journal(args.journal or inv.journal)
     try:
-        done = asyncio.run(_recover_async(topo, st, journal))
+        done = asyncio.run(_recover_async(topo, inv, journal))
     finally:
         journal.close()
     print(f"recovered {len(done)} interrupted reroute(s): {' '.join(done) or '-'}")
     return 0
 
 
-async def _recover_async(
-    topo: Topology, st: fabric_state.FabricState, journal: Journal
-) -> list[str]:
-    async with fabric_drivers(topo, st) as drivers:
-        return await recover(topo, drivers, journal)
+async def _recover_async(topo: Topology, inv: Inventory, journal: Journal) -> list[str]:
+    async with open_drivers(inv, topo) as drivers:
+        return await Engine.of(topo, inv, drivers, journal).recover()
+
+
+def _devices(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", type=Path, required=True, metavar="FILE")
+    p.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="how to reach the devices (default: the running emulated fabric's inventory)",
+    )
+    p.add_argument(
+        "--journal",
+        type=Path,
+        metavar="FILE",
+        help="the journal (default: journal.sqlite in the inventory's state_dir)",
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topology", type=Path, required=True, metavar="FILE")
+    _devices(p)
     p.add_argument(
         "--flow",
         action="append",
@@ -142,10 +142,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="show the plan of a reroute (dry run, changes nothing)")
     _common(p)
     p.set_defaults(func=_plan)
-    a = sub.add_parser("apply", help="execute a reroute on a running fabric")
+    a = sub.add_parser("apply", help="execute a reroute on the inventory's devices")
     _common(a)
     a.add_argument("--step-timeout", type=float, default=10.0, metavar="S")
     a.set_defaults(func=_apply)
     r = sub.add_parser("recover", help="roll back reroutes interrupted by a crash")
-    r.add_argument("--topology", type=Path, required=True, metavar="FILE")
+    _devices(r)
     r.set_defaults(func=_recover)

@@ -60,12 +60,15 @@ class OvsNode(_Strict):
     kind: Literal["ovs"]
     dpid: int = Field(ge=1, lt=2**48, description="OpenFlow datapath id")
     protocols: list[Literal["OpenFlow10", "OpenFlow13", "OpenFlow14"]] = ["OpenFlow13"]
-    driver: Literal["ovs", "hp_dpctl", "odl"] = Field(
+    driver: str = Field(
         default="ovs",
+        pattern=r"^[a-z][a-z0-9_]{0,31}$",
         description=(
-            "how the engine programs it: ovs (OpenFlow 1.3 to the bridge), hp_dpctl (the "
-            "bridge plays an HP switch: OpenFlow 1.0 on a passive TCP listener, the seeds' "
-            "dpctl method), odl (through the fabric's OpenDaylight-compatible northbound)"
+            "the driver kind the emulated fabric builds it for (any registered kind that "
+            "programs packet switches, see `reroute inventory kinds`): ovs (OpenFlow 1.3 to "
+            "the bridge), hp_dpctl (the bridge plays an HP switch: OpenFlow 1.0 on a passive "
+            "TCP listener, the seeds' dpctl method), odl (through an OpenDaylight-compatible "
+            "northbound), ... Real equipment is reached as its inventory says."
         ),
     )
 

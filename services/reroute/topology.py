@@ -19,10 +19,10 @@ from enum import StrEnum
 from pathlib import Path as FsPath
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
-from services.reroute.errors import TopologyError
+from drivers import base as drivers_base
+from services.reroute.errors import DriverError, TopologyError
 from services.reroute.topofile import (
     HostNode,
     LongHaulNode,
@@ -33,6 +33,7 @@ from services.reroute.topofile import (
     merge_kind_defaults,
     port_number,
 )
+from services.reroute.yamlfile import YAMLError, strict_yaml
 
 
 class Kind(StrEnum):
@@ -92,7 +93,7 @@ class Switch:
     dpid: int
     protocols: tuple[str, ...]
     ports: tuple[int, ...]
-    driver: str = "ovs"  # ovs | hp_dpctl | odl: the backend the engine programs it with
+    driver: str = "ovs"  # the driver kind the emulated fabric gives it (a registered kind)
     kind: Kind = Kind.OVS
 
 
@@ -199,29 +200,6 @@ class Topology:
 # loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that rejects duplicate mapping keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            line = key_node.start_mark.line + 1
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (line {line})", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
-
-
 def load_topology(file: FsPath | str) -> Topology:
     """Read, validate and resolve a topology file."""
     path = FsPath(file)
@@ -234,8 +212,8 @@ def load_topology(file: FsPath | str) -> Topology:
 
 def parse_topology(text: str, file: FsPath | str = "<string>") -> Topology:
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
+        raw = strict_yaml(text)
+    except YAMLError as exc:
         raise TopologyError(file, "", f"not valid YAML: {exc}") from exc
     _check_kinds(raw, file)
     try:
@@ -323,6 +301,7 @@ class _Resolver:
             return Host(name=name, interfaces=ifaces)
         if isinstance(node, OvsNode):
             ports = sorted(port_number(e.port) or 0 for e in self.peers if e.node == name)
+            self._check_driver(where, node.driver)
             if node.driver == "hp_dpctl" and "OpenFlow10" not in node.protocols:
                 raise self.fail(where, "an hp_dpctl switch speaks OpenFlow10: list it in protocols")
             return Switch(
@@ -339,6 +318,16 @@ class _Resolver:
             if Endpoint(node=name, port=port) not in self.peers:
                 raise self.fail(where, f"long-haul port {port} is not linked")
         return LongHaul(name=name, delay_ms=node.delay_ms)
+
+    def _check_driver(self, where: str, kind: str) -> None:
+        """A registered driver kind that programs packet switches (the registry is the one
+        list of kinds)."""
+        try:
+            factory = drivers_base.lookup(kind)
+        except DriverError as exc:
+            raise self.fail(where, f"driver: {str(exc).removeprefix(f'{kind}: ')}") from None
+        if not callable(getattr(factory, "apply", None)):
+            raise self.fail(where, f"driver: {kind} does not program packet switches")
 
     def _resolve_optical(self, name: str, node: PolatisNode) -> OpticalSwitch:
         where = f"node {name}"

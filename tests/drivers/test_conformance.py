@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import os
 import socket
 import threading
 import time
@@ -40,7 +41,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar
 
 import pytest
 
@@ -56,6 +57,7 @@ from drivers.base import (
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
+    Expect,
     FlowChange,
     FlowMatch,
     FlowOp,
@@ -69,9 +71,11 @@ from drivers.base import (
     PushVlan,
     Session,
     UnknownDriver,
+    build,
     lookup,
     registered,
 )
+from drivers.base import kind as registry_kind
 from drivers.polatis_scpi import socket_resource
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from tests.drivers.conftest import OvsSite
@@ -232,10 +236,14 @@ Options = Mapping[str, Any]
 def make(
     kind: str, address: str, timeout: float = TIMEOUT, options: Options | None = None
 ) -> Session:
-    """An unconnected driver of ``kind``; ``async with`` connects it."""
-    driver = lookup(kind)(f"dut-{kind}", address, timeout=timeout, **(options or {}))
+    """An unconnected driver of ``kind``, built as the engine builds every driver: from an
+    inventory entry, through the registry; ``async with`` connects it."""
+    base = harness(kind).options
+    entry = {"driver": kind, "target": address, "timeout_s": timeout, **base, **(options or {})}
+    spec = registry_kind(kind).spec.model_validate(entry)
+    driver = build(f"dut-{kind}", spec, Expect())
     assert hasattr(driver, "__aenter__"), f"{kind}: a driver is an async context manager"
-    return cast(Session, driver)
+    return driver
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,6 +290,7 @@ class Harness:
     peer: Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]
     fabric: bool  # needs root and Open vSwitch
     variants: Mapping[str, Options] = dataclasses.field(default_factory=lambda: {"": {}})
+    options: Options = dataclasses.field(default_factory=dict)  # every inventory entry's
 
 
 @contextlib.contextmanager
@@ -371,7 +380,12 @@ def p4rt_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
     site.reset()
 
 
-ODL_WAIT = {"operational_wait_s": 1.5}  # the emulator polls statistics every 0.2 s here
+ODL = {  # the emulator polls statistics every 0.2 s here; its password is admin
+    "operational_wait_s": 1.5,
+    "node": "openflow:1",
+    "password": {"env": "REROUTE_TEST_ODL_PASSWORD"},
+}
+os.environ.setdefault("REROUTE_TEST_ODL_PASSWORD", "admin")
 HARNESSES = {
     "ovs": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
     "hp_dpctl": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
@@ -380,7 +394,8 @@ HARNESSES = {
         address_of=lambda h, p: f"http://{h}:{p}",
         peer=odl_peer,
         fabric=True,
-        variants={s: {"style": s, **ODL_WAIT} for s in ("rfc8040", "restconf", "adsal")},
+        variants={s: {"api": s} for s in ("rfc8040", "restconf", "adsal")},
+        options=ODL,
     ),
     "p4runtime": Harness(address_of=lambda h, p: f"{h}:{p}", peer=p4rt_peer, fabric=True),
 }

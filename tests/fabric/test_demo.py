@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric.traffic.iperf import Interval, IperfResult, Protocol
-from services.reroute.demo_report import (
+from experiments.demo_report import (
     RunNumbers,
     TcpNumbers,
     Timing,
@@ -19,6 +18,7 @@ from services.reroute.demo_report import (
     socket_drops,
     table,
 )
+from fabric.traffic.iperf import Interval, IperfResult, Protocol
 from tests.fabric.conftest import NGNCS, RATE, leftovers, reroute
 
 SECONDS = 4  # the demo's probe per run

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from fabric import fabric, longhaul, netns, state
+from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
 from fabric.traffic.iperf import run_iperf
-from services.reroute.errors import FabricError
 from services.reroute.topology import Topology, load_topology
 from tests.fabric.conftest import NGNCS, TWO_SITE, leftovers, reroute
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from fabric.fabric import Fabric
+from fabric.inventory import fabric_drivers, journal_path
 from fabric.status import port_counters
-from services.reroute.engine import fabric_drivers, journal_path, read_optics, read_tables, reroute
+from services.reroute.engine import read_optics, read_tables, reroute
 from services.reroute.executor import Outcome
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from fabric.fabric import Fabric
-from services.reroute.engine import fabric_drivers, journal_path, read_tables, reroute
+from fabric.inventory import fabric_drivers, journal_path
+from services.reroute.engine import read_tables, reroute
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.rules import ROLE_INGRESS, tag_of

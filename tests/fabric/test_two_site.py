@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.twosite import run_failover
 from services.reroute.topology import load_topology
-from services.reroute.twosite import run_failover
 from tests.fabric.conftest import ROOT, leftovers
 
 pytestmark = pytest.mark.fabric

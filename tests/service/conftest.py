@@ -19,7 +19,9 @@ import pytest
 from fabric import fabric
 from fabric import state as fabric_state
 from fabric.fabric import Fabric
+from services.reroute import runtime
 from services.reroute.client import RerouteClient, nodelay_transport
+from services.reroute.inventory import load_inventory
 from services.reroute.service.app import DriverFactory
 from services.reroute.service.auth import Role, TokenTable
 from services.reroute.service.config import Settings
@@ -35,11 +37,15 @@ FABRIC = "svc-test"  # this directory's own fabric (others run theirs at the sam
 
 
 def settings(topo: Topology, journal: Path, **kw: object) -> Settings:
+    """Settings of a service on ``topo``: its drivers from the inventory of the fabric of
+    that name when one is up (else the test passes fake drivers)."""
+    inventory = runtime.default_inventory(topo.name)
     base = Settings(
         topo=topo,
         fabric=topo.name,
         scope=None,
         journal=journal,
+        inventory=load_inventory(inventory) if inventory.exists() else None,
         host="127.0.0.1",
         port=0,
         tokens=TokenTable({OPERATOR: Role.OPERATOR, READER: Role.READ}),

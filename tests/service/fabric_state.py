@@ -7,7 +7,8 @@ from ipaddress import IPv4Address
 from pathlib import Path
 
 from fabric.fabric import Fabric
-from services.reroute.engine import fabric_drivers, read_tables
+from fabric.inventory import fabric_drivers
+from services.reroute.engine import read_tables
 from services.reroute.journal import Journal, Record, StepRecord
 from services.reroute.rules import tag_of
 from services.reroute.tables import Packet, Tables, deliver, lookup

@@ -23,9 +23,15 @@ FLOW = "10.0.0.2>10.0.0.3"
 
 @pytest.fixture
 def config(svc_fabric: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Path]:
+    _, fab = svc_fabric
+    # the fabric's inventory, for the topology file it was built from (under another name)
+    inventory = fab.state.inventory.read_text().replace(
+        f"topology: {FABRIC}", "topology: ngncs-ost"
+    )
+    (tmp_path / "inventory.yaml").write_text(inventory)
     path = tmp_path / "serve.yaml"
     path.write_text(
-        f"topology: {NGNCS}\nfabric: {FABRIC}\njournal: journal.sqlite\n"
+        f"topology: {NGNCS}\ninventory: inventory.yaml\njournal: journal.sqlite\n"
         f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
     )
     yield path

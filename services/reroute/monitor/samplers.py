@@ -19,8 +19,8 @@ import time
 from collections import deque
 from ipaddress import IPv4Address
 
-from fabric.netns import socket_in
-from services.reroute.errors import FabricError
+from services.reroute.errors import HostError
+from services.reroute.netns import socket_in
 
 ICMP_ECHO, ICMP_ECHO_REPLY = 8, 0
 SO_TIMESTAMPNS = 35  # Linux; SCM_TIMESTAMPNS has the same value
@@ -64,7 +64,7 @@ class Pinger:
                 else socket.socket(family, kind, proto)
             )
         except OSError as exc:
-            raise FabricError(f"cannot open an ICMP socket (needs root): {exc}") from exc
+            raise HostError(f"cannot open an ICMP socket (needs root): {exc}") from exc
         self.sock.setblocking(False)
         # the kernel stamps each reply on arrival: rtt does not depend on when we read it
         self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -159,7 +159,7 @@ class RxRate:
         cmd = ["ip", *(["-n", self.netns] if self.netns else []), "-s", "-j", "link", "show"]
         out = subprocess.run([*cmd, "dev", self.iface], capture_output=True, text=True)
         if out.returncode:
-            raise FabricError(f"cannot read counters of {self.iface}: {out.stderr.strip()}")
+            raise HostError(f"cannot read counters of {self.iface}: {out.stderr.strip()}")
         return int(json.loads(out.stdout)[0]["stats64"]["rx"]["bytes"])
 
     def sample(self) -> float:

@@ -1,9 +1,10 @@
 """The FastAPI application: ``create_app(settings)`` for a running service, ``api()`` for
 the bare routes (the OpenAPI document is made from it).
 
-The app's lifespan connects the drivers of the switches in scope, opens the journal,
-recovers what a crash interrupted, re-queues pending reroutes and starts the worker; on
-shutdown it lets the running reroute finish and closes everything.
+The app's lifespan connects the drivers of the switches in scope (built from the
+inventory), opens the journal, recovers what a crash interrupted, re-queues pending
+reroutes and starts the worker; on shutdown it lets the running reroute finish and closes
+everything.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
-from fabric import state as fabric_state
 from services.reroute import __version__
-from services.reroute.engine import Engine, fabric_drivers, journal_path, lock_dir
-from services.reroute.errors import ApiError, DriverError, FabricError, PlanError, RerouteError
+from services.reroute.engine import Engine
+from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver
+from services.reroute.inventory import open_drivers
 from services.reroute.journal import Journal
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
@@ -52,32 +53,31 @@ def api(lifespan: Lifespan | None = None) -> FastAPI:
 
 
 def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> FastAPI:
-    """The service of ``settings``; ``drivers`` (default: the running fabric's) connects the
-    drivers of the switches in scope."""
-    app = api(_lifespan(settings, drivers or fabric_driver_factory))
+    """The service of ``settings``; ``drivers`` (default: built from the settings'
+    inventory) connects the drivers of the switches in scope."""
+    app = api(_lifespan(settings, drivers or inventory_drivers))
     app.add_middleware(BearerAuth, tokens=settings.tokens)
     return app
 
 
-def running_fabric(name: str) -> fabric_state.FabricState:
-    st = fabric_state.load(name)
-    if st is None or st.phase != "up":
-        raise FabricError(f"fabric {name} is not up: `reroute fabric up TOPOLOGY` first")
-    return st
-
-
-def fabric_driver_factory(settings: Settings) -> AbstractAsyncContextManager[dict[str, Driver]]:
-    return fabric_drivers(settings.topo, running_fabric(settings.fabric), settings.scope)
+def inventory_drivers(settings: Settings) -> AbstractAsyncContextManager[dict[str, Driver]]:
+    """The drivers of the switches in scope, built from the settings' inventory."""
+    if settings.inventory is None:
+        raise ConfigError("no inventory: say inventory: FILE in the service config")
+    return open_drivers(settings.inventory, settings.topo, settings.scope)
 
 
 def journal_file(settings: Settings) -> Path:
-    return settings.journal or journal_path(running_fabric(settings.fabric))
+    if settings.journal is not None:
+        return settings.journal
+    if settings.inventory is None:
+        raise ConfigError("no journal: say journal: FILE (or inventory: FILE) in the config")
+    return settings.inventory.journal
 
 
 def _lock_dir(settings: Settings) -> Path | None:
-    """The fabric's device locks, shared with other instances (none without a fabric)."""
-    state = fabric_state.load(settings.fabric)
-    return lock_dir(state) if state is not None else None
+    """The device locks shared with every engine on the same inventory."""
+    return settings.inventory.lock_dir if settings.inventory is not None else None
 
 
 def service_of(app: FastAPI) -> RerouteService | None:

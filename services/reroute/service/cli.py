@@ -10,7 +10,7 @@ from services.reroute.errors import ConfigError
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from services.reroute.service.app import openapi_json, running_fabric
+    from services.reroute.service.app import openapi_json
     from services.reroute.service.config import load_config, resolve
     from services.reroute.service.server import listening_socket, serve
 
@@ -19,11 +19,14 @@ def _serve(args: argparse.Namespace) -> int:
     if args.config is None:
         raise ConfigError("give --config FILE (see `reroute serve --help`)")
     settings = resolve(load_config(args.config), listen=args.listen)
-    running_fabric(settings.fabric)
     sock = listening_socket(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
-    print(f"reroute serve: http://{where}:{port} (fabric {settings.fabric})", flush=True)
+    inv = settings.inventory.file if settings.inventory else "-"
+    print(
+        f"reroute serve: http://{where}:{port} (fabric {settings.fabric}, inventory {inv})",
+        flush=True,
+    )
     serve(settings, sock)
     return 0
 
@@ -40,7 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve",
         help="run the HTTP reroute service",
-        description="Serve the reroute API for a running fabric (SIGTERM drains gracefully).",
+        description="Serve the reroute API for the devices of an inventory (SIGTERM drains "
+        "gracefully).",
     )
     p.add_argument("--config", type=Path, metavar="FILE", help="the service's YAML config")
     p.add_argument("--listen", metavar="HOST:PORT", help="overrides the config's listen")

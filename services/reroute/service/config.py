@@ -2,9 +2,11 @@
 
 ```yaml
 topology: ../topologies/ngncs-ost.yaml   # relative paths: from this file's directory
-fabric: ngncs-ost          # the running fabric (default: the topology's name)
+inventory: lab-inventory.yaml   # how to reach the devices (default: the running emulated
+                           # fabric's, /run/reroute/<fabric>/inventory.yaml)
+fabric: ngncs-ost          # that fabric's name (default: the topology's name)
 scope: [br2]               # switches this instance manages (default: all)
-journal: /run/reroute/ngncs-ost/journal-site-a.sqlite   # default: the fabric's journal
+journal: /run/reroute/ngncs-ost/journal-site-a.sqlite   # default: in the inventory's state_dir
 listen: 127.0.0.1:8080
 tokens:
   - {token: "a-long-random-operator-token", role: operator}
@@ -14,7 +16,8 @@ step_timeout_s: 10
 ```
 
 ``load_config`` returns the validated file; ``resolve`` adds what needs the topology
-(``Settings``: loaded topology, checked scope, token table, the address to listen on).
+(``Settings``: loaded topology and inventory, checked scope, token table, the address to
+listen on). A bad inventory stops the service before it starts, naming file and device.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from services.reroute import runtime
 from services.reroute.errors import ConfigError, RerouteError
+from services.reroute.inventory import Inventory, check, load_inventory
 from services.reroute.service.auth import Role, TokenTable
 from services.reroute.topology import Topology, load_topology
+from services.reroute.yamlfile import YAMLError, strict_yaml
 
 MIN_TOKEN = 16
 
@@ -66,6 +71,7 @@ class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topology: Path
+    inventory: Path | None = None
     fabric: str | None = Field(default=None, min_length=1)
     scope: tuple[str, ...] | None = Field(default=None, min_length=1)
     journal: Path | None = None
@@ -80,9 +86,10 @@ class Settings:
     """A resolved config: what the service runs with."""
 
     topo: Topology
-    fabric: str
+    fabric: str  # the name the API shows (the topology's, or the config's fabric:)
     scope: frozenset[str] | None
-    journal: Path | None  # None: the fabric's default journal
+    journal: Path | None  # None: the inventory's journal
+    inventory: Inventory | None = None  # None: drivers come from elsewhere (tests' fakes)
     host: str
     port: int
     tokens: TokenTable
@@ -91,10 +98,10 @@ class Settings:
 
 def load_config(path: Path) -> ServiceConfig:
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = strict_yaml(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings (topology: FILE, ...)")
@@ -115,13 +122,14 @@ def _relative_to(config: ServiceConfig, base: Path) -> ServiceConfig:
     def fix(p: Path | None) -> Path | None:
         return None if p is None or p.is_absolute() else base / p
 
-    keys = ("topology", "journal", "token_file")
+    keys = ("topology", "inventory", "journal", "token_file")
     updates: dict[str, Any] = {k: p for k in keys if (p := fix(getattr(config, k)))}
     return config.model_copy(update=updates)
 
 
 def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
-    """Load the topology and the tokens, check the scope; ``listen`` overrides the file's."""
+    """Load the topology, the tokens and the inventory, check the scope; ``listen``
+    overrides the file's."""
     try:
         topo = load_topology(config.topology)
     except RerouteError as exc:
@@ -130,16 +138,36 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         host, port = parse_listen(listen or config.listen)
     except ValueError as exc:
         raise ConfigError(f"listen: {exc}") from exc
+    scope = _scope(config, topo)
+    fabric = config.fabric or topo.name
+    tokens = TokenTable(_tokens(config))
     return Settings(
         topo=topo,
-        fabric=config.fabric or topo.name,
-        scope=_scope(config, topo),
+        fabric=fabric,
+        scope=scope,
         journal=config.journal,
+        inventory=_inventory(config, topo, fabric, scope),
         host=host,
         port=port,
-        tokens=TokenTable(_tokens(config)),
+        tokens=tokens,
         step_timeout_s=config.step_timeout_s,
     )
+
+
+def _inventory(
+    config: ServiceConfig, topo: Topology, fabric: str, scope: frozenset[str] | None
+) -> Inventory:
+    """The inventory named in the config (or the running emulated fabric's), checked
+    against the topology for the switches in scope."""
+    path = config.inventory or runtime.default_inventory(fabric)
+    if config.inventory is None and not path.exists():
+        raise ConfigError(
+            f"inventory: none given and no emulated fabric {fabric} is up ({path} is missing): "
+            "say inventory: FILE, or `reroute fabric up TOPOLOGY` first"
+        )
+    inv = load_inventory(path)
+    check(inv, topo, scope)
+    return inv
 
 
 def _scope(config: ServiceConfig, topo: Topology) -> frozenset[str] | None:

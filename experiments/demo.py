@@ -29,23 +29,25 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, Self
 
+from experiments import demo_report as report
+from experiments.demo_report import Results, RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric import fabric
+from fabric import state as fabric_state
+from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.polatis.emulator import EmulatorConfig
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
-from services.reroute import demo_report as report
-from services.reroute.demo_report import Results, RunNumbers, TcpNumbers, Timing, UdpNumbers
-from services.reroute.engine import fabric_drivers, journal_path, reroute
-from services.reroute.errors import FabricError
+from services.reroute.engine import Engine
 from services.reroute.executor import StepEvent
+from services.reroute.inventory import Inventory, load_inventory, open_drivers
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import Plan, StepKind
 from services.reroute.topology import Path as TopoPath
 from services.reroute.topology import Topology, load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LONG, SHORT, TEMPORARY = "long", "short", "temporary"
 TCP_S = 5  # TCP stream per run (iperf3 runs whole seconds); its start burst comes first
 PROBE_S = 4  # UDP probe per run, started once TCP runs; reconfigure once the probe flows
@@ -203,18 +205,19 @@ class _Done:
         return [f"+{ms:4.0f} ms  {text}" for ms, text in sorted(marks)]
 
 
-async def _reroute(topo: Topology, fab: Fabric, intent: Intent) -> _Done:
+async def _reroute(topo: Topology, inv: Inventory, intent: Intent) -> _Done:
     ended: dict[int, float] = {}
 
     def on_event(event: StepEvent) -> None:
         if event.state is StepState.DONE:
             ended[event.index] = time.perf_counter()
 
-    journal = Journal(journal_path(fab.state))
+    journal = Journal(inv.journal)
     try:
-        async with fabric_drivers(topo, fab.state) as drivers:
+        async with open_drivers(inv, topo) as drivers:
+            engine = Engine.of(topo, inv, drivers, journal)
             t0, requested_ns = time.perf_counter(), time.monotonic_ns()
-            plan, outcome = await reroute(topo, drivers, journal, intent, on_event=on_event)
+            plan, outcome = await engine.apply(intent, on_event=on_event)
             total_ms = (time.perf_counter() - t0) * 1000
     finally:
         journal.close()
@@ -246,7 +249,12 @@ def _emulator_locks(port: int) -> dict[int, float]:
 
 
 def _measured(
-    topo: Topology, fab: Fabric, args: argparse.Namespace, name: str, intent: Intent | None
+    topo: Topology,
+    fab: Fabric,
+    inv: Inventory,
+    args: argparse.Namespace,
+    name: str,
+    intent: Intent | None,
 ) -> RunNumbers:
     """Run the traffic, reconfigure under it (nothing if ``intent`` is None), and measure."""
     drops = _fabric_drops(fab)
@@ -257,7 +265,7 @@ def _measured(
             done, request_ns = None, time.monotonic_ns()
         else:
             _detail(f"reconfiguring {_optical(topo)} now, {BASELINE_S:g} s into the probe")
-            done = asyncio.run(_reroute(topo, fab, intent))
+            done = asyncio.run(_reroute(topo, inv, intent))
             request_ns = done.requested_ns
             for line in done.milestones():
                 _detail(line)
@@ -288,9 +296,9 @@ def _timing(fab: Fabric, done: _Done) -> Timing:
     )
 
 
-def _restore(topo: Topology, fab: Fabric, flows: tuple[FlowSpec, ...]) -> str:
+def _restore(topo: Topology, inv: Inventory, flows: tuple[FlowSpec, ...]) -> str:
     intent = Intent(flows=flows, to_path=LONG, via=TEMPORARY, drain_s=DRAIN_S)
-    done = asyncio.run(_reroute(topo, fab, intent))
+    done = asyncio.run(_reroute(topo, inv, intent))
     circuits = [s.describe() for s in done.plan.steps() if s.kind is StepKind.CIRCUITS]
     return (
         f"flows back on the {LONG} path by one MBB reroute via {TEMPORARY} without traffic"
@@ -316,7 +324,11 @@ def _demo_flows(topo: Topology) -> tuple[FlowSpec, ...]:
 
 
 def _runs(
-    topo: Topology, fab: Fabric, args: argparse.Namespace, flows: tuple[FlowSpec, ...]
+    topo: Topology,
+    fab: Fabric,
+    inv: Inventory,
+    args: argparse.Namespace,
+    flows: tuple[FlowSpec, ...],
 ) -> tuple[Results, str]:
     long = topo.paths[LONG]
     traffic = (
@@ -326,15 +338,15 @@ def _runs(
     move = f"reconfiguring {_optical(topo)} {LONG} -> {SHORT} under traffic ({traffic})"
     _stage(2, f"BBM: {move}")
     bbm_intent = Intent(flows=flows, to_path=SHORT, strategy=Strategy.BBM)
-    bbm = _measured(topo, fab, args, "bbm", bbm_intent)
+    bbm = _measured(topo, fab, inv, args, "bbm", bbm_intent)
     _stage(3, f"back to the {LONG} path for the next runs")
-    restored = _restore(topo, fab, flows)
+    restored = _restore(topo, inv, flows)
     _detail(restored)
     _stage(4, "nothing moved: the same traffic, no reconfiguration (the fabric's own loss)")
-    control = _measured(topo, fab, args, "control", None)
+    control = _measured(topo, fab, inv, args, "control", None)
     _stage(5, f"MBB via {TEMPORARY}: {move}")
     mbb_intent = Intent(flows=flows, to_path=SHORT, via=TEMPORARY, drain_s=DRAIN_S)
-    mbb = _measured(topo, fab, args, "mbb", mbb_intent)
+    mbb = _measured(topo, fab, inv, args, "mbb", mbb_intent)
     return Results(bbm=bbm, mbb=mbb, control=control), restored
 
 
@@ -360,14 +372,20 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     topo = load_topology(args.topology)
     flows = _demo_flows(topo)
-    _stage(1, f"bringing up {topo.name} ({topo.file}) with its Polatis SCPI emulator")
-    fab = fabric.up(topo, progress=_detail, seed=args.seed)
-    try:
-        results, restored = _runs(topo, fab, args, flows)
-    finally:
-        _stage(6, f"tearing down {topo.name}")
-        with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):  # no half teardown
-            fabric.down(topo.name)
+    if args.inventory is not None:
+        fab = _running(topo)
+        inv = load_inventory(args.inventory)
+        _stage(1, f"fabric {topo.name} is up; reaching its devices through {inv.file}")
+        results, restored = _runs(topo, fab, inv, args, flows)
+    else:
+        _stage(1, f"bringing up {topo.name} ({topo.file}) with its Polatis SCPI emulator")
+        fab = fabric.up(topo, progress=_detail, seed=args.seed)
+        try:
+            results, restored = _runs(topo, fab, load_inventory(fab.state.inventory), args, flows)
+        finally:
+            _stage(6, f"tearing down {topo.name}")
+            with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):  # no half teardown
+                fabric.down(topo.name)
     wall_s = time.monotonic() - started
     _stage(7, f"results: {_optical(topo)} reconfigured {LONG} -> {SHORT} under traffic")
     _say(report.table(results.runs))
@@ -380,6 +398,16 @@ def _demo(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
     _say(f"demo done in {wall_s:.1f} s")
     return 0
+
+
+def _running(topo: Topology) -> Fabric:
+    """The fabric of ``topo`` that is already up (``--inventory``: the demo leaves it up)."""
+    st = fabric_state.load(topo.name)
+    if st is None or st.phase != "up":
+        raise FabricError(
+            f"--inventory: the demo runs on a fabric that is up: `reroute fabric up {topo.file}`"
+        )
+    return Fabric(state=st)
 
 
 def _hops(path: TopoPath) -> str:
@@ -435,5 +463,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo.add_argument("--json", type=Path, metavar="FILE", help="also write the numbers as JSON")
     demo.add_argument(
         "--seed", type=int, default=0, help="seed of the emulator's lock times (Table 4.3 draws)"
+    )
+    demo.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="reach the devices through FILE instead of the fabric's own inventory; the "
+        "fabric must be up already (`reroute fabric up`) and is left up",
     )
     demo.set_defaults(func=_run)

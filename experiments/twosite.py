@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from fabric import fabric, longhaul
+from fabric.errors import FabricError
 from fabric.state import FabricState
-from services.reroute.engine import fabric_drivers, journal_path, lock_dir, reroute
-from services.reroute.errors import FabricError
+from services.reroute.engine import Engine
+from services.reroute.inventory import load_inventory, open_drivers
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.topology import Topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]
 FLOW = "10.10.0.1>10.10.0.2"
 SITES = (("site1", "sw1", "h1", "10.10.0.2"), ("site2", "sw2", "h2", "10.10.0.1"))
@@ -102,7 +103,8 @@ class FailoverResult:
 
 
 def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -> FailoverResult:
-    """Bring the fabric up, run the scenario once, tear everything down."""
+    """Bring the fabric up, run the scenario once, tear everything down. The sites' services
+    and the path-switch injection reach the switches through the fabric's inventory."""
     if degradation not in THRESHOLDS:
         raise FabricError(f"unknown degradation {degradation!r} ({', '.join(THRESHOLDS)})")
     fabric.down(topo.name)
@@ -160,7 +162,7 @@ def _serve(
 ) -> str:
     config = tmp / f"{site}.yaml"
     config.write_text(
-        f"topology: {topo.file}\nfabric: {state.name}\nscope: [{switch}]\n"
+        f"topology: {topo.file}\ninventory: {state.inventory}\nscope: [{switch}]\n"
         f"journal: {state.dir / f'journal-{site}.sqlite'}\nlisten: 127.0.0.1:0\n"
         f"tokens:\n  - {{token: {token}, role: operator}}\n"
     )
@@ -210,11 +212,12 @@ def _inject(state: FabricState, topo: Topology, degradation: str) -> None:
 async def _switch_onto_longhaul(state: FabricState, topo: Topology) -> None:
     """The network moves the connection onto the long-haul path (both switches at once, in a
     few ms, long before a monitor can see it: no race with the sites' failovers)."""
-    journal = Journal(journal_path(state))
+    inv = load_inventory(state.inventory)
+    journal = Journal(inv.journal)
     try:
-        async with fabric_drivers(topo, state) as drivers:
+        async with open_drivers(inv, topo) as drivers:
             intent = Intent(flows=(FlowSpec.parse(FLOW),), to_path="longhaul", drain_s=0.0)
-            _, outcome = await reroute(topo, drivers, journal, intent, lock_dir=lock_dir(state))
+            _, outcome = await Engine.of(topo, inv, drivers, journal).apply(intent)
         if outcome.state is not RerouteState.DONE:
             raise FabricError(f"injecting the path switch failed: {outcome.error}")
     finally:

@@ -1,0 +1,54 @@
+"""The inventory entry of a switch behind OpenDaylight (kind ``odl``): the controller's
+northbound base URL, its API style and the switch's node id there.
+
+    sw1:
+      driver: odl
+      target: http://192.0.2.40:8181     # RESTCONF (8181); Hydrogen's AD-SAL serves on 8080
+      api: rfc8040                       # rfc8040 | restconf | adsal
+      node: openflow:1                   # default: openflow:<the topology's dpid>
+      user: admin
+      password: {env: ODL_PASSWORD}      # or {file: odl-password.txt}; never inline
+      verify_tls: true                   # https: check the controller's certificate
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from drivers.spec import DeviceSpec, SecretRef
+
+
+class OdlSpec(DeviceSpec):
+    driver: Literal["odl"]
+    target: str = Field(description="the northbound's base URL, http(s)://HOST:PORT")
+    api: Literal["rfc8040", "restconf", "adsal"] = Field(
+        default="rfc8040",
+        description="RFC 8040 (/rests, Oxygen on), draft RESTCONF (/restconf, Lithium.."
+        "Sulfur) or AD-SAL flowprogrammer (Hydrogen/Helium)",
+    )
+    node: str | None = Field(
+        default=None,
+        pattern=r"^openflow:\d+$",
+        description="the switch's node id (default openflow:<dpid of the topology>)",
+    )
+    user: str = Field(default="admin", min_length=1)
+    password: SecretRef = Field(
+        description="where the password comes from: {env: VAR} or {file: F}"
+    )
+    verify_tls: bool = Field(default=True, description="https: check the controller's certificate")
+    ca_certificate: Path | None = Field(
+        default=None, description="https: CA to check it against (default: the system's)"
+    )
+    operational_wait_s: float = Field(
+        default=10.0, gt=0, le=600, description="longest wait for a change to show in operational"
+    )
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+            raise ValueError(f"{value!r}: expected http(s)://HOST:PORT")
+        return value.rstrip("/")

@@ -1,0 +1,296 @@
+"""The device inventory: how to reach each switching node of a topology.
+
+The topology says what the network is; the inventory says, per switching node, which driver
+programs it and how to reach it. Strict YAML: unknown keys, unknown driver kinds and
+duplicate keys are errors naming the file and the device.
+
+    # reroute inventory for topology ngncs-ost
+    topology: ngncs-ost                 # the topology it belongs to (checked)
+    state_dir: /var/lib/reroute/lab     # journal + device locks (default: see runtime.py)
+    devices:
+      br1: {driver: ovs, target: "tcp:192.0.2.11:6653"}
+      ost1: {driver: polatis_scpi, target: "TCPIP0::192.0.2.30::5025::SOCKET", timeout_s: 3}
+
+Each device entry is validated by the model its driver kind registered
+(``drivers.<kind>.spec``); relative paths in it are taken from the inventory's directory.
+``open_drivers`` builds the drivers through the registry and opens them, each within its
+own timeout; the emulated fabric writes an inventory of its own devices (``fabric up``), so
+tests take the same path as real equipment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from drivers import base
+from drivers.base import CrossConnectSwitch, DeviceSpec, Driver, Expect, FlowProgrammer, Session
+from drivers.errors import ConfigError, DeviceRejected, DeviceTimeout, DriverError
+from services.reroute import runtime
+from services.reroute.topology import OpticalSwitch, Switch, Topology
+from services.reroute.yamlfile import YAMLError, strict_yaml
+
+NODE = r"^[a-z][a-z0-9]{0,7}$"
+PACKET = ("apply", "read")  # methods of FlowProgrammer
+OPTICAL = ("connect", "disconnect", "connections")  # methods of CrossConnectSwitch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inventory:
+    """A loaded inventory: its file, the topology it is for, where state lives, devices."""
+
+    file: Path
+    topology: str
+    state_dir: Path
+    devices: Mapping[str, DeviceSpec]
+
+    @property
+    def journal(self) -> Path:
+        return runtime.journal_file(self.state_dir)
+
+    @property
+    def lock_dir(self) -> Path:
+        return runtime.lock_dir(self.state_dir)
+
+    def where(self, device: str) -> str:
+        """``FILE: device NAME (KIND TARGET)``, for errors."""
+        spec = self.devices[device]
+        return f"{self.file}: device {device} ({spec.driver} {spec.target})"
+
+
+# --------------------------------------------------------------------------------------
+# the file's model, made from the registry
+
+
+def file_model() -> type[BaseModel]:
+    """The model of a whole inventory file: its devices are the union of every registered
+    kind's entry model, told apart by ``driver``."""
+    specs = tuple(k.spec for k in base.kinds())
+    device: Any = Annotated[Union[specs], Field(discriminator="driver")]  # noqa: UP007
+    model: type[BaseModel] = create_model(
+        "InventoryFile",
+        __config__=ConfigDict(extra="forbid", frozen=True),
+        topology=(str, Field(pattern=r"^[a-z][a-z0-9-]{0,15}$", description="topology name")),
+        state_dir=(
+            Path | None,
+            Field(default=None, description="journal and device locks of engines using it"),
+        ),
+        devices=(
+            dict[Annotated[str, Field(pattern=NODE)], device],
+            Field(description="switching node of the topology -> how to reach it"),
+        ),
+    )
+    return model
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of inventory files (``reroute inventory schema``)."""
+    out = file_model().model_json_schema()
+    out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    out["title"] = "reroute inventory"
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# loading
+
+
+def load_inventory(file: Path | str) -> Inventory:
+    """Read and validate an inventory file (ConfigError naming the file and the device)."""
+    path = Path(file)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the inventory: {exc.strerror}") from exc
+    return parse_inventory(text, path)
+
+
+def parse_inventory(text: str, file: Path) -> Inventory:
+    try:
+        raw = strict_yaml(text)
+    except YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{file}: expected a mapping (topology: NAME, devices: {{...}})")
+    _check_kinds(raw, file)
+    try:
+        parsed: Any = file_model().model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{file}: {_first_error(exc)}") from exc
+    here = file.resolve().parent
+    devices = {name: _absolute(spec, here) for name, spec in parsed.devices.items()}
+    state = parsed.state_dir
+    return Inventory(
+        file=file,
+        topology=parsed.topology,
+        state_dir=_rooted(state, here) if state else runtime.default_state_dir(parsed.topology),
+        devices=devices,
+    )
+
+
+def _check_kinds(raw: dict[Any, Any], file: Path) -> None:
+    """An unknown kind gets an error listing the known ones (pydantic's is cryptic)."""
+    devices = raw.get("devices")
+    if not isinstance(devices, dict):
+        return
+    for name, entry in devices.items():
+        if not isinstance(entry, dict) or "driver" not in entry:
+            raise ConfigError(f"{file}: device {name}: give its driver: (and target:)")
+        try:
+            base.kind(str(entry["driver"]))
+        except DriverError as exc:
+            raise ConfigError(f"{file}: device {name}: {_own(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    if len(loc) >= 2 and loc[0] == "devices":
+        # ("devices", NAME, KIND, field...): the kind is the union's branch, not a key
+        where = f"device {loc[1]}: " + ".".join(loc[3:])
+    else:
+        where = ".".join(loc) or "(top)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where.rstrip(': ')}: {msg}{more}"
+
+
+def _rooted(path: Path, here: Path) -> Path:
+    return path if path.is_absolute() else here / path
+
+
+def _absolute(model: Any, here: Path) -> Any:
+    """``model`` with every relative Path (also in nested models) taken from ``here``."""
+    updates: dict[str, Any] = {}
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        if isinstance(value, Path):
+            updates[key] = _rooted(value, here)
+        elif isinstance(value, BaseModel):
+            updates[key] = _absolute(value, here)
+    return model.model_copy(update=updates) if updates else model
+
+
+# --------------------------------------------------------------------------------------
+# against a topology
+
+
+def switching_nodes(topo: Topology, scope: Iterable[str] | None = None) -> list[str]:
+    """The nodes a driver programs (packet and optical switches), within ``scope``."""
+    names = [s.name for s in topo.switches] + [o.name for o in topo.optical_switches]
+    wanted = None if scope is None else set(scope)
+    return [n for n in names if wanted is None or n in wanted]
+
+
+def check(inv: Inventory, topo: Topology, scope: Iterable[str] | None = None) -> None:
+    """The inventory fits the topology: it is for this topology, names only its switching
+    nodes, has a device for every one in ``scope``, each of a kind that can program it."""
+    if inv.topology != topo.name:
+        raise ConfigError(
+            f"{inv.file}: it is the inventory of topology {inv.topology!r}, not {topo.name!r}"
+        )
+    nodes = set(switching_nodes(topo))
+    for name in inv.devices:
+        if name not in nodes:
+            known = ", ".join(sorted(nodes))
+            raise ConfigError(
+                f"{inv.file}: device {name}: not a switching node of topology {topo.name} "
+                f"(those are: {known})"
+            )
+    for name in switching_nodes(topo, scope):
+        if name not in inv.devices:
+            raise ConfigError(
+                f"{inv.file}: switch {name} of topology {topo.name} has no device: say how to "
+                f"reach it (devices: {{{name}: {{driver: ..., target: ...}}}})"
+            )
+        _check_role(inv, topo, name)
+
+
+def _check_role(inv: Inventory, topo: Topology, name: str) -> None:
+    node = topo.nodes[name]
+    factory = base.lookup(inv.devices[name].driver)
+    optical = isinstance(node, OpticalSwitch)
+    need, what = (OPTICAL, "an optical") if optical else (PACKET, "a packet")
+    if not all(callable(getattr(factory, m, None)) for m in need):
+        raise ConfigError(
+            f"{inv.where(name)}: {what} switch needs a driver that can program it; "
+            f"{inv.devices[name].driver} cannot"
+        )
+
+
+def expectations(topo: Topology, name: str) -> Expect:
+    """What the topology says device ``name`` is (checked by its driver when it opens)."""
+    node = topo.nodes[name]
+    if isinstance(node, Switch):
+        return Expect(dpid=node.dpid)
+    if isinstance(node, OpticalSwitch):
+        return Expect(size=(node.ingress_count, node.egress_count))
+    return Expect()
+
+
+def build_drivers(
+    inv: Inventory, topo: Topology, scope: Iterable[str] | None = None
+) -> dict[str, Session]:
+    """The drivers of the switching nodes in ``scope`` (checked, built, not yet opened)."""
+    check(inv, topo, scope)
+    drivers: dict[str, Session] = {}
+    for name in switching_nodes(topo, scope):
+        try:
+            drivers[name] = base.build(name, inv.devices[name], expectations(topo, name))
+        except ConfigError as exc:
+            raise ConfigError(f"{inv.file}: {exc}") from exc
+    return drivers
+
+
+@asynccontextmanager
+async def open_drivers(
+    inv: Inventory, topo: Topology, scope: Iterable[str] | None = None
+) -> AsyncIterator[dict[str, Driver]]:
+    """Connected drivers for the switching nodes in ``scope``; each device is opened within
+    its own ``timeout_s``. On any failure every driver opened is closed and the error names
+    the inventory file and the device. Nothing is changed on any device by opening."""
+    drivers = build_drivers(inv, topo, scope)
+    try:
+        await asyncio.gather(*(_open(inv, n, d) for n, d in drivers.items()))
+        yield {n: _as_driver(d) for n, d in drivers.items()}
+    finally:
+        await asyncio.gather(*(d.close() for d in drivers.values()), return_exceptions=True)
+
+
+async def _open(inv: Inventory, name: str, driver: Session) -> None:
+    timeout = inv.devices[name].timeout_s
+    try:
+        await asyncio.wait_for(driver.open(), timeout)
+    except TimeoutError:
+        raise DeviceTimeout(name, f"no answer in {timeout:g} s [{inv.where(name)}]") from None
+    except DeviceRejected as exc:
+        raise DeviceRejected(name, f"{_own(exc)} [{inv.where(name)}]", exc.code) from exc
+    except DriverError as exc:
+        raise type(exc)(name, f"{_own(exc)} [{inv.where(name)}]") from exc
+
+
+def _own(exc: DriverError) -> str:
+    """The error's message without the ``device:`` prefix DriverError adds."""
+    return str(exc).removeprefix(f"{exc.device}: ")
+
+
+def _as_driver(driver: Session) -> Driver:
+    assert isinstance(driver, FlowProgrammer | CrossConnectSwitch), driver
+    return driver
+
+
+def resolve(file: Path | None, topo: Topology) -> Inventory:
+    """The inventory ``file``, or the running emulated fabric's for this topology."""
+    path = file if file is not None else runtime.default_inventory(topo.name)
+    if file is None and not path.exists():
+        raise ConfigError(
+            f"no inventory given and no emulated fabric {topo.name} is up ({path} is missing): "
+            f"say --inventory FILE, or `reroute fabric up {topo.file}`"
+        )
+    return load_inventory(path)
