@@ -26,7 +26,8 @@ TWO_SITE = ROOT / "topologies" / "two-site-longhaul.yaml"
 
 def leftovers(name: str) -> list[str]:
     """Everything of fabric ``name`` still on the machine: netns, daemons, state, veths."""
-    found = [f"netns {ns}" for ns in netns.listing(state.fabric_ns(name))]
+    base = state.fabric_ns(name)  # its hosts are base.host; fabric "x-odl" is not "x"'s
+    found = [f"netns {ns}" for ns in netns.listing(base) if ns == base or ns.startswith(base + ".")]
     rundir = str(state.run_dir() / name)
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     found += [f"process {line.strip()}" for line in ps.splitlines() if rundir in line]

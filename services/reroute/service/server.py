@@ -53,11 +53,13 @@ class DrainingServer(uvicorn.Server):
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """Bound (not yet listening) to ``host:port``; port 0 picks a free one."""
+    """Bound and listening on ``host:port`` (port 0 picks a free one): a client that connects
+    as soon as the address is printed waits in the backlog until the server accepts."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio: NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
