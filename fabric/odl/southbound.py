@@ -128,6 +128,14 @@ class Link:
         replies = await self._multipart(dpid, dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         return ofmsg.ports([d for r in replies for d in r.body], dp.ofproto)
 
+    def datapath(self, dpid: int) -> Any | None:
+        """The connected os-ken datapath ``dpid`` (None when it is not connected)."""
+        return self._dps.get(dpid)
+
+    async def multipart(self, dpid: int, msg: Any) -> list[Any]:
+        """Send a multipart request built for ``datapath(dpid)``; its reply parts."""
+        return await self._multipart(dpid, msg)
+
     async def _multipart(self, dpid: int, msg: Any) -> list[Any]:
         xid = self._xids(1)
         msg.set_xid(xid)

@@ -10,7 +10,9 @@ two bridges, each with veth ports 1 and 2 whose far ends the tests take up and d
 Kind ``odl`` has its own OVS (namespace ``rr-test-odl``) controlled by the ODL northbound
 EMULATOR: fixture ``odl_site``, built in ``odl_site.py``. Kind ``p4runtime`` has its own
 OVS (namespace ``rr-test-p4rt``), the dataplane of the P4Runtime switch EMULATOR: fixture
-``p4rt_site``, built in ``p4rt_site.py``.
+``p4rt_site``, built in ``p4rt_site.py``. Kind ``ryu_rest`` has its own OVS (namespace
+``rr-test-ryu``) controlled by the Ryu ofctl_rest EMULATOR: fixture ``ryu_site``, built in
+``ryu_site.py``.
 
 Why a management veth: a ``ptcp:`` listener opens in the namespace ovs-vswitchd runs in,
 so ``127.0.0.1`` there is not reachable from the test (and its ``ovs-ofctl``), which run
@@ -34,9 +36,10 @@ from fabric import mgmt, netns
 from fabric.hp import play_hp
 from fabric.ovs import OvsInstance
 from fabric.run import run
-from tests.drivers import p4rt_site
+from tests.drivers import p4rt_site, ryu_site
 from tests.drivers.odl_site import OdlSite, is_root_with_ovs, start_site, stop_site
 from tests.drivers.p4rt_site import P4rtSite
+from tests.drivers.ryu_site import RyuSite
 
 NS = "rr-test-conform"
 MGMT_HOST, MGMT_SWITCH = "rrcf-host", "rrcf-sw"
@@ -136,3 +139,17 @@ def p4rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P4rtSite]:
         yield site
     finally:
         p4rt_site.stop_site(workdir, site)
+
+
+@pytest.fixture(scope="session")
+def ryu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RyuSite]:
+    """The Ryu ofctl_rest EMULATOR controlling a private OVS bridge (session-wide)."""
+    if not is_root_with_ovs():
+        pytest.fail("these driver tests need root and Open vSwitch; deselect with -m 'not fabric'")
+    workdir = tmp_path_factory.mktemp("ryu-site")
+    site = None
+    try:
+        site = ryu_site.start_site(workdir)
+        yield site
+    finally:
+        ryu_site.stop_site(workdir, site)

@@ -9,7 +9,9 @@ Each kind has a ``Harness`` (a registered kind without one fails the suite):
   per northbound style (RFC 8040, draft RESTCONF, AD-SAL): a harness may run its kind in
   several ``variants``, each a set of driver options;
 - ``p4runtime``: the P4Runtime switch EMULATOR (``fabric.p4rt``) whose dataplane is a
-  private OVS bridge (conftest.py, p4rt_site.py).
+  private OVS bridge (conftest.py, p4rt_site.py);
+- ``ryu_rest``: the Ryu ofctl_rest EMULATOR (``fabric.ryu``) controlling a private OVS
+  bridge (conftest.py, ryu_site.py).
 
 The checks are written once against a ``Side`` of the driver, one per interface it
 implements: ``Flows`` (FlowProgrammer: apply/read) and ``Circuits`` (CrossConnectSwitch:
@@ -50,6 +52,7 @@ import drivers.odl
 import drivers.ovs
 import drivers.p4runtime
 import drivers.polatis_scpi
+import drivers.ryu_rest
 from drivers import matrix
 from drivers.base import (
     Capabilities,
@@ -81,9 +84,10 @@ from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from tests.drivers.conftest import OvsSite
 from tests.drivers.odl_site import OdlSite
 from tests.drivers.p4rt_site import P4rtSite
+from tests.drivers.ryu_site import RyuSite
 
 assert drivers.hp_dpctl and drivers.odl and drivers.ovs and drivers.polatis_scpi  # register
-assert drivers.p4runtime
+assert drivers.p4runtime and drivers.ryu_rest
 T = TypeVar("T")
 TIMEOUT = 5.0
 SHORT = 0.3  # the driver timeout in the timeout tests
@@ -380,6 +384,19 @@ def p4rt_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
     site.reset()
 
 
+@contextlib.contextmanager
+def ryu_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+    site: RyuSite = request.getfixturevalue("ryu")
+    site.reset()
+    yield Peer(
+        kind=kind,
+        address=site.emulator.base_url,
+        cap_table=site.cap_table,
+        set_link=lambda port, up: site.set_link(port, up=up),
+    )
+    site.reset()
+
+
 ODL = {  # the emulator polls statistics every 0.2 s here; its password is admin
     "operational_wait_s": 1.5,
     "node": "openflow:1",
@@ -398,6 +415,12 @@ HARNESSES = {
         options=ODL,
     ),
     "p4runtime": Harness(address_of=lambda h, p: f"{h}:{p}", peer=p4rt_peer, fabric=True),
+    "ryu_rest": Harness(
+        address_of=lambda h, p: f"http://{h}:{p}",
+        peer=ryu_peer,
+        fabric=True,
+        options={"dpid": 1, "verify_wait_s": 0.5},  # a refused flow waits this long
+    ),
 }
 KINDS = registered()
 

@@ -1,0 +1,336 @@
+"""``RyuRestDriver``: flows through a Ryu (or os-ken) controller's ``ofctl_rest`` REST
+application, as seed 003's testbed programmed its switches.
+
+``ofctl_rest`` answers 200 as soon as it has *sent* a flow-mod: a switch's refusal
+(OFPT_ERROR) never reaches the REST client, and one request carries one flow (no atomic
+batches). So ``apply``:
+
+1. refuses changes ofctl_rest cannot express before anything is sent
+   (``DeviceRejected`` code ``UNSUPPORTED``);
+2. reads the switch's table (``GET /stats/flow/<dpid>``, the undo point), then posts
+   each change in order: ``/stats/flowentry/add`` (add, or replace the actions of the
+   entry with the same table, priority and match) or ``/stats/flowentry/delete_strict``;
+3. reads the table back until every entry the batch touches is as it should be, for up
+   to ``verify_wait_s`` (OpenFlow does not promise that a switch applies messages in
+   order without a barrier, which ofctl_rest cannot send); an entry still wrong is
+   ``DeviceRejected`` code ``not-in-table`` (the switch refused it: see the controller's
+   log);
+4. on any failure in 2-3, puts every touched entry back as it was before the batch,
+   walking back through the batch (``drivers.batch.restore``), and verifies that; then
+   raises. When the undo fails too, a plain ``DriverError`` says so.
+
+HTTP statuses, as ofctl_rest sends them (every error body is empty): 400 bad body or dpid
+-> ``DeviceRejected`` ``http-400``; 404 no such switch (or command) -> ``DeviceUnreachable``
+(the switch is not connected to the controller); 501 unsupported in the switch's
+OpenFlow version and any 5xx -> ``DeviceRejected`` ``http-<status>``. Connection refused
+or lost -> ``DeviceUnreachable``; no answer in ``timeout`` -> ``DeviceTimeout``. Every
+request and response is logged at DEBUG on ``reroute.wire.ryu_rest.<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from drivers import batch
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowOp,
+    FlowRule,
+    Identity,
+    PortState,
+    Session,
+    register,
+)
+from drivers.batch import Expected, Key
+from drivers.errors import (
+    ConfigError,
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
+from drivers.ryu_rest import mapping
+from drivers.ryu_rest.mapping import Json, MappingError
+from drivers.ryu_rest.spec import RyuRestSpec
+from drivers.spec import Expect
+
+log = logging.getLogger("reroute.drivers.ryu_rest")
+ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+POLL_S = 0.02  # read-back poll while a batch settles
+OFPPS_LINK_DOWN = 1
+OFPPC_PORT_DOWN = 1
+COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    method: str
+    path: str
+    body: Json | None = None
+
+
+@register("ryu_rest", spec=RyuRestSpec)
+class RyuRestDriver(Session):
+    """One switch (datapath ``dpid``) of a Ryu / os-ken ``ofctl_rest`` controller."""
+
+    capabilities = Capabilities(
+        atomic_batch=False,
+        read_back=True,
+        max_batch=0,
+        port_state=True,
+        typical_latency_ms=5.0,  # one REST request per flow (~1 ms each) + a read-back
+        notes="Ryu / os-ken ofctl_rest (OpenFlow 1.3), one REST request per flow; ofctl_rest "
+        "answers before the switch applies a change and never reports a refusal, so every "
+        "batch is verified by reading /stats/flow back (up to verify_wait_s) and a failed "
+        "batch is undone; port state from /stats/portdesc",
+    )
+
+    @classmethod
+    def from_spec(cls, name: str, spec: RyuRestSpec, expect: Expect) -> RyuRestDriver:
+        """The driver of an inventory entry (``drivers.ryu_rest.spec``)."""
+        dpid = spec.dpid if spec.dpid is not None else expect.dpid
+        if dpid is None:
+            raise ConfigError(f"{name}: say its dpid: the topology gives none")
+        if spec.dpid is not None and expect.dpid is not None and spec.dpid != expect.dpid:
+            raise ConfigError(
+                f"{name}: inventory dpid {spec.dpid} is not the topology's {expect.dpid}"
+            )
+        verify: bool | str = spec.verify_tls
+        if spec.verify_tls and spec.ca_certificate is not None:
+            verify = str(spec.ca_certificate)
+        return cls(
+            name,
+            spec.target,
+            dpid,
+            timeout=spec.timeout_s,
+            verify_wait_s=spec.verify_wait_s,
+            verify_tls=verify,
+        )
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        dpid: int,
+        *,
+        timeout: float = 5.0,
+        verify_wait_s: float = 2.0,
+        verify_tls: bool | str = True,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.dpid = dpid
+        self.timeout = timeout
+        self.verify_wait_s = verify_wait_s
+        self.verify_tls = verify_tls
+        self._http: httpx.AsyncClient | None = None
+        self._wire = logging.getLogger(f"reroute.wire.ryu_rest.{name}")
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------------------------
+    # session
+
+    async def open(self) -> None:
+        """Open the HTTP client and check that the controller has the switch."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.base_url, timeout=self.timeout, verify=self.verify_tls
+            )
+        try:
+            await self._check_connected()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def identify(self) -> Identity:
+        """The switch as the controller sees it: its datapath id and ports."""
+        ports = await self._port_descs()
+        numbered = [p for p in ports if isinstance(p.get("port_no"), int)]
+        return Identity(summary=f"Ryu ofctl_rest, datapath {self.dpid:016x}, {len(numbered)} ports")
+
+    async def close(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+    # ----------------------------------------------------------------------------------
+    # FlowProgrammer
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        """Apply the batch in order, verified by reading back; undone on failure."""
+        if not changes:
+            return
+        requests = [self._request(i, c) for i, c in enumerate(changes)]
+        async with self._lock:
+            before = batch.index(await self.read())
+            try:
+                for i, request in enumerate(requests):
+                    await self._write(request, f"change #{i} ({changes[i].op} {changes[i].rule})")
+                await self._settle(changes, batch.expected(before, changes))
+            except DriverError as exc:
+                await self._undo(before, changes, exc)
+                raise
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        """The switch's entries (those whose cookie matches under ``cookie_mask``, when
+        given; a ``cookie`` without a mask matches exactly)."""
+        body = await self._get(f"/stats/flow/{self.dpid}", "reading the flow table")
+        try:
+            rules = [mapping.parse_flow(e) for e in mapping.entries_of(body, self.dpid)]
+        except MappingError as exc:
+            raise ProtocolError(self.name, f"/stats/flow: {exc}") from exc
+        if cookie is not None and not cookie_mask:
+            cookie_mask = ALL_COOKIE_BITS
+        want = (cookie or 0) & cookie_mask
+        return [r for r in rules if r.cookie & cookie_mask == want]
+
+    # ----------------------------------------------------------------------------------
+    # PortMonitor
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Link state of the switch's numbered ports (DOWN: link down or port down)."""
+        states: dict[int, PortState] = {}
+        for desc in await self._port_descs():
+            number = desc.get("port_no")
+            if not isinstance(number, int) or isinstance(number, bool):
+                continue  # LOCAL and other reserved ports come as names
+            try:
+                down = int(desc["state"]) & OFPPS_LINK_DOWN or int(desc["config"]) & OFPPC_PORT_DOWN
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ProtocolError(self.name, f"/stats/portdesc entry {desc}: {exc!r}") from exc
+            states[number] = PortState.DOWN if down else PortState.UP
+        return states
+
+    # ----------------------------------------------------------------------------------
+    # apply, step by step
+
+    def _request(self, index: int, change: FlowChange) -> Request:
+        why = mapping.unsupported(change.rule)
+        if why is not None:
+            raise DeviceRejected(
+                self.name,
+                f"change #{index} ({change.op} {change.rule}) cannot be sent through "
+                f"ofctl_rest: {why}; nothing of the batch was sent",
+                "UNSUPPORTED",
+            )
+        if change.op is FlowOp.ADD:
+            body = mapping.add_body(change.rule, self.dpid)
+        else:
+            body = mapping.delete_body(change.rule, self.dpid)
+        return Request(method="POST", path=f"/stats/flowentry/{COMMAND[change.op]}", body=body)
+
+    async def _write(self, request: Request, what: str) -> None:
+        response = await self._call(request)
+        if response.status_code != 200:
+            raise self._status_error(response, f"{what}: ")
+
+    async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
+        """Read back until the touched entries are as ``want`` (or ``verify_wait_s``)."""
+        deadline = time.monotonic() + self.verify_wait_s
+        while wrong := batch.mismatches(want, batch.index(await self.read())):
+            if time.monotonic() >= deadline:
+                raise self._not_in_table(changes, wrong)
+            await asyncio.sleep(POLL_S)
+
+    def _not_in_table(self, changes: Sequence[FlowChange], wrong: list[Key]) -> DeviceRejected:
+        i = next(i for i, c in enumerate(changes) if c.rule.key in wrong)
+        return DeviceRejected(
+            self.name,
+            f"change #{i} ({changes[i].op} {changes[i].rule}) is not in the switch's table "
+            f"after {self.verify_wait_s:g} s ({len(wrong)} entries differ; the switch refused "
+            "it: ofctl_rest does not report why, see the controller's log); the batch of "
+            f"{len(changes)} was undone",
+            "not-in-table",
+        )
+
+    async def _undo(
+        self, before: batch.Table, changes: Sequence[FlowChange], error: DriverError
+    ) -> None:
+        """Put every touched entry back as in ``before``; DriverError when that fails."""
+        keys = batch.touched(changes)
+        try:
+            now = batch.index(await self.read())
+            fix = batch.restore(before, now, keys)
+            log.warning("%s: undoing %d change(s) after: %s", self.name, len(fix), error)
+            for i, change in enumerate(fix):
+                await self._write(self._request(i, change), f"undo #{i}")
+            await self._settle(fix, {k: before.get(k) for k in keys})
+        except DriverError as undo_error:
+            raise DriverError(
+                self.name,
+                f"{error}; undoing the batch failed too ({undo_error}): the switch is in an "
+                "unknown state, read it back",
+            ) from undo_error
+
+    # ----------------------------------------------------------------------------------
+    # HTTP
+
+    async def _check_connected(self) -> None:
+        body = await self._get("/stats/switches", "listing the controller's switches")
+        if not isinstance(body, list):
+            raise ProtocolError(self.name, f"/stats/switches: expected a list, got {body!r}")
+        if self.dpid not in body:
+            raise DeviceUnreachable(
+                self.name,
+                f"datapath {self.dpid} is not connected to the controller at {self.base_url} "
+                f"(it has {sorted(d for d in body if isinstance(d, int))})",
+            )
+
+    async def _port_descs(self) -> list[Json]:
+        body = await self._get(f"/stats/portdesc/{self.dpid}", "reading the port descriptions")
+        try:
+            return mapping.entries_of(body, self.dpid)
+        except MappingError as exc:
+            raise ProtocolError(self.name, f"/stats/portdesc: {exc}") from exc
+
+    async def _get(self, path: str, what: str) -> object:
+        response = await self._call(Request(method="GET", path=path))
+        if response.status_code != 200:
+            raise self._status_error(response, f"{what}: ")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProtocolError(self.name, f"{path}: not JSON: {response.text[:200]!r}") from exc
+
+    async def _call(self, request: Request) -> httpx.Response:
+        http = self._http
+        if http is None:
+            raise DeviceUnreachable(self.name, "not connected (call open() first)")
+        self._wire.debug("> %s %s %s", request.method, request.path, request.body or "")
+        try:
+            response = await http.request(request.method, request.path, json=request.body)
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise DeviceUnreachable(self.name, f"cannot connect: {exc!r}") from exc
+            raise DeviceTimeout(
+                self.name, f"no answer to {request.method} {request.path} in {self.timeout:g} s"
+            ) from exc
+        except httpx.RemoteProtocolError as exc:
+            raise ProtocolError(self.name, f"bad HTTP from the controller: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise DeviceUnreachable(self.name, f"{self.base_url}: {exc!r}") from exc
+        self._wire.debug("< %d %s", response.status_code, response.text)
+        return response
+
+    def _status_error(self, response: httpx.Response, what: str) -> DriverError:
+        status = response.status_code
+        detail = f"{what}HTTP {status} {response.reason_phrase}"
+        if text := response.text.strip():
+            detail += f": {text[:200]}"
+        if status == 404:
+            return DeviceUnreachable(
+                self.name,
+                f"{detail} (ofctl_rest: no such datapath {self.dpid}, the switch is not "
+                "connected to the controller)",
+            )
+        if 400 <= status < 600:
+            return DeviceRejected(self.name, detail, f"http-{status}")
+        return ProtocolError(self.name, detail)

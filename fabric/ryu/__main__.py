@@ -1,0 +1,102 @@
+"""``python -m fabric.ryu``: run the Ryu ofctl_rest EMULATOR until SIGTERM or SIGINT.
+
+    python -m fabric.ryu --listen 127.0.0.1:0 --openflow 127.0.0.1:0 --ready-file /run/x/ryu.json
+
+Switches connect to the OpenFlow listener (``ovs-vsctl set-controller BR
+tcp:HOST:PORT``, OpenFlow13 only); clients use the REST side (Ryu's wsgi default is port
+8080). Once both listen, ``--ready-file`` gets ``{"rest": PORT, "openflow": PORT}``.
+
+os-ken serves switches on native threads, one of which (its listener) cannot be stopped:
+after an orderly shutdown the process ends with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from fabric.daemons import listen_address, stop_requested, write_ready
+from fabric.odl.flows import Port
+from fabric.odl.southbound import Link, start_osken
+from fabric.ryu.rest import make_app
+
+log = logging.getLogger("reroute.fabric.ryu")
+
+
+class Events:
+    """Switch events: ofctl_rest keeps no state of its own (the Link knows the switches)."""
+
+    def switch_connected(self, dpid: int) -> None:
+        log.info("datapath %016x connected", dpid)
+
+    def switch_disconnected(self, dpid: int) -> None:
+        log.info("datapath %016x disconnected", dpid)
+
+    def port_changed(self, dpid: int, port: Port) -> None:
+        pass
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m fabric.ryu",
+        description="Run an EMULATOR of Ryu's ofctl_rest REST application over a real "
+        "OpenFlow 1.3 controller (os-ken).",
+    )
+    add = p.add_argument
+    add("--listen", type=listen_address, default=("127.0.0.1", 8080), metavar="HOST:PORT")
+    add("--openflow", type=listen_address, default=("127.0.0.1", 6653), metavar="HOST:PORT")
+    add("--ready-file", type=Path, help="write the ports here (JSON) once listening")
+    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    stop = stop_requested()
+    link = Link(asyncio.get_running_loop(), Events())
+    osken = await asyncio.to_thread(start_osken, link, *args.openflow)
+    runner = web.AppRunner(make_app(link))
+    await runner.setup()
+    try:
+        sock = _listen(*args.listen)
+        await web.SockSite(runner, sock).start()
+        ports = {"rest": sock.getsockname()[1], "openflow": osken.port}
+        log.info("EMULATOR listening: %s", ports)
+        if args.ready_file:
+            write_ready(args.ready_file, json.dumps(ports) + "\n")
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await runner.cleanup()
+        link.close()
+        await asyncio.to_thread(osken.close)
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+if __name__ == "__main__":
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
