@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical
+from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical, ryusite
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
@@ -100,6 +100,7 @@ EMULATED = {
     "ovs": "an OVS bridge, OpenFlow 1.3 on its management socket",
     "hp_dpctl": "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)",
     "odl": "an OVS bridge controlled by the OpenDaylight northbound EMULATOR",
+    "ryu_rest": "an OVS bridge controlled by the Ryu ofctl_rest EMULATOR (OpenFlow 1.3)",
 }
 
 
@@ -147,11 +148,12 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     _wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
     odl = [s for s in topo.switches if s.driver == "odl"]
+    ryu = [s for s in topo.switches if s.driver == "ryu_rest"]
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
-        if bridge not in {s.name for s in odl}:  # those come through the ODL northbound
+        if bridge not in {s.name for s in odl + ryu}:  # those come through their controller
             push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
-    if hp or odl:
+    if hp or odl or ryu:
         progress("management link (root namespace <-> fabric namespace)")
         inside = mgmt.make(state.name, state.fabric_ns)
     if hp:
@@ -164,6 +166,11 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
         targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
         progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
         odlsite.install_baseline(state, topo, odl, targets)
+    if ryu:
+        progress(f"Ryu ofctl_rest emulator controlling {', '.join(s.name for s in ryu)}")
+        targets |= ryusite.start(state, fab.ovs, ryu, mgmt.addresses(state.name)[0])
+        progress("baseline flows of the Ryu switches, through ofctl_rest")
+        ryusite.install_baseline(topo, ryu, targets)
     return targets
 
 

@@ -7,6 +7,7 @@ the driver the topology chose for it and the target the fabric made for it:
 - ``ovs``: the bridge's OpenFlow management socket (``unix:``);
 - ``hp_dpctl``: the bridge's passive OpenFlow 1.0 listener on the management link (``tcp:``);
 - ``odl``: the ODL northbound emulator's URL, the node id, the password file;
+- ``ryu_rest``: the Ryu ofctl_rest emulator's URL and the datapath id;
 - ``polatis_scpi``: the SCPI emulator's socket (``TCPIP0::127.0.0.1::PORT::SOCKET``);
 - any other kind: the target the fabric recorded for it (``state.targets``).
 
@@ -64,6 +65,8 @@ def _switch(switch: Switch, state: FabricState, ovs: OvsInstance) -> dict[str, A
             "password": {"file": "odl-password"},
             "timeout_s": 10.0,
         }
+    if switch.driver == "ryu_rest":
+        return {"driver": "ryu_rest", "target": target, "dpid": switch.dpid}
     return {"driver": switch.driver, "target": target}
 
 

@@ -68,7 +68,8 @@ class OvsNode(_Strict):
             "programs packet switches, see `reroute inventory kinds`): ovs (OpenFlow 1.3 to "
             "the bridge), hp_dpctl (the bridge plays an HP switch: OpenFlow 1.0 on a passive "
             "TCP listener, the seeds' dpctl method), odl (through an OpenDaylight-compatible "
-            "northbound), ... Real equipment is reached as its inventory says."
+            "northbound), ryu_rest (through a Ryu ofctl_rest-compatible controller), ... Real "
+            "equipment is reached as its inventory says."
         ),
     )
 

@@ -1,0 +1,73 @@
+"""Switches driven through Ryu, as in seed 003's testbed: the fabric's ofctl_rest EMULATOR
+(``fabric.ryu``) controls them over OpenFlow 1.3 on the management link, and the engine
+programs them through its REST application (``drivers.ryu_rest``).
+
+The bridges are pinned to OpenFlow13 (ofctl_rest's action lists are OpenFlow 1.3's) and
+their baseline flows are pushed through the REST side, as seed 003's scripts did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from ipaddress import IPv4Address
+
+import httpx
+
+from drivers.base import FlowChange, FlowOp
+from drivers.ryu_rest import RyuRestDriver
+from fabric import daemons
+from fabric.errors import FabricError
+from fabric.ovs import OvsInstance
+from fabric.state import FabricState
+from services.reroute.rules import initial_rules
+from services.reroute.topology import Switch, Topology
+
+MODULE = "fabric.ryu"
+
+
+def start(
+    state: FabricState, ovs: OvsInstance, switches: list[Switch], root_side: IPv4Address
+) -> dict[str, str]:
+    """Start the emulator, connect the switches to it; returns each switch's driver target
+    (the REST base URL) once the emulator lists them connected."""
+    args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
+    ports = json.loads(daemons.start(state.dir, "ryu", MODULE, args))
+    for s in switches:
+        ovs.vsctl(
+            "--", "set", "bridge", s.name, "protocols=OpenFlow13",
+            "--", "set-controller", s.name, f"tcp:{root_side}:{ports['openflow']}",
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{ports['rest']}"
+    _wait_connected(url, [s.dpid for s in switches])
+    return {s.name: url for s in switches}
+
+
+def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, str]) -> None:
+    """The initial paths' rules of Ryu-driven switches, through ofctl_rest."""
+    rules = initial_rules(topo)
+
+    async def push() -> None:
+        for s in switches:
+            async with RyuRestDriver(s.name, targets[s.name], s.dpid) as driver:
+                await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
+
+    asyncio.run(push())
+
+
+def _wait_connected(url: str, dpids: list[int], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    missing = dpids
+    while time.monotonic() < deadline:
+        try:
+            listed = httpx.get(url + "/stats/switches", timeout=2.0).json()
+            missing = [d for d in dpids if d not in listed]
+            if not missing:
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise FabricError(
+        f"switches never connected to the Ryu emulator: {', '.join(f'{d:#x}' for d in missing)}"
+    )
