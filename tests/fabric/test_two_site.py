@@ -15,9 +15,11 @@ TOPOLOGIES = {
     "ovs": ROOT / "topologies" / "two-site-longhaul.yaml",
     "dpctl": ROOT / "topologies" / "two-site-dpctl.yaml",
     "odl": ROOT / "topologies" / "two-site-odl.yaml",
+    "ryu": ROOT / "topologies" / "two-site-ryu.yaml",
 }
 CASES = [(b, d) for b in ("ovs", "dpctl") for d in ("path", "rtt", "oneway")]
 CASES.append(("odl", "rtt"))  # each ODL step waits out a 3 s statistics poll: one case
+CASES.append(("ryu", "rtt"))
 
 
 @pytest.mark.parametrize(("backend", "degradation"), CASES)
