@@ -71,12 +71,25 @@ class Browser:
         return bool(found) and found[0].is_displayed()
 
     def text(self, css: str) -> str:
-        found = self.all(css)
-        return found[0].text if found else ""
+        """The first match's visible text ("" if none), read in one go (the page redraws)."""
+        found = self.driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css
+        )
+        return str(found)
 
     def attr(self, css: str, name: str) -> str | None:
-        found = self.all(css)
-        return found[0].get_attribute(name) if found else None
+        values = self.attrs(css, name)
+        return values[0] if values else None
+
+    def attrs(self, css: str, name: str) -> list[str | None]:
+        """Attribute ``name`` of every match, read in one go (the page redraws)."""
+        values: list[str | None] = self.driver.execute_script(
+            "return [...document.querySelectorAll(arguments[0])]"
+            ".map((e) => e.getAttribute(arguments[1]));",
+            css,
+            name,
+        )
+        return values
 
     def wait(self, check: Callable[[], T], what: str, timeout: float = 15.0) -> T:
         """Until ``check()`` is truthy (and return it); fail naming ``what`` after

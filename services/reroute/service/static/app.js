@@ -356,9 +356,12 @@
       const a = ((start + (i * 360) / switches.length) * Math.PI) / 180;
       pos[n.name] = { x: radius * Math.cos(a), y: -radius * Math.sin(a) };
     });
+    // optical switches and long-haul nodes in the middle; below the line when two
+    // switches face each other (so their direct links stay in sight)
+    const middle = switches.length === 2 ? 110 : 0;
     cores.forEach((n, i) => {
       const offset = (i - (cores.length - 1) / 2) * 150;
-      pos[n.name] = { x: offset, y: 0 };
+      pos[n.name] = { x: offset, y: middle };
     });
     const neighbours = {};
     for (const [a, b] of topo.links) {
@@ -590,10 +593,13 @@
       const a = local(`${node.name}:${duplex(optical, ingress)}`);
       const b = local(`${node.name}:${duplex(optical, egress)}`);
       if (!a || !b) continue;
+      // the two directions of a duplex circuit bow apart, so both show
+      const len = Math.hypot(b.x - a.x, b.y - a.y) || 1;
+      const c = { x: (-(b.y - a.y) / len) * 10, y: ((b.x - a.x) / len) * 10 };
       g.append(
         svg("path", {
           class: "xc",
-          d: `M${a.x.toFixed(1)},${a.y.toFixed(1)} Q0,0 ${b.x.toFixed(1)},${b.y.toFixed(1)}`,
+          d: `M${a.x.toFixed(1)},${a.y.toFixed(1)} Q${c.x.toFixed(1)},${c.y.toFixed(1)} ${b.x.toFixed(1)},${b.y.toFixed(1)}`,
           "data-xc": `${ingress}-${egress}`,
         }),
       );
@@ -676,15 +682,13 @@
   }
 
   function phaseGroup(phase) {
-    // park-*, circuits, await-lock, swap-*, clean: how an operator reads an optical MBB
+    // park (all of the move onto the temporary path), circuits, await-lock, swap, clean:
+    // how an operator reads an optical MBB; an electronic one reads make, shift, clean
     if (!phase) return "steps";
-    let name = phase;
-    let prefix = "";
-    const m = /^(park|swap)-(.*)$/.exec(phase);
-    if (m) [prefix, name] = [m[1], m[2]];
-    name = name.replace(/^verify-/, "");
+    if (phase.startsWith("park-")) return "park";
+    const name = phase.replace(/^swap-/, "").replace(/^verify-/, "");
     if (name === "drain" || name === "clean") return "clean";
-    return prefix || name;
+    return phase.startsWith("swap-") ? "swap" : name;
   }
 
   function groups(steps) {
@@ -730,7 +734,7 @@
     const list = el("ol", { class: "phases", "data-reroute": live.id, "data-state": live.state });
     for (const group of groups(live.steps)) {
       const gs = groupState(group.steps);
-      const done = group.steps.reduce((sum, s) => sum + (s.ms || 0), 0);
+      const done = took(group.steps);
       const running = group.steps.map(elapsed).find((v) => v !== null);
       let time = done ? ms(done) : "";
       const lock = group.name === "await-lock" && intent;
@@ -741,6 +745,7 @@
         const fill = Math.min(1, (running ?? done) / (intent.lock_timeout_ms || 1));
         bar.append(el("div", { class: "fill", style: `width:${(fill * 100).toFixed(1)}%` }));
       }
+      const open = gs === "started" || gs === "failed" || gs === "undone";
       const steps = el("ul", { class: "steps" });
       for (const s of group.steps) {
         steps.append(
@@ -759,7 +764,7 @@
           { class: "phase", "data-phase": group.name, "data-state": gs },
           el("div", { class: "phase-head" }, el("strong", {}, group.name), el("span", { class: "time" }, time)),
           bar,
-          steps,
+          el("details", { open }, el("summary", {}, `${group.steps.length} steps`), steps),
         ),
       );
     }
@@ -769,9 +774,20 @@
     box.replaceChildren(...parts);
   }
 
+  function took(steps) {
+    // a phase's wall time (its steps may run at once), else the sum of what is known
+    const timed = steps.every((s) => s.started && s.finished);
+    if (timed && steps.length) {
+      const first = Math.min(...steps.map((s) => s.started));
+      const last = Math.max(...steps.map((s) => s.finished));
+      return (last - first) * 1000;
+    }
+    return steps.reduce((sum, s) => sum + (s.ms || 0), 0);
+  }
+
   function historyPhases(view) {
     return groups(view.steps)
-      .map((g) => `${g.name} ${ms(g.steps.reduce((sum, s) => sum + (s.ms || 0), 0))}`)
+      .map((g) => `${g.name} ${ms(took(g.steps))}`)
       .join(" · ");
   }
 
@@ -903,7 +919,7 @@
         headers: { "Idempotency-Key": randomKey() },
       });
       discardPlan();
-      $("form-note").textContent = `Reroute ${view.id} ${view.state}.`;
+      $("form-note").textContent = `Reroute ${view.id} asked for (${view.state} then): its timeline is above.`;
       state.live = view;
       renderTimeline();
       await refreshHistory();
