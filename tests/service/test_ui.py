@@ -292,6 +292,7 @@ def test_in_a_browser_on_the_fabric(
             assert {"circuits", "await-lock", "park-shift", "swap-shift"} <= phases
             assert path_of_flow(topo, fab) == "long"  # the dry run changed nothing
 
+            watch(b)
             reroute_id = confirm(b)
             b.wait(lambda: history_state(b, reroute_id) == "done", "the MBB done", 30)
             b.wait(lambda: FLOW in flows_on(b, "short"), "the flow drawn on short")
@@ -304,6 +305,11 @@ def test_in_a_browser_on_the_fabric(
             assert shown == ["park", "circuits", "await-lock", "swap", "clean"], shown
             lock = b.text(f'{timeline}[data-phase="await-lock"] .time')
             assert "timeout 3.00 s" in lock, lock
+            # while it ran: the lock wait counted up, the flow was drawn parked on temporary
+            seen = b.driver.execute_script("return window.seen;")
+            waits = [x for x in seen["phases"] if x.startswith("await-lock:started:")]
+            assert any("elapsed / timeout 3.00 s" in x for x in waits), seen["phases"]
+            assert "temporary" in seen["paths"], seen["paths"]
             shot = b.screenshot(tmp_path / "ui.png")
             if os.environ.get("UPDATE_UI_SCREENSHOT"):
                 b.screenshot(shot, copy_to=ROOT / "docs" / "ui.png")
@@ -322,6 +328,29 @@ def test_in_a_browser_on_the_fabric(
         if serve.proc.poll() is None and FLOW not in serve.client().flows()["long"]:
             serve.client().create([FLOW], "long", via="temporary", wait_s=20)  # for the next
         serve.stop()
+
+
+WATCH = """
+window.seen = {phases: [], paths: []};
+new MutationObserver((records) => {
+  for (const r of records) for (const node of r.addedNodes) {
+    if (!node.querySelectorAll) continue;
+    for (const li of node.querySelectorAll("li.phase")) {
+      const time = li.querySelector(".time");
+      window.seen.phases.push(`${li.dataset.phase}:${li.dataset.state}:${time.textContent}`);
+    }
+    for (const line of node.querySelectorAll(".flowpath")) {
+      window.seen.paths.push(line.getAttribute("data-path"));
+    }
+  }
+}).observe(document.getElementById("main"), {childList: true, subtree: true});
+"""
+
+
+def watch(b: Browser) -> None:
+    """Record every timeline phase and every drawn path the page shows from now on (the
+    records keep what a later redraw replaces): ``window.seen``."""
+    b.driver.execute_script(WATCH)
 
 
 def xcs(b: Browser) -> set[str]:
