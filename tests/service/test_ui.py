@@ -151,6 +151,8 @@ def test_every_step_names_its_phase(fake_server: ServerThread, topo: Topology) -
     ).json()
     assert [s["phase"] for s in done["steps"]] == [s["phase"] for s in dry["steps"]]
     assert {"make", "shift", "clean"} <= {s["phase"] for s in done["steps"]}
+    again = fake_server.client().get(done["id"])  # the Python client reads them too
+    assert [s.phase for s in again.steps] == [s["phase"] for s in done["steps"]]
     # an optical MBB's text, read back: park-*, circuits, await-lock, swap-*
     rules = tables_from(initial_rules(topo))
     intent = Intent(flows=(FlowSpec.parse("10.0.0.2>10.0.0.3"),), to_path="short", via="temporary")
