@@ -89,6 +89,7 @@ def test_the_page_needs_no_token_and_gives_no_powers(fake_server: ServerThread) 
     page = anonymous.get("/ui/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'src="app.js"' in page.text and 'href="app.css"' in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
     for name, kind in (("app.js", "javascript"), ("app.css", "text/css")):
         answer = anonymous.get(f"/ui/{name}")
         assert answer.status_code == 200 and kind in answer.headers["content-type"], name

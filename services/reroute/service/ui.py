@@ -13,9 +13,28 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.types import Scope
 
 STATIC = Path(__file__).with_name("static")
 PREFIX = "/ui"
+# the page runs only its own files and talks only to this service (its token stays here)
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+class PageFiles(StaticFiles):
+    """The page's files, each with ``HEADERS``."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(HEADERS)
+        return response
 
 
 def mount_ui(app: FastAPI) -> None:
@@ -25,4 +44,4 @@ def mount_ui(app: FastAPI) -> None:
     async def ui_root() -> RedirectResponse:
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
-    app.mount(PREFIX, StaticFiles(directory=STATIC, html=True), name="ui")
+    app.mount(PREFIX, PageFiles(directory=STATIC, html=True), name="ui")
