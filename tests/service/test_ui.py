@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from drivers.base import Capabilities
+from drivers.errors import DeviceUnreachable
 from fabric.fabric import Fabric
 from services.reroute.executor import Driver
 from services.reroute.model import FlowSpec, Intent
@@ -251,6 +252,32 @@ def test_in_a_browser_on_fake_switches(topo: Topology, tmp_path: Path) -> None:
             b.wait(lambda: history_state(b, back.json()["id"]) == "done", "the restart's reroute")
             assert not b.text("#error")
             b.screenshot(tmp_path / "ui-fake.png")
+
+
+def test_a_device_that_cannot_be_read_leaves_the_page_and_says_so(
+    topo: Topology, tmp_path: Path
+) -> None:
+    fake = FakeFabric(topo)
+    ost1 = FakeOptical("ost1", {})
+
+    async def unreachable() -> dict[int, int]:
+        raise DeviceUnreachable("ost1", "TCPIP0::192.0.2.30::5025::SOCKET: no route")
+
+    ost1.connections = unreachable  # type: ignore[method-assign]
+
+    @asynccontextmanager
+    async def drivers(config: Settings) -> AsyncIterator[Mapping[str, Driver]]:
+        async with fake.drivers(config) as switches:
+            yield {**switches, "ost1": ost1}
+
+    with ServerThread(settings(topo, tmp_path / "j.sqlite"), drivers) as srv, Browser() as b:
+        assert srv.http(READER).get("/v1/optics").status_code == 503
+        b.open(f"{srv.url}/ui/")
+        b.login(READER)
+        b.wait(lambda: drawn(b, *BRIDGES, "ost1"), "the topology")
+        b.wait(lambda: "no route" in b.text("#error"), "the device's error")
+        assert "optical cross-connects" in b.text("#error")
+        assert FLOW in flows_on(b, "long")  # what could be read is drawn
 
 
 @pytest.fixture

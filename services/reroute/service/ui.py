@@ -1,5 +1,5 @@
 """The operator's web page: ``GET /ui`` serves the static files of ``static/`` (HTML, CSS,
-JavaScript that draws SVG; no build step, no framework).
+JavaScript modules that draw SVG; no build step, no library).
 
 The files hold no data and need no token (``auth.PUBLIC_PREFIXES``); the page asks the
 operator for a token and sends it with every API call, so it can do exactly what the

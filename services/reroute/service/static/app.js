@@ -79,10 +79,16 @@ async function boot() {
 }
 
 async function refreshAll() {
+  // what the devices hold is read from them: an unreachable one still leaves the drawing
+  const devices = (what, path) =>
+    api(path).catch((err) => {
+      showError(`Reading ${what} from the devices failed: ${err.message}`);
+      return null;
+    });
   const [topo, flows, optics, history] = await Promise.all([
     api("/v1/topology"),
-    api("/v1/flows"),
-    api("/v1/optics"),
+    devices("the flows", "/v1/flows"),
+    devices("the optical cross-connects", "/v1/optics"),
     api("/v1/reroutes?limit=20"),
   ]);
   Object.assign(state, { topo, flows, optics, history: history.reroutes });
