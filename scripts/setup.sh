@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc)
+DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc
+      chromium chromium-driver)  # the last two: the browser test of the web page (tests/service/test_ui.py)
 
 missing=()
 for pkg in "${DEBS[@]}"; do

@@ -35,6 +35,7 @@ class StepView:
     state: str  # planned | started | done | failed | undone
     ms: float | None
     error: str | None
+    phase: str | None = None  # the plan phase (make, shift, park-shift, await-lock, ...)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,6 +333,7 @@ def _reroute(data: Mapping[str, Any], status: int = 200) -> RerouteView:
                 state=s["state"],
                 ms=s["ms"],
                 error=s["error"],
+                phase=s.get("phase"),
             )
             for s in data["steps"]
         ),

@@ -57,9 +57,11 @@ def settings(topo: Topology, journal: Path, **kw: object) -> Settings:
 class ServerThread:
     """``reroute serve``'s server, in a thread of this process, on a free port."""
 
-    def __init__(self, config: Settings, drivers: DriverFactory | None = None) -> None:
+    def __init__(
+        self, config: Settings, drivers: DriverFactory | None = None, port: int = 0
+    ) -> None:
         self.server: DrainingServer = server(config, drivers=drivers)
-        self.sock = listening_socket("127.0.0.1", 0)
+        self.sock = listening_socket("127.0.0.1", port)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
@@ -105,12 +107,12 @@ class ServerThread:
 class ServeProcess:
     """A real ``reroute serve --config FILE`` process (to be killed for real)."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, listen: str = "127.0.0.1:0") -> None:
         cmd = [sys.executable, "-m", "services.reroute.cli", "serve", "--config", str(config)]
         self.log = config.with_suffix(".log")
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
-                [*cmd, "--listen", "127.0.0.1:0"],
+                [*cmd, "--listen", listen],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=log,

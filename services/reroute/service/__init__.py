@@ -3,8 +3,8 @@
 Modules: ``config`` (the YAML file), ``auth`` (bearer tokens, roles ``read`` and
 ``operator``), ``models`` (request/response bodies), ``views`` (engine values -> bodies),
 ``core`` (admission, idempotency, drain), ``worker`` (the queue), ``events`` (server-sent
-events), ``metrics`` (Prometheus), ``routes``, ``app``, ``server`` (uvicorn, graceful
-drain), ``cli``.
+events), ``metrics`` (Prometheus), ``routes``, ``ui`` (the operator's web page, ``static/``),
+``app``, ``server`` (uvicorn, graceful drain), ``cli``.
 
 Concurrency, chosen: reroutes are executed by ONE worker in FIFO order. Two reroutes
 touching the same flows or links are therefore never interleaved: the second is queued

@@ -30,6 +30,7 @@ from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.routes import router
+from services.reroute.service.ui import mount_ui
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -43,6 +44,7 @@ DESCRIPTION = (
 def api(lifespan: Lifespan | None = None) -> FastAPI:
     app = FastAPI(title=TITLE, version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.include_router(router)
+    mount_ui(app)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(PlanError, _plan_error)
     app.add_exception_handler(ApiError, _api_error)

@@ -3,7 +3,9 @@
 ``read`` may GET everything; ``operator`` may also POST and DELETE. A missing or unknown
 token is 401 (with ``WWW-Authenticate: Bearer``), a read token on a mutating method 403.
 The check is an ASGI middleware, so a caller without a token learns nothing else: not
-even whether its body would have been valid. ``PUBLIC`` paths need no token.
+even whether its body would have been valid. ``PUBLIC`` paths need no token, nor do the
+web page's static files under ``PUBLIC_PREFIXES`` (they hold no data: the page sends the
+operator's token with each API call it makes).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
+PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/ui"})
+PUBLIC_PREFIXES = ("/ui/",)
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -49,6 +52,10 @@ class TokenTable:
         return found
 
 
+def is_public(path: str) -> bool:
+    return path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
+
+
 def needed_role(method: str) -> Role:
     return Role.READ if method in READ_METHODS else Role.OPERATOR
 
@@ -61,7 +68,7 @@ class BearerAuth:
         self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC:
+        if scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         role = self.tokens.role_of(Headers(scope=scope).get("authorization"))

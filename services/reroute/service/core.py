@@ -18,7 +18,8 @@ import asyncio
 import logging
 import uuid
 
-from services.reroute.engine import Engine
+from drivers.base import CrossConnectSwitch
+from services.reroute.engine import Engine, read_optics, read_tables
 from services.reroute.errors import ApiError, PlanError
 from services.reroute.journal import Journal, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
@@ -27,8 +28,14 @@ from services.reroute.rules import path_tag
 from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
 from services.reroute.service.metrics import Metrics
-from services.reroute.service.models import FlowsView, Health, RerouteRequest, RerouteView
-from services.reroute.service.views import flows_view, reroute_view
+from services.reroute.service.models import (
+    FlowsView,
+    Health,
+    OpticsView,
+    RerouteRequest,
+    RerouteView,
+)
+from services.reroute.service.views import flows_view, optics_view, reroute_view
 from services.reroute.service.worker import Worker
 
 log = logging.getLogger("reroute.service")
@@ -134,8 +141,14 @@ class RerouteService:
         return [self._view(r) for r in self.journal.history(limit, state=state, flows=flows)]
 
     async def flows(self) -> FlowsView:
-        tables, _ = await self.engine.state()
+        tables = await read_tables(self.engine.drivers)  # the optical switches are not needed
         return flows_view(self.engine.topo, tables, self.engine.scope)
+
+    async def optics(self) -> OpticsView:
+        """Each optical switch's cross-connects, read from the devices this instance manages."""
+        drivers = self.engine.drivers
+        read = frozenset(n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch))
+        return optics_view(self.engine.topo, await read_optics(drivers), read)
 
     def health(self) -> Health:
         return Health(

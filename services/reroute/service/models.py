@@ -78,6 +78,7 @@ class IntentView(BaseModel):
 
 class StepView(BaseModel):
     index: int = Field(description="1-based, in plan order")
+    phase: str | None = Field(default=None, description="the plan phase it belongs to")
     description: str
     state: StepState | Literal["planned"]
     started: float | None = Field(description="Unix time")
@@ -155,6 +156,25 @@ class PathFlows(BaseModel):
 
 class FlowsView(BaseModel):
     paths: list[PathFlows]
+
+
+class OpticalSwitchView(BaseModel):
+    name: str
+    ingress_count: int = Field(description="ports 1..N are ingress, N+1..N+M egress")
+    egress_count: int
+    managed: bool = Field(description="a switch this instance manages (and reads)")
+    cross_connects: list[tuple[int, int]] | None = Field(
+        description="[ingress, egress] as read from the device now (null: not managed here)"
+    )
+
+
+class OpticsView(BaseModel):
+    switches: list[OpticalSwitchView]
+
+
+class WhoAmI(BaseModel):
+    role: Literal["read", "operator"] = Field(description="what the caller's token may do")
+    fabric: str
 
 
 class Health(BaseModel):

@@ -19,12 +19,14 @@ from services.reroute.service.core import RerouteService
 from services.reroute.service.models import (
     FlowsView,
     Health,
+    OpticsView,
     PlanView,
     Problem,
     RerouteList,
     RerouteRequest,
     RerouteView,
     TopologyView,
+    WhoAmI,
 )
 from services.reroute.service.views import plan_view, topology_view
 
@@ -117,6 +119,20 @@ async def topology(svc: Svc) -> TopologyView:
 @router.get("/v1/flows", responses=ERRORS, summary="Per path, the flows installed on devices")
 async def flows(svc: Svc) -> FlowsView:
     return await svc.flows()
+
+
+@router.get(
+    "/v1/optics", responses=ERRORS, summary="Each optical switch's cross-connects, read now"
+)
+async def optics(svc: Svc) -> OpticsView:
+    return await svc.optics()
+
+
+@router.get("/v1/whoami", responses=ERRORS, summary="The role of the caller's token")
+async def whoami(request: Request, svc: Svc) -> WhoAmI:
+    role = svc.settings.tokens.role_of(request.headers.get("authorization"))
+    assert role is not None  # the auth middleware let the request through
+    return WhoAmI(role=role.value, fabric=svc.settings.fabric)
 
 
 @router.get("/healthz", summary="Liveness (no token needed)")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from drivers.base import FlowRule
 from services.reroute.journal import Record, StepRecord
 from services.reroute.model import FlowSpec, Intent
@@ -11,6 +14,8 @@ from services.reroute.service.models import (
     FlowsView,
     IntentView,
     NodeView,
+    OpticalSwitchView,
+    OpticsView,
     PathFlows,
     PathView,
     PlanStepView,
@@ -20,7 +25,10 @@ from services.reroute.service.models import (
     TopologyView,
 )
 from services.reroute.tables import Tables
-from services.reroute.topology import Path, Topology
+from services.reroute.topology import Circuit, Path, Topology
+
+_PHASE = re.compile(r"^  phase (\S+)")
+_STEP = re.compile(r"^    +\d+\. ")
 
 
 def intent_view(intent: Intent) -> IntentView:
@@ -44,7 +52,7 @@ def reroute_view(
         summary=record.summary,
         intent=intent_view(record.intent) if record.intent else None,
         plan=record.plan_text or None,
-        steps=step_views(record.step_names, steps),
+        steps=step_views(record.step_names, steps, step_phases(record.plan_text)),
         error=record.error,
         created=record.created,
         started=record.started,
@@ -53,8 +61,24 @@ def reroute_view(
     )
 
 
-def step_views(names: tuple[str, ...], steps: list[StepRecord]) -> list[StepView]:
+def step_phases(plan_text: str) -> list[str]:
+    """The phase of each step, in plan order, read from the plan's text (``Plan.describe``:
+    a line ``  phase NAME ...`` heads the numbered lines of its steps)."""
+    phases: list[str] = []
+    current = ""
+    for line in plan_text.splitlines():
+        if heading := _PHASE.match(line):
+            current = heading.group(1)
+        elif _STEP.match(line):
+            phases.append(current)
+    return phases
+
+
+def step_views(
+    names: tuple[str, ...], steps: list[StepRecord], phases: list[str] | None = None
+) -> list[StepView]:
     by_index = {s.index: s for s in steps}
+    known = phases if phases is not None and len(phases) == len(names) else None
     views = []
     for i, name in enumerate(names):
         s = by_index.get(i)
@@ -62,6 +86,7 @@ def step_views(names: tuple[str, ...], steps: list[StepRecord]) -> list[StepView
         views.append(
             StepView(
                 index=i + 1,
+                phase=known[i] if known else None,
                 description=name,
                 state=s.state if s else "planned",
                 started=s.started if s else None,
@@ -157,4 +182,25 @@ def _flow_of(rule: FlowRule) -> FlowSpec | None:
         return None
     return FlowSpec(
         src=m.ipv4_src, dst=m.ipv4_dst, ip_proto=m.ip_proto, l4_src=m.l4_src, l4_dst=m.l4_dst
+    )
+
+
+def optics_view(topo: Topology, circuits: frozenset[Circuit], read: frozenset[str]) -> OpticsView:
+    """Each optical switch of the topology, with the cross-connects read from it now
+    (``read``: the switches whose devices were read)."""
+    by_switch: Mapping[str, list[tuple[int, int]]] = {
+        o.name: sorted((c.ingress, c.egress) for c in circuits if c.switch == o.name)
+        for o in topo.optical_switches
+    }
+    return OpticsView(
+        switches=[
+            OpticalSwitchView(
+                name=o.name,
+                ingress_count=o.ingress_count,
+                egress_count=o.egress_count,
+                managed=o.name in read,
+                cross_connects=by_switch[o.name] if o.name in read else None,
+            )
+            for o in topo.optical_switches
+        ]
     )
