@@ -21,6 +21,8 @@ iface_of() {  # the interface with an address in subnet $1 (Docker attaches them
   log "no interface in $1"; return 1
 }
 
+# the switch's namespaces set sysctls: /proc/sys is read-only in a container
+[[ -w /proc/sys/net ]] || mount -o remount,rw /proc/sys
 ports=()
 for link in $LINKS; do ports+=(--port "${link%%=*}=$(iface_of "${link#*=}")"); done
 $R fabric down --all >/dev/null 2>&1 || true
