@@ -54,6 +54,10 @@ for i in $(seq 300); do  # the monitor checks the service once at start: wait fo
     2>/dev/null && break
   sleep 0.1
 done
+# the monitor arms once the connection works (the other site may start later)
+until ip netns exec "rr-$NAME.$HOST" ping -c1 -W1 "$PEER" >/dev/null; do
+  ((++i % 10)) || log "waiting for $PEER to answer before the monitor starts"
+done
 $R monitor rtt --netns "rr-$NAME.$HOST" --target "$PEER" \
   --trigger "$RTT_TRIGGER_MS" --clear "$RTT_CLEAR_MS" --samples 3 --rate-hz 20 \
   --api http://127.0.0.1:8080 --token-file "$RUN/token" --flow "$FLOW" --to "$STANDBY" \
