@@ -50,7 +50,6 @@ def _fire(args: argparse.Namespace) -> Callable[[int], Failover]:
             args.flow,
             args.to,
             strategy=args.strategy,
-            drain_ms=args.drain_ms,
             idempotency_key=f"monitor-{run_id}-{n}",  # one degradation, one reroute
             wait_s=args.wait_s,
         )
@@ -112,11 +111,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--flow", action="append", default=[], metavar="SRC>DST", help="repeatable")
     p.add_argument("--to", required=True, metavar="PATH", help="the standby path")
     p.add_argument("--strategy", choices=["mbb", "bbm"], default="mbb")
-    p.add_argument(
-        "--drain-ms",
-        type=float,
-        help="the reroute's drain before old rules go (default: the service's)",
-    )
     p.add_argument("--wait-s", type=float, default=5.0, help="wait for the reroute to finish")
     p.add_argument("--retries", type=int, default=3)
     p.add_argument("--id", help="monitor id in idempotency keys (default: random)")
