@@ -108,12 +108,13 @@ class Deployment:
     def client(self, site: str) -> RerouteClient:
         return RerouteClient(f"http://127.0.0.1:{self.ports[site]}", self.token)
 
-    def wait_ready(self, site: str, timeout: float = 90) -> None:
-        """The site's service answers and its monitor runs (its entry point said so)."""
+    def wait_ready(self, site: str, timeout: float = 90, starts: int = 1) -> None:
+        """The site's service answers and its monitor runs: its entry point said so
+        ``starts`` times (the log of a restarted container holds every start)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             logs = self.logs(site)
-            if "site sw" in logs and ": up: service" in logs.split("stopping")[-1]:
+            if logs.count(": up: service") >= starts:
                 return
             if docker("inspect", "-f", "{{.State.Running}}", site).strip() != "true":
                 raise AssertionError(f"{site} stopped while starting:\n{logs}")

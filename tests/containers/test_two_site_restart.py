@@ -56,7 +56,7 @@ def test_docker_kill_mid_failover_recovers_on_restart(dep: Deployment) -> None:
     killed_at = time.monotonic()
     assert docker("inspect", "-f", "{{.State.Running}}", "site1").strip() == "false"
     docker("start", "site1")
-    dep.wait_ready("site1")
+    dep.wait_ready("site1", starts=2)
     ready_s = time.monotonic() - killed_at
     assert "(restarted)" in dep.logs("site1")
     with dep.client("site1") as client:
