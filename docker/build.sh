@@ -5,7 +5,8 @@
 #   docker/build.sh            # reroute-base:bookworm (once) and reroute-ci:latest
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+# the Debian mirror: the one this host's apt uses (its sources list), or MIRROR=URL
+MIRROR=${MIRROR:-$(docker/host-mirror.sh bookworm)}
 ROOTFS=${ROOTFS:-/var/tmp/reroute-rootfs}
 
 if ! docker image inspect reroute-base:bookworm >/dev/null 2>&1; then

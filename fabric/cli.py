@@ -1,4 +1,4 @@
-"""``reroute fabric up|down|status|exec``: the emulated fabric from the command line."""
+"""``reroute fabric up|down|site|status|exec|delay``: the emulated fabric from the command line."""
 
 from __future__ import annotations
 
@@ -108,6 +108,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ex.add_argument("node")
     ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
     ex.set_defaults(func=_exec)
+    site = fsub.add_parser(
+        "site",
+        help="build one site of a topology here: its switch, its hosts, existing interfaces "
+        "for the links that leave it (the two-site containers)",
+    )
+    site.add_argument("file", type=Path, metavar="FILE", help="the whole topology")
+    site.add_argument("switch", help="the site's border switch")
+    site.add_argument(
+        "--port",
+        action="append",
+        default=[],
+        type=_port_iface,
+        metavar="PORT=IFACE",
+        help="an external port and the interface it becomes (repeat for each)",
+    )
+    site.add_argument(
+        "--state-dir", type=Path, required=True, help="the inventory's state_dir (journal, locks)"
+    )
+    site.set_defaults(func=_site)
     delay = fsub.add_parser(
         "delay", help="show or change a long-haul node's one-way delay (its delay line's HTTP)"
     )
@@ -117,6 +136,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     delay.add_argument("--a-to-b-ms", type=float, help="only the p1 -> p2 direction")
     delay.add_argument("--b-to-a-ms", type=float, help="only the p2 -> p1 direction")
     delay.set_defaults(func=_delay)
+
+
+def _port_iface(text: str) -> tuple[str, str]:
+    port, sep, iface = text.partition("=")
+    if not sep or not port or not iface:
+        raise argparse.ArgumentTypeError(f"expected PORT=IFACE, got {text!r}")
+    return port, iface
+
+
+def _site(args: argparse.Namespace) -> int:
+    from fabric import site
+
+    topo = load_topology(args.file)
+    fab = site.up(topo, args.switch, dict(args.port), state_dir=args.state_dir)
+    print(f"site {args.switch} of {topo.name} is up; inventory {fab.state.inventory}")
+    return 0
 
 
 def _delay(args: argparse.Namespace) -> int:

@@ -145,7 +145,7 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     _configure_hosts(topo, state)
     progress("bridges and ports")
     _make_bridges(topo, fab.ovs)
-    _wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
+    wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
     odl = [s for s in topo.switches if s.driver == "odl"]
     ryu = [s for s in topo.switches if s.driver == "ryu_rest"]
@@ -267,7 +267,7 @@ def _make_bridges(topo: Topology, ovs: OvsInstance) -> None:
     ovs.vsctl(*args)
 
 
-def _wait_links_up(ovs: OvsInstance, ifaces: list[str], timeout: float = 10.0) -> None:
+def wait_links_up(ovs: OvsInstance, ifaces: list[str], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         out = ovs.vsctl(

@@ -79,8 +79,9 @@ async def recover(
     Safe to repeat: an interrupted recovery leaves the record running for the next one."""
     done = []
     for record in journal.in_flight():
+        tables = await read_tables(drivers)
         plans = plan_restore(
-            topo, await read_tables(drivers), record.origins, record.touched, now=time.time()
+            topo, tables, record.origins, record.touched, now=time.time(), scope=scope
         )
         scratch = Journal(None)
         try:
