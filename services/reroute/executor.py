@@ -222,13 +222,13 @@ class Executor:
     async def _circuits(
         self, name: str, remove: tuple[Circuit, ...], add: tuple[Circuit, ...]
     ) -> None:
+        await guard.circuits(self._optical(name), remove, add)
+
+    def _optical(self, name: str) -> CrossConnectSwitch:
         driver = self.drivers[name]
         if not isinstance(driver, CrossConnectSwitch):
             raise DriverError(name, "is not an optical switch (no cross-connects)")
-        if remove:
-            await driver.disconnect([c.ingress for c in remove])
-        if add:
-            await driver.connect([(c.ingress, c.egress) for c in add])
+        return driver
 
     async def _await_lock(self, step: Step) -> None:
         """Poll the ports' link state until all are up; LockTimeout after ``duration_s``."""
@@ -293,6 +293,6 @@ class Executor:
 
     async def _undo(self, step: Step) -> None:
         if step.kind is StepKind.CIRCUITS:
-            await self._circuits(step.device, step.connect, step.disconnect)
+            await guard.undo_circuits(self._optical(step.device), step.disconnect, step.connect)
         elif step.undo:
             await guard.apply(self._programmer(step.device), step.undo)

@@ -15,6 +15,12 @@ cleaned up, so for such a device it:
    says the table is in an unknown state.
 
 An atomic device's batch is applied as it is: the device itself leaves all or nothing.
+
+An optical circuit step is two commands (remove, then add; a Polatis SUB then ADD):
+``circuits`` reads the connections first and, when the add fails after the removal, puts
+the touched ingress ports back as they were. ``undo_circuits`` undoes a circuit step from
+what the switch has now, so undoing a step that failed part-way never removes or adds
+what is not there.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import logging
 from collections.abc import Sequence
 
 from drivers import batch
-from drivers.base import FlowChange, FlowProgrammer
+from drivers.base import CrossConnectSwitch, FlowChange, FlowProgrammer
 from drivers.batch import Key
 from services.reroute.errors import DriverError
+from services.reroute.topology import Circuit
 
 log = logging.getLogger("reroute.executor")
 
@@ -79,4 +86,70 @@ async def _undo(
             driver.name,
             f"{error}; undoing the applied part of the batch failed too ({undo_error}): "
             "the table is in an unknown state, read it back",
+        ) from undo_error
+
+
+# --------------------------------------------------------------------------------------
+# optical circuits: SUB then ADD are two commands
+
+
+async def circuits(
+    driver: CrossConnectSwitch, remove: Sequence[Circuit], add: Sequence[Circuit]
+) -> None:
+    """Remove the circuits ``remove`` (by ingress), then add ``add``. On a device without
+    atomic batches a failure after the removal puts the touched ingress ports back as
+    they were (read back first), then raises the original error."""
+    if driver.capabilities.atomic_batch:
+        await _circuits(driver, remove, add)
+        return
+    before = await driver.connections()
+    try:
+        await _circuits(driver, remove, add)
+    except DriverError as exc:
+        await _restore_circuits(driver, before, {c.ingress for c in (*remove, *add)}, exc)
+        raise
+
+
+async def undo_circuits(
+    driver: CrossConnectSwitch, removed: Sequence[Circuit], added: Sequence[Circuit]
+) -> None:
+    """Undo a circuit step from what the device has now: remove those of ``added`` that
+    exist, add back those of ``removed`` that do not (a step that failed part-way, or was
+    already put back, leaves less to undo)."""
+    now = await driver.connections()
+    drop = [c for c in added if now.get(c.ingress) == c.egress]
+    back = [c for c in removed if now.get(c.ingress) != c.egress]
+    await circuits(driver, drop, back)
+
+
+async def _circuits(
+    driver: CrossConnectSwitch, remove: Sequence[Circuit], add: Sequence[Circuit]
+) -> None:
+    if remove:
+        await driver.disconnect([c.ingress for c in remove])
+    if add:
+        await driver.connect([(c.ingress, c.egress) for c in add])
+
+
+async def _restore_circuits(
+    driver: CrossConnectSwitch, before: dict[int, int], ingresses: set[int], error: DriverError
+) -> None:
+    try:
+        now = await driver.connections()
+        changed = sorted(i for i in ingresses if now.get(i) != before.get(i))
+        if not changed:
+            return
+        log.warning("%s: putting back circuits of %s after: %s", driver.name, changed, error)
+        if gone := [i for i in changed if i in now]:
+            await driver.disconnect(gone)
+        if back := [(i, before[i]) for i in changed if i in before]:
+            await driver.connect(back)
+        now = await driver.connections()
+        if wrong := [i for i in changed if now.get(i) != before.get(i)]:
+            raise DriverError(driver.name, f"ingress port(s) {wrong} did not read back as before")
+    except DriverError as undo_error:
+        raise DriverError(
+            driver.name,
+            f"{error}; putting the circuits back failed too ({undo_error}): the switch is in "
+            "an unknown state, read its connections",
         ) from undo_error

@@ -26,6 +26,7 @@ from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planner import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.topology import Circuit
 
 NON_ATOMIC = Capabilities(atomic_batch=False, read_back=True, max_batch=0, port_state=False)
 ATOMIC = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=False)
@@ -148,3 +149,65 @@ def test_the_planned_inverse_after_the_guard_still_leaves_the_table_as_before(fa
     outcome = run(switch, batch, undo=[*delete(rule(5), rule(4)), *add(rule(1))])
     assert outcome.state is RerouteState.ROLLED_BACK
     assert sorted(switch.table.values()) == sorted(BEFORE)
+
+
+# --------------------------------------------------------------------------------------
+# optical circuits: remove then add, two commands
+
+
+class Optical:
+    """Cross-connects as a Polatis keeps them; ``refuse_add``: the next ADD is refused."""
+
+    capabilities = NON_ATOMIC
+
+    def __init__(self, name: str, table: dict[int, int], *, refuse_add: int = 0) -> None:
+        self.name = name
+        self.table = dict(table)
+        self.refuse_add = refuse_add
+
+    async def connect(self, pairs: Sequence[tuple[int, int]]) -> None:
+        if self.refuse_add:
+            self.refuse_add -= 1
+            raise DeviceRejected(self.name, "ADD refused: 1002,'Egress already in use'", "1002")
+        self.table |= dict(pairs)
+
+    async def disconnect(self, ingresses: Sequence[int]) -> None:
+        for i in ingresses:
+            self.table.pop(i, None)
+
+    async def connections(self) -> dict[int, int]:
+        return dict(self.table)
+
+
+def run_circuits(switch: Optical, remove: Sequence[Circuit], add: Sequence[Circuit]) -> Outcome:
+    step = Step(
+        kind=StepKind.CIRCUITS, device=switch.name, disconnect=tuple(remove), connect=tuple(add)
+    )
+    plan = Plan(
+        intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
+        from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
+        phases=(Phase(name="circuits", steps=(step,)),), planned_at=0.0,
+    )  # fmt: skip
+    return asyncio.run(Executor({switch.name: switch}, Journal(None)).run("r1", plan))
+
+
+def test_a_circuit_step_whose_add_fails_after_the_removal_puts_the_circuits_back() -> None:
+    before = {1: 17, 2: 18}
+    switch = Optical("ost1", before, refuse_add=1)
+    outcome = run_circuits(
+        switch,
+        [Circuit(switch="ost1", ingress=1, egress=17)],
+        [Circuit(switch="ost1", ingress=1, egress=18)],
+    )
+    assert outcome.state is RerouteState.ROLLED_BACK and "1002" in (outcome.error or "")
+    assert switch.table == before
+
+
+def test_a_circuit_step_that_succeeds_changes_only_its_circuits() -> None:
+    switch = Optical("ost1", {1: 17, 2: 18})
+    outcome = run_circuits(
+        switch,
+        [Circuit(switch="ost1", ingress=1, egress=17)],
+        [Circuit(switch="ost1", ingress=1, egress=19)],
+    )
+    assert outcome.state is RerouteState.DONE and switch.table == {1: 19, 2: 18}
