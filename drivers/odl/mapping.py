@@ -1,5 +1,5 @@
-"""``FlowRule`` <-> OpenDaylight bodies: the inventory model's JSON (RESTCONF) both ways,
-and Hydrogen's AD-SAL ``FlowConfig`` (written only: AD-SAL style reads RESTCONF).
+"""``FlowRule`` <-> OpenDaylight bodies: the inventory model's JSON (RESTCONF) and Hydrogen's
+AD-SAL ``FlowConfig`` (all strings), both ways.
 
 Inventory model, per field:
 
@@ -252,6 +252,60 @@ def flow_config(rule: FlowRule, dpid: int) -> Json:
 
 def _host(prefix: Prefix | None) -> str | None:
     return None if prefix is None else str(prefix).removesuffix("/32")
+
+
+ADSAL_PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
+_CONFIG_MATCH: dict[str, Callable[[str], tuple[str, object]]] = {
+    "ingressPort": lambda v: ("in_port", _port(v)),
+    "etherType": lambda v: ("eth_type", int(v, 0)),
+    "vlanId": lambda v: ("vlan_vid", int(v)),
+    "nwSrc": lambda v: ("ipv4_src", Prefix.parse(v)),
+    "nwDst": lambda v: ("ipv4_dst", Prefix.parse(v)),
+    "protocol": lambda v: ("ip_proto", ADSAL_PROTOCOLS.get(v.lower()) or int(v, 0)),
+    "tpSrc": lambda v: ("l4_src", int(v)),
+    "tpDst": lambda v: ("l4_dst", int(v)),
+}
+_CONFIG_OTHER = frozenset(
+    {"installInHw", "name", "node", "priority", "cookie", "actions", "idleTimeout",
+     "hardTimeout", "status"}
+)  # fmt: skip
+
+
+def parse_flow_config(obj: Json) -> FlowRule:
+    """An AD-SAL ``FlowConfig`` (a flowprogrammer listing's entry) as a FlowRule of table 0
+    (MappingError when it says more than a FlowRule can)."""
+    try:
+        unknown = sorted(k for k in obj if k not in _CONFIG_MATCH and k not in _CONFIG_OTHER)
+        if unknown:
+            raise ValueError(f"fields {unknown} cannot be read back")
+        fields = dict(
+            _CONFIG_MATCH[k](str(v).strip()) for k, v in obj.items() if k in _CONFIG_MATCH and v
+        )
+        return FlowRule(
+            match=FlowMatch(**fields),  # type: ignore[arg-type]
+            priority=int(obj.get("priority", 0x8000)),
+            actions=tuple(_config_actions(obj.get("actions", []))),
+            cookie=int(obj.get("cookie", 0)),
+            table=0,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flowConfig {obj.get('name')!r}: {exc}") from exc
+
+
+def _config_actions(items: list[str]) -> Iterator[Action]:
+    """``OUTPUT=2``, ``SET_VLAN_ID=10`` (a push on the untagged frames we write it for),
+    ``POP_VLAN``, ``DROP``."""
+    for item in items:
+        name, _, arg = str(item).partition("=")
+        name = name.strip().upper()
+        if name == "OUTPUT":
+            yield from (Output(_port(p.strip())) for p in arg.split(","))
+        elif name == "SET_VLAN_ID":
+            yield PushVlan(int(arg))
+        elif name == "POP_VLAN":
+            yield PopVlan()
+        elif name != "DROP":
+            raise ValueError(f"action {item!r} cannot be read back")
 
 
 def _adsal_action(action: Action) -> str:

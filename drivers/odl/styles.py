@@ -18,8 +18,12 @@ datastore is read, and what the operational node says.
       PUT/DELETE /controller/nb/v2/flowprogrammer/default/node/OF/00:00:00:00:00:00:00:01/
                  staticFlow/ID
 
-  AD-SAL has no operational flow view in the inventory model; this style reads the
-  draft RESTCONF operational datastore (which Hydrogen served too).
+      GET        /controller/nb/v2/flowprogrammer/default/node/OF/00:00:00:00:00:00:00:01
+                 -> {"flowConfig": [FlowConfig...]}
+
+  Flows are read back through AD-SAL's own listing (above), not the RESTCONF
+  operational datastore, which need not hold AD-SAL's static flows. Port state still
+  comes from the draft RESTCONF operational node (unverified on a real Hydrogen).
 """
 
 from __future__ import annotations
@@ -61,6 +65,24 @@ def flow_body(style: Style, node: str, rule: FlowRule) -> Json:
     if style is Style.ADSAL:
         return mapping.flow_config(rule, dpid)
     return {"flow-node-inventory:flow": [mapping.flow_json(rule, dpid)]}
+
+
+def flows_path(style: Style, node: str) -> str | None:
+    """Where the node's flows are listed, when not in its operational node (AD-SAL)."""
+    if style is Style.ADSAL:
+        adsal = mapping.adsal_node(mapping.dpid_of(node))
+        return f"/controller/nb/v2/flowprogrammer/default/node/OF/{adsal}"
+    return None
+
+
+def listed_flows(body: object) -> list[FlowRule]:
+    """The flows of an AD-SAL listing ``{"flowConfig": [...]}``."""
+    if not isinstance(body, dict) or not isinstance(body.get("flowConfig", []), list):
+        raise MappingError('expected {"flowConfig": [...]}')
+    items: list[Any] = body.get("flowConfig", [])
+    if not all(isinstance(i, dict) for i in items):
+        raise MappingError("flowConfig: expected objects")
+    return [mapping.parse_flow_config(i) for i in items]
 
 
 def operational_path(style: Style, node: str) -> str:

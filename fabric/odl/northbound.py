@@ -16,7 +16,9 @@ Hydrogen AD-SAL flowprogrammer::
         [/staticFlow/NAME]]
 
 PUT (flows only, config only): 201 created; 204 (RFC 8040) or 200 (draft, AD-SAL)
-replaced. DELETE (a flow, or a whole config table): 204, or 404. GET: 200, or 404.
+replaced. DELETE (a flow, or a whole config table): 204; when it is not there, 409
+``data-missing`` (RFC 8040, section 7's mapping) or 404 (draft, AD-SAL). GET: 200, or 404.
+AD-SAL also lists a node's static flows: GET ``.../node/OF/ID`` -> ``{"flowConfig": [...]}``.
 400 for a malformed body (an ODL ``errors`` body); 409 when the body's id or table
 disagrees with the URL; 405 when an AD-SAL body's name or node disagrees with the URL,
 and for methods a resource does not take. 401 without the right credentials.
@@ -188,8 +190,8 @@ def _delete(ctl: Controller, res: Resource) -> web.Response:
         found = ctl.delete_table(res.dpid, res.table)
     else:
         found = ctl.delete(res.dpid, res.table, res.flow)
-    if not found:
-        raise HttpError(404, "data-missing", MISSING)
+    if not found:  # RFC 8040 section 7 maps data-missing to 409; the draft answered 404
+        raise HttpError(404 if res.draft else 409, "data-missing", MISSING)
     return web.Response(status=204)
 
 
