@@ -19,8 +19,8 @@ switch over OpenFlow).
    or DELETE, which also clears refused flows out of config) and re-verified; then the
    error is raised. When the undo fails too, a plain ``DriverError`` says so.
 
-AD-SAL (``api: adsal``) reads flows back through its own flowprogrammer listing, which
-holds them as soon as the PUT is answered (``styles.flows_path``), not through RESTCONF.
+AD-SAL (``api: adsal``) reads flows back through its own statistics northbound (the
+switch's flows at the last poll, ``styles.flows_path``), not through RESTCONF.
 
 HTTP statuses: 2xx ok (on DELETE also 404, and 409 with error-tag ``data-missing``, which
 RFC 8040 section 7 maps data-missing to: already gone); 401/403 -> ``DeviceRejected``
@@ -313,8 +313,8 @@ class OdlDriver(Session):
                 return styles.node_flows(await self._node())
             response = await self._http_call(Request(method="GET", path=listing))
             if not response.is_success:
-                raise self._status_error(response, "reading the flowprogrammer listing: ")
-            return styles.listed_flows(response.json())
+                raise self._status_error(response, "reading the flow statistics: ")
+            return styles.statistics_flows(response.json())
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
 

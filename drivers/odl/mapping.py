@@ -1,5 +1,5 @@
-"""``FlowRule`` <-> OpenDaylight bodies: the inventory model's JSON (RESTCONF) and Hydrogen's
-AD-SAL ``FlowConfig`` (all strings), both ways.
+"""``FlowRule`` <-> OpenDaylight bodies: the inventory model's JSON (RESTCONF) both ways,
+Hydrogen's AD-SAL ``FlowConfig`` (written) and its statistics northbound's flows (read).
 
 Inventory model, per field:
 
@@ -254,60 +254,6 @@ def _host(prefix: Prefix | None) -> str | None:
     return None if prefix is None else str(prefix).removesuffix("/32")
 
 
-ADSAL_PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
-_CONFIG_MATCH: dict[str, Callable[[str], tuple[str, object]]] = {
-    "ingressPort": lambda v: ("in_port", _port(v)),
-    "etherType": lambda v: ("eth_type", int(v, 0)),
-    "vlanId": lambda v: ("vlan_vid", int(v)),
-    "nwSrc": lambda v: ("ipv4_src", Prefix.parse(v)),
-    "nwDst": lambda v: ("ipv4_dst", Prefix.parse(v)),
-    "protocol": lambda v: ("ip_proto", ADSAL_PROTOCOLS.get(v.lower()) or int(v, 0)),
-    "tpSrc": lambda v: ("l4_src", int(v)),
-    "tpDst": lambda v: ("l4_dst", int(v)),
-}
-_CONFIG_OTHER = frozenset(
-    {"installInHw", "name", "node", "priority", "cookie", "actions", "idleTimeout",
-     "hardTimeout", "status"}
-)  # fmt: skip
-
-
-def parse_flow_config(obj: Json) -> FlowRule:
-    """An AD-SAL ``FlowConfig`` (a flowprogrammer listing's entry) as a FlowRule of table 0
-    (MappingError when it says more than a FlowRule can)."""
-    try:
-        unknown = sorted(k for k in obj if k not in _CONFIG_MATCH and k not in _CONFIG_OTHER)
-        if unknown:
-            raise ValueError(f"fields {unknown} cannot be read back")
-        fields = dict(
-            _CONFIG_MATCH[k](str(v).strip()) for k, v in obj.items() if k in _CONFIG_MATCH and v
-        )
-        return FlowRule(
-            match=FlowMatch(**fields),  # type: ignore[arg-type]
-            priority=int(obj.get("priority", 0x8000)),
-            actions=tuple(_config_actions(obj.get("actions", []))),
-            cookie=int(obj.get("cookie", 0)),
-            table=0,
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MappingError(f"flowConfig {obj.get('name')!r}: {exc}") from exc
-
-
-def _config_actions(items: list[str]) -> Iterator[Action]:
-    """``OUTPUT=2``, ``SET_VLAN_ID=10`` (a push on the untagged frames we write it for),
-    ``POP_VLAN``, ``DROP``."""
-    for item in items:
-        name, _, arg = str(item).partition("=")
-        name = name.strip().upper()
-        if name == "OUTPUT":
-            yield from (Output(_port(p.strip())) for p in arg.split(","))
-        elif name == "SET_VLAN_ID":
-            yield PushVlan(int(arg))
-        elif name == "POP_VLAN":
-            yield PopVlan()
-        elif name != "DROP":
-            raise ValueError(f"action {item!r} cannot be read back")
-
-
 def _adsal_action(action: Action) -> str:
     match action:
         case Output(port=port):
@@ -316,6 +262,66 @@ def _adsal_action(action: Action) -> str:
             return f"SET_VLAN_ID={vid}"
         case PopVlan():
             return "POP_VLAN"
+
+
+_STAT_MATCH: dict[str, Callable[[Json], tuple[str, object]]] = {
+    "IN_PORT": lambda f: ("in_port", _port(str(f["value"]).split("@")[0].split("|")[-1])),
+    "DL_TYPE": lambda f: ("eth_type", int(str(f["value"]), 0)),
+    "DL_VLAN": lambda f: ("vlan_vid", int(f["value"])),
+    "NW_SRC": lambda f: ("ipv4_src", _masked(f)),
+    "NW_DST": lambda f: ("ipv4_dst", _masked(f)),
+    "NW_PROTO": lambda f: ("ip_proto", int(f["value"])),
+    "TP_SRC": lambda f: ("l4_src", int(f["value"])),
+    "TP_DST": lambda f: ("l4_dst", int(f["value"])),
+}
+
+
+def parse_flow_statistic(obj: Json) -> FlowRule:
+    """One entry of AD-SAL's statistics northbound (``{"flow": {...}, "tableId": 0, ...}``)
+    as a FlowRule; AD-SAL's ``Flow.id`` is the cookie (MappingError when it says more
+    than a FlowRule can)."""
+    try:
+        flow = obj["flow"]
+        fields = dict(_stat_field(f) for f in flow.get("match", {}).get("matchField", []))
+        return FlowRule(
+            match=FlowMatch(**fields),  # type: ignore[arg-type]
+            priority=_int(flow.get("priority", 0x8000)),
+            actions=tuple(_stat_actions(flow.get("actions", []))),
+            cookie=_int(flow.get("id", 0)) & 0xFFFF_FFFF_FFFF_FFFF,
+            table=_int(obj.get("tableId", 0)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow statistic: {exc!r}") from exc
+
+
+def _stat_field(field: Json) -> tuple[str, object]:
+    kind = str(field.get("type"))
+    if kind not in _STAT_MATCH:
+        raise ValueError(f"match field {kind} cannot be read back")
+    return _STAT_MATCH[kind](field)
+
+
+def _masked(field: Json) -> Prefix:
+    mask = str(field.get("mask") or "255.255.255.255")
+    bits = sum(bin(int(octet)).count("1") for octet in mask.split("."))
+    return Prefix.parse(f"{field['value']}/{bits}")
+
+
+def _stat_actions(items: list[Json]) -> Iterator[Action]:
+    """OUTPUT (its ``port.id``), reserved ports by type (CONTROLLER...), SET_VLAN_ID (a
+    push on the untagged frames we write it for), POP_VLAN, DROP."""
+    for item in items:
+        kind = str(item.get("type", "")).upper()
+        if kind == "OUTPUT":
+            yield Output(_port(item["port"]["id"]))
+        elif kind in NAMED:
+            yield Output(NAMED[kind])
+        elif kind == "SET_VLAN_ID":
+            yield PushVlan(_int(item["vlanId"]))
+        elif kind == "POP_VLAN":
+            yield PopVlan()
+        elif kind != "DROP":
+            raise ValueError(f"action {kind} cannot be read back")
 
 
 # --------------------------------------------------------------------------------------

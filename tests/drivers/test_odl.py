@@ -129,19 +129,23 @@ def test_the_adsal_body_is_all_strings() -> None:
 
 
 @pytest.mark.parametrize("rule", [RULES[0], RULES[2]], ids=str)
-def test_an_adsal_flow_config_maps_back_to_the_same_rule(rule: FlowRule) -> None:
-    assert mapping.parse_flow_config(mapping.flow_config(rule, 1)) == rule
-    listed = {"flowConfig": [adsal.flow_config(adsal.parse_flow_config(
-        mapping.flow_config(rule, 1)), 1)]}  # fmt: skip
-    assert styles.listed_flows(listed) == [rule]  # as the emulator lists it
+def test_adsal_flow_statistics_map_back_to_the_rule_written(rule: FlowRule) -> None:
+    flow = adsal.parse_flow_config(mapping.flow_config(rule, 1))  # as the emulator keeps it
+    body = adsal.flow_statistics(1, [(flow, None)])
+    assert body["flowStatistic"][0]["flow"]["id"] == rule.cookie
+    assert styles.statistics_flows(body) == [rule]
+    assert styles.statistics_flows({"flowStat": body["flowStatistic"]}) == [rule]
 
 
-def test_an_adsal_flow_config_a_rule_cannot_hold_is_a_mapping_error() -> None:
-    body = mapping.flow_config(RULE, 1)
-    with pytest.raises(MappingError, match="dlSrc"):
-        mapping.parse_flow_config(body | {"dlSrc": "00:00:00:00:00:01"})
-    with pytest.raises(MappingError, match="ENQUEUE"):
-        mapping.parse_flow_config(body | {"actions": ["ENQUEUE=1:2"]})
+def test_an_adsal_statistic_a_rule_cannot_hold_is_a_mapping_error() -> None:
+    flow = adsal.parse_flow_config(mapping.flow_config(RULE, 1))
+    (stat,) = adsal.flow_statistics(1, [(flow, None)])["flowStatistic"]
+    fields = [*stat["flow"]["match"]["matchField"], {"type": "DL_SRC", "value": "0:0:0:0:0:1"}]
+    odd = stat | {"flow": stat["flow"] | {"match": {"matchField": fields}}}
+    with pytest.raises(MappingError, match="DL_SRC"):
+        styles.statistics_flows({"flowStatistic": [odd]})
+    with pytest.raises(MappingError):
+        styles.statistics_flows({"flowStatistic": "nothing"})
 
 
 @pytest.mark.parametrize(
@@ -446,24 +450,22 @@ def test_deleting_a_flow_that_is_not_there_is_done(site: OdlSite, style: str) ->
 
 
 @pytest.mark.fabric
-def test_adsal_reads_back_through_its_own_flow_listing(
+def test_adsal_reads_back_through_its_statistics_northbound(
     slow: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With statistics polled once a second, an AD-SAL batch is verified at once: the
-    flowprogrammer listing has it, the operational datastore does not yet."""
+    """An AD-SAL batch is verified in AD-SAL's statistics northbound (the switch's flows
+    at the last poll), never in RESTCONF (only the node check at open reads it)."""
     rule = FlowRule(match=FlowMatch(in_port=2), priority=7, actions=(Output(1),), cookie=5)
 
     async def main() -> list[FlowRule]:
-        async with OdlDriver("dut", slow.base_url, style="adsal", operational_wait_s=0.1) as d:
+        async with OdlDriver("dut", slow.base_url, style="adsal", operational_wait_s=3.0) as d:
             await d.apply([add(rule)])
             return await d.read(cookie=5)
 
     with caplog.at_level(logging.DEBUG, logger="reroute.wire.odl.dut"):
         assert asyncio.run(main()) == [rule]
     lines = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.odl.dut"]
-    reads = [line for line in lines if line.startswith("> GET ")]
-    listing = "> GET /controller/nb/v2/flowprogrammer/default/node/OF/00:00:00:00:00:00:00:01 "
-    assert reads.count(listing) >= 2  # the undo point and the read-back
-    with slow.http() as http:
-        url = f"{CONFIG_NODE}/flow-node-inventory:table=0/flow={mapping.flow_id(rule)}"
-        assert http.get(f"{url}?content=config").status_code == 200
+    reads = [line.split()[2] for line in lines if line.startswith("> GET ")]
+    stats = "/controller/nb/v2/statistics/default/flow/node/OF/00:00:00:00:00:00:00:01"
+    assert reads.count(stats) >= 2  # the undo point and the read-back
+    assert not any("/restconf/" in r or "/rests/" in r for r in reads[1:]), reads
