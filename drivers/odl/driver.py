@@ -92,9 +92,10 @@ class OdlDriver(Session):
         port_state=True,
         typical_latency_ms=3000.0,  # up to one statistics poll (ODL: 3 s) per batch
         notes="OpenDaylight northbound REST (RFC 8040, draft RESTCONF or Hydrogen AD-SAL), "
-        "one request per flow; verified in the operational datastore, which lags by the "
-        "controller's statistics poll; a flow the switch refuses is detected by its absence "
-        "there after operational_wait_s; a failed batch is undone",
+        "one request per flow; verified in the operational datastore (AD-SAL: its statistics "
+        "northbound), which lags by the controller's statistics poll; a flow the switch "
+        "refuses is detected by its absence there after operational_wait_s; a failed batch "
+        "is undone",
     )
 
     @classmethod
