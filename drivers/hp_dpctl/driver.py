@@ -134,11 +134,12 @@ class HpDpctlDriver(Session):
         self.datapath_id = flowtext.parse_dpid(text)
         want = self.expected_dpid
         if want is not None and self.datapath_id != want:
-            found = "no datapath id" if self.datapath_id is None else f"{self.datapath_id:016x}"
+            found = "no dpid" if self.datapath_id is None else f"dpid {self.datapath_id:016x}"
             raise DeviceRejected(
                 self.name,
-                f"{self.target} is datapath {found}, but the topology says {self.name} is "
-                f"{want:016x}: wrong switch or wrong topology; nothing was changed",
+                f"{self.target} has {found} (its FEATURES_REPLY), but the topology gives "
+                f"{self.name} dpid {want:016x}: wrong switch or wrong topology; nothing was "
+                "changed",
                 "DPID_MISMATCH",
             )
 

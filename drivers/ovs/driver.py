@@ -167,8 +167,9 @@ class OvsDriver(Session):
         if want is not None and dpid != want:
             raise DeviceRejected(
                 self.name,
-                f"{self.target} is datapath {dpid:016x}, but the topology says {self.name} "
-                f"is {want:016x}: wrong switch or wrong topology; nothing was changed",
+                f"{self.target} has dpid {dpid:016x} (its FEATURES_REPLY), but the topology "
+                f"gives {self.name} dpid {want:016x}: wrong switch or wrong topology; nothing "
+                "was changed",
                 "DPID_MISMATCH",
             )
 
