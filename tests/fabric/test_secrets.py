@@ -50,6 +50,7 @@ def site() -> Iterator[Site]:
 def inventory(site: Site, tmp_path: Path, password: dict[str, str] | None = None) -> Path:
     """The fabric's inventory with its state (journal) in ``tmp_path``; the password file
     named absolutely, or ``password`` instead."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     doc = yaml.safe_load(site.fab.state.inventory.read_text())
     doc["state_dir"] = str(tmp_path / "state")
     for device in doc["devices"].values():
@@ -113,9 +114,13 @@ def test_the_service_never_answers_or_logs_the_password(site: Site, tmp_path: Pa
         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     answers: list[str] = []
+    early: list[str] = []  # log lines (-vv) before the one with the address
+    line = ""
     try:
         assert serve.stdout is not None
-        line = serve.stdout.readline()
+        while "http://" not in (line := serve.stdout.readline()) and line:
+            early.append(line)
+        assert line, "".join(early)
         url = "http://" + line.split("http://")[1].split()[0]
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
@@ -130,7 +135,8 @@ def test_the_service_never_answers_or_logs_the_password(site: Site, tmp_path: Pa
             answers.append(http.get(f"/v1/reroutes/{moved.json()['id']}").text)
     finally:
         serve.terminate()
-        log, _ = serve.communicate(timeout=20)
+        rest, _ = serve.communicate(timeout=20)
+        log = "".join(early) + line + rest
     assert all(site.password not in a for a in answers)
     assert "reroute.wire.odl" in log and site.password not in log
     assert site.password not in journal_text(tmp_path / "state" / "journal.sqlite")
