@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,19 +110,15 @@ def test_the_service_never_answers_or_logs_the_password(site: Site, tmp_path: Pa
         f"topology: {TOPOLOGY}\ninventory: {inv}\nlisten: 127.0.0.1:0\n"
         f"tokens: [{{token: {TOKEN}, role: operator}}]\n"
     )
-    serve = subprocess.Popen(
-        [*CLI, "-vv", "serve", "--config", str(config)],
-        cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    out = tmp_path / "serve.log"  # a file: -vv logs would fill a pipe nobody reads
+    with out.open("w") as sink:
+        serve = subprocess.Popen(
+            [*CLI, "-vv", "serve", "--config", str(config)],
+            cwd=ROOT, text=True, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     answers: list[str] = []
-    early: list[str] = []  # log lines (-vv) before the one with the address
-    line = ""
     try:
-        assert serve.stdout is not None
-        while "http://" not in (line := serve.stdout.readline()) and line:
-            early.append(line)
-        assert line, "".join(early)
-        url = "http://" + line.split("http://")[1].split()[0]
+        url = _address(out, serve)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
             moved = http.post("/v1/reroutes?wait=20", json={"flows": [FLOW], "to_path": "standby"})
@@ -135,8 +132,21 @@ def test_the_service_never_answers_or_logs_the_password(site: Site, tmp_path: Pa
             answers.append(http.get(f"/v1/reroutes/{moved.json()['id']}").text)
     finally:
         serve.terminate()
-        rest, _ = serve.communicate(timeout=20)
-        log = "".join(early) + line + rest
+        serve.wait(timeout=20)
+    log = out.read_text()
     assert all(site.password not in a for a in answers)
     assert "reroute.wire.odl" in log and site.password not in log
     assert site.password not in journal_text(tmp_path / "state" / "journal.sqlite")
+
+
+def _address(log: Path, serve: subprocess.Popen[str], wait_s: float = 20.0) -> str:
+    """The service's URL, from the line of its output that announces it."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if "http://" in line:
+                return "http://" + line.split("http://")[1].split()[0]
+        if serve.poll() is not None:
+            raise AssertionError(f"serve exited {serve.returncode}: {log.read_text()}")
+        time.sleep(0.05)
+    raise AssertionError(f"serve announced no address in {wait_s} s: {log.read_text()}")
