@@ -3,7 +3,10 @@
 ``python -m drivers.matrix`` writes ``docs/drivers.md``; ``--check`` only compares (exit 1
 when the file is stale); ``--stdout`` prints it instead. Every package under ``drivers/``
 is imported first, so each registers its kinds. The columns are the fields of
-``Capabilities``, so a new field shows up without touching this module.
+``Capabilities``, so a new field shows up without touching this module. After the matrix
+come the drivers' ``CHECKED.md`` (``drivers/<package>/CHECKED.md``: what was checked
+against the device's public documentation, and what only against our emulator), each
+under its kind's heading; a driver without one is listed as unchecked.
 """
 
 from __future__ import annotations
@@ -89,7 +92,35 @@ def render(kinds: Sequence[str] | None = None) -> str:
         provided = ", ".join(interfaces(lookup(kind))) or "none"
         lines.append(f"| `{kind}` | {provided} | " + " | ".join(cells) + " |")
     notes = [f"- `{kind}`: {capabilities(kind).notes}" for kind in kinds]
-    return HEADER + "\n" + "\n".join(lines) + "\n\n## Notes\n\n" + "\n".join(notes) + "\n"
+    checked = "".join(checked_section(kind) for kind in kinds)
+    return (
+        HEADER + "\n" + "\n".join(lines) + "\n\n## Notes\n\n" + "\n".join(notes) + "\n"
+        + CHECKED_HEADER + checked
+    )  # fmt: skip
+
+
+CHECKED_HEADER = """
+## Checked against the devices' documentation
+
+Per driver, from its `CHECKED.md`: what was checked against the device's public
+documentation (cited), and what only against the emulator in `fabric/`.
+"""
+
+
+def checked_file(kind: str) -> Path:
+    """``drivers/<package>/CHECKED.md`` of the package that registers ``kind``."""
+    package = lookup(kind).__module__.split(".")[1]
+    return Path(drivers.__path__[0]) / package / "CHECKED.md"
+
+
+def checked_section(kind: str) -> str:
+    """The kind's CHECKED.md under a heading of its own (its own title dropped)."""
+    path = checked_file(kind)
+    if not path.exists():
+        return f"\n### `{kind}`\n\nNot checked yet: no `{path.name}` in its package.\n"
+    lines = path.read_text().strip().splitlines()
+    body = "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip()
+    return f"\n### `{kind}`\n\n{body}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

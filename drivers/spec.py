@@ -48,7 +48,9 @@ class TlsFiles(BaseModel):
         description="CA certificate the device's certificate is checked against"
     )
     server_name: str | None = Field(
-        default=None, description="name expected in the device's certificate (default: the host)"
+        default=None,
+        description="name expected in the device's certificate (default: OpenFlow checks "
+        "only the CA's signature, as ovs-ofctl does; gRPC checks the host)",
     )
 
     @model_validator(mode="after")

@@ -16,6 +16,11 @@ No controller: a host tool speaks OpenFlow 1.0 straight to the switch's passive 
    error is raised: nothing of a failed batch stays applied. When the undo itself fails,
    a plain ``DriverError`` says the table is in an unknown state.
 
+``open`` runs ``show`` (the FEATURES_REPLY, which in OpenFlow 1.0 lists the ports; not
+``dump-ports-desc``, an Open vSwitch extension a real HP answers with BAD_STAT) and
+refuses a switch whose datapath id is not the topology's (``Expect.dpid``), before any
+change.
+
 Errors: refused / lost connection -> ``DeviceUnreachable``; no answer in ``timeout`` (the
 driver kills the tool; the tool's own ``--timeout`` is a backstop) -> ``DeviceTimeout``;
 ``OFPT_ERROR`` -> ``DeviceRejected(code=<OpenFlow error name>)``; a read-back that differs
@@ -98,16 +103,24 @@ class HpDpctlDriver(Session):
     @classmethod
     def from_spec(cls, name: str, spec: HpDpctlSpec, expect: Expect) -> HpDpctlDriver:
         """The driver of an inventory entry (``drivers.hp_dpctl.spec``)."""
-        driver = cls(name, spec.target, timeout=spec.timeout_s)
+        driver = cls(name, spec.target, timeout=spec.timeout_s, dpid=expect.dpid)
         driver.tool = find_tool(spec.timeout_s, spec.tool_path, kind=spec.tool)
         return driver
 
     def __init__(
-        self, name: str, target: str, *, timeout: float = 5.0, dpctl: str | None = None
+        self,
+        name: str,
+        target: str,
+        *,
+        timeout: float = 5.0,
+        dpctl: str | None = None,
+        dpid: int | None = None,
     ) -> None:
         self.name = name
         self.target = target
         self.timeout = timeout
+        self.expected_dpid = dpid
+        self.datapath_id: int | None = None
         self.tool = find_tool(timeout, dpctl)
         self._wire = logging.getLogger(f"reroute.wire.hp_dpctl.{name}")
         self._lock = asyncio.Lock()
@@ -116,15 +129,27 @@ class HpDpctlDriver(Session):
     # session: one process per request, so only a probe
 
     async def open(self) -> None:
-        """Check that the switch answers (reads its ports)."""
-        await self.port_states()
+        """Check that the switch answers (``show``) and is the topology's datapath."""
+        text = await self._run(self.tool.ports(self.target))
+        self.datapath_id = flowtext.parse_dpid(text)
+        want = self.expected_dpid
+        if want is not None and self.datapath_id != want:
+            found = "no dpid" if self.datapath_id is None else f"dpid {self.datapath_id:016x}"
+            raise DeviceRejected(
+                self.name,
+                f"{self.target} has {found} (its FEATURES_REPLY), but the topology gives "
+                f"{self.name} dpid {want:016x}: wrong switch or wrong topology; nothing was "
+                "changed",
+                "DPID_MISMATCH",
+            )
 
     async def identify(self) -> Identity:
-        """The tool used and the ports the switch lists."""
+        """The tool used, the datapath id and the ports the switch lists."""
         ports = await self.port_states()
+        dpid = "?" if self.datapath_id is None else f"{self.datapath_id:016x}"
         return Identity(
             summary=f"OpenFlow 1.0 switch via {type(self.tool).__name__.lower()}, "
-            f"{len(ports)} ports"
+            f"dpid {dpid}, {len(ports)} ports"
         )
 
     async def close(self) -> None:
@@ -165,8 +190,8 @@ class HpDpctlDriver(Session):
     # PortMonitor
 
     async def port_states(self) -> dict[int, PortState]:
-        """Link state of every numbered port (LOCAL left out); DOWN when the link is down
-        or the port is administratively down."""
+        """Link state of every numbered port (LOCAL left out), from ``show``; DOWN when the
+        link is down or the port is administratively down."""
         return flowtext.parse_ports(await self._run(self.tool.ports(self.target)))
 
     # ----------------------------------------------------------------------------------

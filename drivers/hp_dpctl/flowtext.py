@@ -278,8 +278,17 @@ def _action(text: str) -> Action:
     raise ValueError(f"action {text!r} has no equivalent")
 
 
+_DPID = re.compile(r"\bdpid:\s*(?:0x)?([0-9a-fA-F]{1,16})\b")
+
+
+def parse_dpid(text: str) -> int | None:
+    """The datapath id in ``show`` output (``OFPT_FEATURES_REPLY (xid=0x2): dpid:...``)."""
+    found = _DPID.search(text)
+    return int(found[1], 16) if found else None
+
+
 def parse_ports(text: str) -> dict[int, PortState]:
-    """Link state of each numbered port in ``dump-ports-desc`` / ``show`` output.
+    """Link state of each numbered port in ``show`` (or ``dump-ports-desc``) output.
 
     A port is DOWN when its config has PORT_DOWN (bit 0x1) or its state LINK_DOWN (0x1)."""
     ports: dict[int, PortState] = {}

@@ -4,7 +4,8 @@
   after every flow-mod), stops at the first error and prints it (``OFPT_ERROR ...:
   OFPFMFC_TABLE_FULL``). ``-F OpenFlow10`` keeps OVS's extensions (NXM) off the wire, as
   an HP switch would reject them. A whole batch is one ``add-flows`` run (``add`` and
-  ``delete_strict`` lines on stdin), parsed completely before anything is sent.
+  ``delete_strict`` lines on stdin), parsed completely before anything is sent. Ports and
+  the datapath id come from ``show`` (the FEATURES_REPLY), which OpenFlow 1.0 defines.
 - ``Dpctl``: the OpenFlow 1.0 reference ``dpctl`` (not in Debian; its syntax here is the
   reference's and unverified on a real one). It sends and hangs up without waiting, so
   its exit code proves nothing: ``waits`` is False and the driver polls the read-back.
@@ -91,7 +92,10 @@ class Ofctl:
         return Command(argv=self._base("--no-stats", "--no-names", "dump-flows", target))
 
     def ports(self, target: str) -> Command:
-        return Command(argv=self._base("--no-names", "dump-ports-desc", target))
+        """``show``: the FEATURES_REPLY (datapath id, and in OpenFlow 1.0 the ports). Not
+        ``dump-ports-desc``: on 1.0 that is stats type 13, an Open vSwitch extension a
+        real HP switch answers with BAD_STAT."""
+        return Command(argv=self._base("--no-names", "show", target))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,11 @@ switch over OpenFlow).
    or DELETE, which also clears refused flows out of config) and re-verified; then the
    error is raised. When the undo fails too, a plain ``DriverError`` says so.
 
-HTTP statuses: 2xx ok (404 on DELETE too: already gone); 401/403 -> ``DeviceRejected``
+AD-SAL (``api: adsal``) reads flows back through its own statistics northbound (the
+switch's flows at the last poll, ``styles.flows_path``), not through RESTCONF.
+
+HTTP statuses: 2xx ok (on DELETE also 404, and 409 with error-tag ``data-missing``, which
+RFC 8040 section 7 maps data-missing to: already gone); 401/403 -> ``DeviceRejected``
 code ``auth``; other 4xx -> ``DeviceRejected`` with the body's ``error-tag`` (or
 ``http-<status>``); 5xx -> ``DeviceRejected`` code ``http-<status>``; anything else ->
 ``ProtocolError``. Connection refused or lost -> ``DeviceUnreachable``; no answer in
@@ -88,9 +92,10 @@ class OdlDriver(Session):
         port_state=True,
         typical_latency_ms=3000.0,  # up to one statistics poll (ODL: 3 s) per batch
         notes="OpenDaylight northbound REST (RFC 8040, draft RESTCONF or Hydrogen AD-SAL), "
-        "one request per flow; verified in the operational datastore, which lags by the "
-        "controller's statistics poll; a flow the switch refuses is detected by its absence "
-        "there after operational_wait_s; a failed batch is undone",
+        "one request per flow; verified in the operational datastore (AD-SAL: its statistics "
+        "northbound), which lags by the controller's statistics poll; a flow the switch "
+        "refuses is detected by its absence there after operational_wait_s; a failed batch "
+        "is undone",
     )
 
     @classmethod
@@ -104,7 +109,7 @@ class OdlDriver(Session):
             verify = str(spec.ca_certificate)
         return cls(
             name,
-            spec.target,
+            spec.url,
             node,
             style=spec.api,
             user=spec.user,
@@ -195,11 +200,7 @@ class OdlDriver(Session):
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The node's flows in the operational datastore (those whose cookie matches under
         ``cookie_mask``, when given; a ``cookie`` without a mask matches exactly)."""
-        node = await self._node()
-        try:
-            rules = styles.node_flows(node)
-        except MappingError as exc:
-            raise ProtocolError(self.name, f"operational flow: {exc}") from exc
+        rules = await self._flows()
         if cookie is not None and not cookie_mask:
             cookie_mask = ALL_COOKIE_BITS
         want = (cookie or 0) & cookie_mask
@@ -234,7 +235,7 @@ class OdlDriver(Session):
 
     async def _write(self, request: Request, changes: Sequence[FlowChange]) -> None:
         response = await self._http_call(request)
-        if response.is_success or (request.method == "DELETE" and response.status_code == 404):
+        if response.is_success or (request.method == "DELETE" and _gone(response)):
             return
         what = ""
         if request.change >= 0:
@@ -305,6 +306,19 @@ class OdlDriver(Session):
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"operational node: {exc}") from exc
 
+    async def _flows(self) -> list[FlowRule]:
+        """Every flow of the node: AD-SAL's listing, or the operational node's tables."""
+        listing = styles.flows_path(self.style, self.node)
+        try:
+            if listing is None:
+                return styles.node_flows(await self._node())
+            response = await self._http_call(Request(method="GET", path=listing))
+            if not response.is_success:
+                raise self._status_error(response, "reading the flow statistics: ")
+            return styles.statistics_flows(response.json())
+        except (ValueError, MappingError) as exc:
+            raise ProtocolError(self.name, f"flow read back: {exc}") from exc
+
     async def _http_call(self, request: Request) -> httpx.Response:
         http = self._http
         if http is None:
@@ -335,6 +349,12 @@ class OdlDriver(Session):
         if status >= 500:
             return DeviceRejected(self.name, detail, f"http-{status}")
         return ProtocolError(self.name, detail)
+
+
+def _gone(response: httpx.Response) -> bool:
+    """A DELETE's answer that the flow is not there: 404, or RFC 8040's 409 data-missing."""
+    status = response.status_code
+    return status == 404 or (status == 409 and _error_tag(response) == "data-missing")
 
 
 def _text(body: object) -> str:

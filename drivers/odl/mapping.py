@@ -1,5 +1,5 @@
 """``FlowRule`` <-> OpenDaylight bodies: the inventory model's JSON (RESTCONF) both ways,
-and Hydrogen's AD-SAL ``FlowConfig`` (written only: AD-SAL style reads RESTCONF).
+Hydrogen's AD-SAL ``FlowConfig`` (written) and its statistics northbound's flows (read).
 
 Inventory model, per field:
 
@@ -262,6 +262,66 @@ def _adsal_action(action: Action) -> str:
             return f"SET_VLAN_ID={vid}"
         case PopVlan():
             return "POP_VLAN"
+
+
+_STAT_MATCH: dict[str, Callable[[Json], tuple[str, object]]] = {
+    "IN_PORT": lambda f: ("in_port", _port(str(f["value"]).split("@")[0].split("|")[-1])),
+    "DL_TYPE": lambda f: ("eth_type", int(str(f["value"]), 0)),
+    "DL_VLAN": lambda f: ("vlan_vid", int(f["value"])),
+    "NW_SRC": lambda f: ("ipv4_src", _masked(f)),
+    "NW_DST": lambda f: ("ipv4_dst", _masked(f)),
+    "NW_PROTO": lambda f: ("ip_proto", int(f["value"])),
+    "TP_SRC": lambda f: ("l4_src", int(f["value"])),
+    "TP_DST": lambda f: ("l4_dst", int(f["value"])),
+}
+
+
+def parse_flow_statistic(obj: Json) -> FlowRule:
+    """One entry of AD-SAL's statistics northbound (``{"flow": {...}, "tableId": 0, ...}``)
+    as a FlowRule; AD-SAL's ``Flow.id`` is the cookie (MappingError when it says more
+    than a FlowRule can)."""
+    try:
+        flow = obj["flow"]
+        fields = dict(_stat_field(f) for f in flow.get("match", {}).get("matchField", []))
+        return FlowRule(
+            match=FlowMatch(**fields),  # type: ignore[arg-type]
+            priority=_int(flow.get("priority", 0x8000)),
+            actions=tuple(_stat_actions(flow.get("actions", []))),
+            cookie=_int(flow.get("id", 0)) & 0xFFFF_FFFF_FFFF_FFFF,
+            table=_int(obj.get("tableId", 0)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow statistic: {exc!r}") from exc
+
+
+def _stat_field(field: Json) -> tuple[str, object]:
+    kind = str(field.get("type"))
+    if kind not in _STAT_MATCH:
+        raise ValueError(f"match field {kind} cannot be read back")
+    return _STAT_MATCH[kind](field)
+
+
+def _masked(field: Json) -> Prefix:
+    mask = str(field.get("mask") or "255.255.255.255")
+    bits = sum(bin(int(octet)).count("1") for octet in mask.split("."))
+    return Prefix.parse(f"{field['value']}/{bits}")
+
+
+def _stat_actions(items: list[Json]) -> Iterator[Action]:
+    """OUTPUT (its ``port.id``), reserved ports by type (CONTROLLER...), SET_VLAN_ID (a
+    push on the untagged frames we write it for), POP_VLAN, DROP."""
+    for item in items:
+        kind = str(item.get("type", "")).upper()
+        if kind == "OUTPUT":
+            yield Output(_port(item["port"]["id"]))
+        elif kind in NAMED:
+            yield Output(NAMED[kind])
+        elif kind == "SET_VLAN_ID":
+            yield PushVlan(_int(item["vlanId"]))
+        elif kind == "POP_VLAN":
+            yield PopVlan()
+        elif kind != "DROP":
+            raise ValueError(f"action {kind} cannot be read back")
 
 
 # --------------------------------------------------------------------------------------

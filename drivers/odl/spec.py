@@ -3,7 +3,7 @@ northbound base URL, its API style and the switch's node id there.
 
     sw1:
       driver: odl
-      target: http://192.0.2.40:8181     # RESTCONF (8181); Hydrogen's AD-SAL serves on 8080
+      target: http://192.0.2.40:8181     # no port: 8181 (RESTCONF), 8080 for api: adsal
       api: rfc8040                       # rfc8040 | restconf | adsal
       node: openflow:1                   # default: openflow:<the topology's dpid>
       user: admin
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -23,7 +24,10 @@ from drivers.spec import DeviceSpec, SecretRef
 
 class OdlSpec(DeviceSpec):
     driver: Literal["odl"]
-    target: str = Field(description="the northbound's base URL, http(s)://HOST:PORT")
+    target: str = Field(
+        description="the northbound's base URL, http(s)://HOST[:PORT]; without a port, "
+        "8181 (RESTCONF, Lithium on) or 8080 (api: adsal, Hydrogen/Helium)"
+    )
     api: Literal["rfc8040", "restconf", "adsal"] = Field(
         default="rfc8040",
         description="RFC 8040 (/rests, Oxygen on), draft RESTCONF (/restconf, Lithium.."
@@ -52,3 +56,15 @@ class OdlSpec(DeviceSpec):
         if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
             raise ValueError(f"{value!r}: expected http(s)://HOST:PORT")
         return value.rstrip("/")
+
+    @property
+    def url(self) -> str:
+        """``target`` with its port: as given, else the API style's default."""
+        parts = urlsplit(self.target)
+        if parts.port is not None:
+            return self.target
+        port = DEFAULT_PORTS[self.api]
+        return parts._replace(netloc=f"{parts.netloc}:{port}").geturl()
+
+
+DEFAULT_PORTS = {"rfc8040": 8181, "restconf": 8181, "adsal": 8080}

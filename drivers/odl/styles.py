@@ -18,8 +18,14 @@ datastore is read, and what the operational node says.
       PUT/DELETE /controller/nb/v2/flowprogrammer/default/node/OF/00:00:00:00:00:00:00:01/
                  staticFlow/ID
 
-  AD-SAL has no operational flow view in the inventory model; this style reads the
-  draft RESTCONF operational datastore (which Hydrogen served too).
+      GET        /controller/nb/v2/statistics/default/flow/node/OF/00:00:00:00:00:00:00:01
+                 -> {"node": {...}, "flowStatistic": [{"flow": {...}, "tableId": 0, ...}]}
+
+  Flows are read back through AD-SAL's own statistics northbound (the flows the switch
+  reported at the controller's last poll), not the RESTCONF operational datastore, which
+  need not hold AD-SAL's static flows. Port state still comes from the draft RESTCONF
+  operational node (unverified on a real Hydrogen: its switchmanager northbound is the
+  AD-SAL way).
 """
 
 from __future__ import annotations
@@ -61,6 +67,27 @@ def flow_body(style: Style, node: str, rule: FlowRule) -> Json:
     if style is Style.ADSAL:
         return mapping.flow_config(rule, dpid)
     return {"flow-node-inventory:flow": [mapping.flow_json(rule, dpid)]}
+
+
+def flows_path(style: Style, node: str) -> str | None:
+    """Where the node's flows are listed, when not in its operational node (AD-SAL)."""
+    if style is Style.ADSAL:
+        adsal = mapping.adsal_node(mapping.dpid_of(node))
+        return f"/controller/nb/v2/statistics/default/flow/node/OF/{adsal}"
+    return None
+
+
+def statistics_flows(body: object) -> list[FlowRule]:
+    """The flows of an AD-SAL statistics answer ``{"node": ..., "flowStatistic": [...]}``
+    (``flowStat`` in pre-Hydrogen builds)."""
+    if not isinstance(body, dict):
+        raise MappingError("expected a FlowStatistics object")
+    items = body.get("flowStatistic", body.get("flowStat", []))
+    if isinstance(items, dict):  # one entry, as some JAXB JSON writers give it
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise MappingError("flowStatistic: expected a list of objects")
+    return [mapping.parse_flow_statistic(i) for i in items]
 
 
 def operational_path(style: Style, node: str) -> str:

@@ -1,6 +1,7 @@
 """An asyncio OpenFlow 1.3 connection: handshake, echo, replies matched by xid, wire log.
 
-``Channel.open(device, "unix:/run/br0.mgmt" | "tcp:HOST:PORT", timeout=...)`` connects and
+``Channel.open(device, "unix:/run/br0.mgmt" | "tcp:HOST:PORT" | "ssl:HOST:PORT", timeout=...,
+tls=context)`` connects (over TLS for ``ssl:``, with the ``ssl.SSLContext`` given) and
 exchanges HELLOs. One reader task then receives every message: it answers ECHO requests,
 completes the future of the request with the same xid (collecting MULTIPART parts until
 the one without OFPMPF_REPLY_MORE), and turns an ERROR for a pending xid into
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -86,9 +88,19 @@ class Channel:
         self._task = asyncio.create_task(self._read_loop(), name=f"ofp-reader-{device}")
 
     @classmethod
-    async def open(cls, device: str, target: str, *, timeout: float) -> Channel:
-        """Connect to ``target`` and exchange HELLOs; the caller owns ``close()``."""
-        reader, writer = await _connect(device, target, timeout)
+    async def open(
+        cls,
+        device: str,
+        target: str,
+        *,
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+    ) -> Channel:
+        """Connect to ``target`` and exchange HELLOs; the caller owns ``close()``. An
+        ``ssl:`` target needs ``tls`` (``tls_context``); ``server_name`` is the name its
+        certificate must carry when the context checks names."""
+        reader, writer = await _connect(device, target, timeout, tls, server_name)
         chan = cls(device, reader, writer, timeout=timeout)
         try:
             await chan._handshake()
@@ -273,26 +285,52 @@ def _more_to_come(msg: Message) -> bool:
 
 
 async def _connect(
-    device: str, target: str, timeout: float
+    device: str, target: str, timeout: float, tls: ssl.SSLContext | None, server_name: str | None
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     kind, _, where = target.partition(":")
+    if kind == "ssl" and tls is None:
+        raise DeviceUnreachable(device, f"{target}: an ssl: target needs TLS files")
     try:
         async with asyncio.timeout(timeout):
             if kind == "unix":
                 return await asyncio.open_unix_connection(where)
             host, _, port = where.rpartition(":")
-            return await asyncio.open_connection(host.strip("[]"), int(port))
+            context = tls if kind == "ssl" else None
+            return await asyncio.open_connection(
+                host.strip("[]"), int(port), ssl=context,
+                server_hostname=(server_name or host.strip("[]")) if context else None,
+            )  # fmt: skip
     except TimeoutError as exc:
         raise DeviceUnreachable(device, f"cannot connect to {target} in {timeout:g} s") from exc
+    except ssl.SSLError as exc:
+        raise DeviceUnreachable(
+            device, f"TLS with {target} failed: {exc.reason or exc.strerror or exc}"
+        ) from exc
     except (OSError, ValueError) as exc:
         reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc)
         raise DeviceUnreachable(device, f"cannot connect to {target}: {reason}") from exc
 
 
 def parse_target(target: str) -> str:
-    """Check a ``unix:PATH`` / ``tcp:HOST:PORT`` target; returns it, or raises ValueError."""
+    """Check a ``unix:PATH`` / ``tcp:HOST:PORT`` / ``ssl:HOST:PORT`` target; returns it, or
+    raises ValueError."""
     kind, _, where = target.partition(":")
     host, _, port = where.rpartition(":")
-    if (kind == "unix" and where) or (kind == "tcp" and host and port.isdigit()):
+    if (kind == "unix" and where) or (kind in ("tcp", "ssl") and host and port.isdigit()):
         return target
-    raise ValueError(f"bad target {target!r}: expected unix:PATH or tcp:HOST:PORT")
+    raise ValueError(f"bad target {target!r}: expected unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT")
+
+
+def tls_context(
+    ca: str, certificate: str, private_key: str, server_name: str | None
+) -> ssl.SSLContext:
+    """The client side of an OpenFlow TLS connection, as ``ovs-ofctl -p KEY -c CERT -C CA``
+    makes it: we show our certificate, the switch's must be signed by the CA. Its name is
+    checked only when ``server_name`` is given (ovs-ofctl checks none: OVS's ``ovs-pki``
+    certificates name the switch, not its address). OSError / ssl.SSLError for bad files."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = server_name is not None
+    context.load_verify_locations(cafile=ca)
+    context.load_cert_chain(certfile=certificate, keyfile=private_key)
+    return context

@@ -15,13 +15,25 @@
 
 Either way the table is left exactly as before. A ``DeviceTimeout`` during COMMIT leaves
 the outcome unknown: read the table back.
+
+``open`` checks the switch before anything is changed: its FEATURES_REPLY datapath id must
+be the topology's (``Expect.dpid``; ``DeviceRejected`` naming both otherwise), and it probes
+for the ONF bundle extension (a bundle OPEN, then DISCARD). A switch that refuses bundles
+(an OpenFlow 1.3 switch need not have them) gets this session's ``capabilities`` with
+``atomic_batch=False`` and each batch through ``drivers.ovs.ordered``: flow-mods separated
+by barriers, read back, and undone on failure.
+
+Targets: ``unix:PATH``, ``tcp:HOST:PORT`` and ``ssl:HOST:PORT`` with the key, certificate
+and CA certificate files ``ovs-ofctl -p -c -C`` takes (``drivers.spec.TlsFiles``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import ssl
 from collections.abc import Sequence
 
 from drivers.base import (
@@ -35,13 +47,14 @@ from drivers.base import (
     register,
 )
 from drivers.errors import (
+    ConfigError,
     DeviceRejected,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
 from drivers.ovs import ofp13
-from drivers.ovs.channel import Channel, OpenFlowError, parse_target
+from drivers.ovs.channel import Channel, OpenFlowError, parse_target, tls_context
 from drivers.ovs.ofp13 import BundleCtrlType, ErrorMsg
 from drivers.ovs.ofp13_errors import code_name
 from drivers.ovs.ofp13_flow import (
@@ -50,8 +63,9 @@ from drivers.ovs.ofp13_flow import (
     encode_flow_mod,
     encode_flow_stats_request,
 )
+from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
-from drivers.spec import Expect
+from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.ovs")
 
@@ -62,7 +76,7 @@ _COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELET
 
 @register("ovs", spec=OvsSpec)
 class OvsDriver(Session):
-    """An Open vSwitch bridge reached at ``unix:/path/bridge.mgmt`` or ``tcp:HOST:PORT``."""
+    """An OpenFlow 1.3 switch (Open vSwitch, PicOS) at ``unix:``, ``tcp:`` or ``ssl:`` targets."""
 
     capabilities = Capabilities(
         atomic_batch=True,
@@ -70,34 +84,52 @@ class OvsDriver(Session):
         max_batch=0,
         port_state=True,
         typical_latency_ms=1.0,
-        notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); port state from PORT_DESC",
+        notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); a switch without bundles (probed "
+        "at open) gets ordered flow-mods + barriers, read back and undone, and that session "
+        "declares atomic_batch=False; dpid checked at open; port state from PORT_DESC",
     )
 
     @classmethod
     def from_spec(cls, name: str, spec: OvsSpec, expect: Expect) -> OvsDriver:
         """The driver of an inventory entry (``drivers.ovs.spec``)."""
-        return cls(name, spec.target, timeout=spec.timeout_s)
+        return cls(name, spec.target, timeout=spec.timeout_s, tls=spec.tls, dpid=expect.dpid)
 
-    def __init__(self, name: str, target: str, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        *,
+        timeout: float = 5.0,
+        tls: TlsFiles | None = None,
+        dpid: int | None = None,
+    ) -> None:
         try:
             self.target = parse_target(target)
         except ValueError as exc:
             raise DeviceUnreachable(name, str(exc)) from exc
         self.name = name
         self.timeout = timeout
+        self.tls = tls
+        self.expected_dpid = dpid
         self.datapath_id: int | None = None
+        self.bundles: bool | None = None  # the switch takes ONF bundles (known once open)
         self._chan: Channel | None = None
         self._lock = asyncio.Lock()
         self._bundle_id = 0
 
     async def open(self) -> None:
-        """Connect, exchange HELLOs and learn the datapath id."""
+        """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
         if self._chan is not None:
             return
-        chan = await Channel.open(self.name, self.target, timeout=self.timeout)
+        chan = await Channel.open(
+            self.name, self.target, timeout=self.timeout, tls=self._tls_context(),
+            server_name=self.tls.server_name if self.tls else None,
+        )  # fmt: skip
         try:
             reply = await chan.request(ofp13.encode_features_request(chan.xids(1)))
             self.datapath_id = ofp13.parse_features_reply(reply.body).datapath_id
+            self._check_dpid(self.datapath_id)
+            self.bundles = await self._probe_bundles(chan)
         except ofp13.CodecError as exc:
             await chan.close()
             raise ProtocolError(self.name, str(exc)) from exc
@@ -105,12 +137,60 @@ class OvsDriver(Session):
             await chan.close()
             raise
         self._chan = chan
-        log.debug("%s: connected to %s, dpid %016x", self.name, self.target, self.datapath_id)
+        if not self.bundles:
+            self.capabilities = dataclasses.replace(
+                OvsDriver.capabilities,
+                atomic_batch=False,
+                notes="OpenFlow 1.3 without bundles: flow-mods separated by barriers, read "
+                "back, undone on failure; port state from PORT_DESC",
+            )
+        log.debug(
+            "%s: connected to %s, dpid %016x, bundles %s",
+            self.name, self.target, self.datapath_id, "yes" if self.bundles else "no",
+        )  # fmt: skip
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if self.tls is None or not self.target.startswith("ssl:"):
+            return None
+        files = self.tls
+        assert files.private_key is not None and files.certificate is not None
+        try:
+            return tls_context(
+                str(files.ca_certificate), str(files.certificate), str(files.private_key),
+                files.server_name,
+            )  # fmt: skip
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{self.name}: its TLS files cannot be used: {exc}") from exc
+
+    def _check_dpid(self, dpid: int) -> None:
+        want = self.expected_dpid
+        if want is not None and dpid != want:
+            raise DeviceRejected(
+                self.name,
+                f"{self.target} has dpid {dpid:016x} (its FEATURES_REPLY), but the topology "
+                f"gives {self.name} dpid {want:016x}: wrong switch or wrong topology; nothing "
+                "was changed",
+                "DPID_MISMATCH",
+            )
+
+    async def _probe_bundles(self, chan: Channel) -> bool:
+        """Open an empty bundle and discard it; False when the switch refuses bundles."""
+        self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
+        try:
+            await self._control(chan, bundle, BundleCtrlType.OPEN_REQUEST)
+        except DeviceRejected as exc:
+            log.info("%s: no ONF bundles (%s); batches are ordered flow-mods", self.name, exc)
+            return False
+        await self._control(chan, bundle, BundleCtrlType.DISCARD_REQUEST)
+        return True
 
     async def identify(self) -> Identity:
-        """The datapath id the switch announced (FEATURES_REPLY)."""
+        """The datapath id the switch announced (FEATURES_REPLY) and whether it has bundles."""
         self._channel()
-        return Identity(summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}")
+        batches = "atomic bundles" if self.bundles else "no bundles (ordered flow-mods)"
+        return Identity(
+            summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
+        )
 
     async def close(self) -> None:
         chan, self._chan = self._chan, None
@@ -126,10 +206,15 @@ class OvsDriver(Session):
     # FlowProgrammer
 
     async def apply(self, changes: Sequence[FlowChange]) -> None:
-        """Apply the batch as one atomic, ordered bundle (see the module docstring)."""
+        """Apply the batch as one atomic, ordered bundle, or where the switch has no bundles
+        as ordered flow-mods, verified and undone on failure (see the module docstring)."""
         if not changes:
             return
         chan = self._channel()
+        if not self.bundles:
+            async with self._lock:
+                await apply_ordered(self.name, chan, changes, self._encode_flow_mod, self.read)
+            return
         async with self._lock:
             self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
             first = chan.xids(len(changes))
@@ -148,17 +233,21 @@ class OvsDriver(Session):
                     raise
 
     def _encode(self, changes: Sequence[FlowChange], bundle: int, first: int) -> list[bytes]:
-        adds = []
+        flow_mods = self._encode_flow_mod(changes, first)
+        return [ofp13.encode_bundle_add(bundle, BUNDLE_FLAGS, m) for m in flow_mods]
+
+    def _encode_flow_mod(self, changes: Sequence[FlowChange], first: int) -> list[bytes]:
+        """One flow-mod per change, xids ``first``, ``first + 1``... (all or none)."""
+        flow_mods = []
         for i, change in enumerate(changes):
             try:
-                flow_mod = encode_flow_mod(change.rule, first + i, _COMMANDS[change.op])
+                flow_mods.append(encode_flow_mod(change.rule, first + i, _COMMANDS[change.op]))
             except ofp13.CodecError as exc:
                 raise DeviceRejected(
                     self.name, f"change #{i} ({change.op} {change.rule}) cannot be encoded: "
                     f"{exc}; nothing of the batch of {len(changes)} was applied",
                 ) from exc  # fmt: skip
-            adds.append(ofp13.encode_bundle_add(bundle, BUNDLE_FLAGS, flow_mod))
-        return adds
+        return flow_mods
 
     async def _stage(self, chan: Channel, bundle: int, adds: list[bytes]) -> None:
         """OPEN, the adds and a BARRIER in one write; errors for adds land in the watch."""

@@ -1,10 +1,14 @@
 """``P4RuntimeDriver``: flows as entries of ``MyIngress.reroute`` (``program``) on a
 P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``fabric.p4rt``).
 
-``open``: a gRPC channel; ``Capabilities`` (the server answers); arbitration on the
-``StreamChannel`` as the primary client (``stream``); the program's P4Info pushed with
-``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT) unless the server already has it
-(which would reset its tables).
+``open``: a gRPC channel (TLS with ``tls``); ``Capabilities`` (the server answers);
+arbitration on the ``StreamChannel`` as the primary client (``stream``); then the device's
+P4Info is read and compared with the program's by names, bit widths and ids
+(``compat``), not byte for byte. A device running a program that does not fit is refused
+(``DeviceRejected`` code ``PIPELINE_MISMATCH``, listing what differs, nothing changed)
+unless the inventory says ``install_pipeline: true``: only then is a pipeline pushed with
+``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT; the inventory's P4Info, else ours,
+and its ``pipeline`` file as ``p4_device_config``), which resets the device's tables.
 
 ``apply`` (one ``Write`` per batch; P4Runtime applies the updates of a Write in any
 order and a failure leaves the others applied, so ``atomic_batch`` is False):
@@ -28,17 +32,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from drivers import batch
 from drivers.base import Capabilities, FlowChange, FlowRule, Identity, Session, register
-from drivers.errors import DeviceRejected, DriverError, ProtocolError
-from drivers.p4runtime import mapping, program, updates
-from drivers.p4runtime.proto import code_pb2, election
+from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
+from drivers.p4runtime import compat, mapping, program, updates
+from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.p4runtime.stream import Arbitration
-from drivers.spec import Expect
+from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.p4runtime")
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
@@ -69,6 +74,10 @@ class P4RuntimeDriver(Session):
             device_id=spec.device_id,
             election_id=spec.election_id,
             timeout=spec.timeout_s,
+            tls=spec.tls,
+            install_pipeline=spec.install_pipeline,
+            p4info=load_p4info(name, spec.p4info) if spec.p4info else None,
+            device_config=read_file(name, spec.pipeline, "pipeline") if spec.pipeline else b"",
         )
 
     def __init__(
@@ -79,13 +88,22 @@ class P4RuntimeDriver(Session):
         device_id: int = 1,
         election_id: int = 1,
         timeout: float = 5.0,
+        tls: TlsFiles | None = None,
+        install_pipeline: bool = False,
+        p4info: p4info_pb2.P4Info | None = None,
+        device_config: bytes = b"",
     ) -> None:
         self.name = name
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.timeout = timeout
-        self._client = Client(name, address, timeout)
+        self.install_pipeline = install_pipeline
+        self.p4info = p4info or program.p4info()  # what we install, when asked to
+        self.device_config = device_config
+        if problems := compat.differences(self.p4info, program.p4info()):
+            raise ConfigError(f"{name}: its p4info is not the reroute program: {problems[0]}")
+        self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
 
@@ -118,16 +136,19 @@ class P4RuntimeDriver(Session):
         await self._client.close()
 
     async def _install_program(self) -> None:
-        want = program.p4info()
-        got = await self._client.unary(
-            "GetForwardingPipelineConfig",
-            P4R.GetForwardingPipelineConfigRequest(
-                device_id=self.device_id,
-                response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
-            ),
-        )
-        if got.config.p4info == want:
+        """Refuse a device whose program does not fit ours; install ours only when asked."""
+        problems = compat.differences(await self._device_p4info(), program.p4info())
+        if not problems:
             return
+        if not self.install_pipeline:
+            shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+            raise DeviceRejected(
+                self.name,
+                f"device {self.device_id} does not run the reroute program ({shown}); "
+                "nothing was changed. Install it there, or say install_pipeline: true in "
+                "the inventory to have it pushed (this resets the device's tables)",
+                "PIPELINE_MISMATCH",
+            )
         log.info("%s: installing the reroute program (resets the device's tables)", self.name)
         await self._client.unary(
             "SetForwardingPipelineConfig",
@@ -135,9 +156,28 @@ class P4RuntimeDriver(Session):
                 device_id=self.device_id,
                 election_id=election(self.election_id),
                 action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
-                config=P4R.ForwardingPipelineConfig(p4info=want),
+                config=P4R.ForwardingPipelineConfig(
+                    p4info=self.p4info, p4_device_config=self.device_config
+                ),
             ),
         )
+
+    async def _device_p4info(self) -> p4info_pb2.P4Info:
+        """The P4Info the device runs (empty when it runs none)."""
+        try:
+            got = await self._client.unary(
+                "GetForwardingPipelineConfig",
+                P4R.GetForwardingPipelineConfigRequest(
+                    device_id=self.device_id,
+                    response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+                ),
+            )
+        except DeviceRejected as exc:
+            if exc.code != "FAILED_PRECONDITION":  # some targets: no pipeline yet
+                raise
+            return p4info_pb2.P4Info()
+        info: p4info_pb2.P4Info = got.config.p4info
+        return info
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
@@ -266,3 +306,29 @@ def _done(update: P4R.Update, status: UpdateStatus) -> bool:
 def _after(table: batch.Table, changes: Sequence[FlowChange]) -> dict[batch.Key, FlowRule]:
     state = {**table, **batch.expected(table, changes)}
     return {k: r for k, r in state.items() if r is not None}
+
+
+def read_file(device: str, path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{device}: cannot read its {what} file {path}: {exc.strerror}") from exc
+
+
+def load_p4info(device: str, path: Path) -> p4info_pb2.P4Info:
+    """A P4Info file, text (``.txt``/``.txtpb``, as p4c writes it) or binary protobuf."""
+    from google.protobuf import text_format  # after drivers.p4runtime.proto chose its backend
+    from google.protobuf.message import DecodeError
+
+    raw = read_file(device, path, "p4info")
+    info = p4info_pb2.P4Info()
+    try:
+        text_format.Parse(raw.decode(), info)
+        return info
+    except (UnicodeDecodeError, text_format.ParseError):
+        info.Clear()
+    try:
+        info.ParseFromString(raw)
+    except DecodeError as exc:
+        raise ConfigError(f"{device}: {path} is not a P4Info (text or binary)") from exc
+    return info

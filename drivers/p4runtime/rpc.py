@@ -21,6 +21,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from drivers.errors import (
+    ConfigError,
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
@@ -35,6 +36,7 @@ from drivers.p4runtime.proto import (
     p4runtime_pb2_grpc,
     status_pb2,
 )
+from drivers.spec import TlsFiles
 
 MAX_MESSAGE = 64 << 20
 CHANNEL_OPTIONS = [
@@ -78,19 +80,41 @@ def oneline(message: Any) -> str:
 
 
 class Client:
-    """A gRPC channel and P4Runtime stub; ``open`` in a running event loop."""
+    """A gRPC channel and P4Runtime stub; ``open`` in a running event loop. With ``tls``
+    the channel is TLS: the server's certificate checked against the CA (and its name,
+    ``server_name`` or the host), ours shown when a key and certificate are given."""
 
-    def __init__(self, name: str, address: str, timeout: float) -> None:
+    def __init__(
+        self, name: str, address: str, timeout: float, tls: TlsFiles | None = None
+    ) -> None:
         self.name = name
         self.address = address
         self.timeout = timeout
+        self.tls = tls
         self.wire = logging.getLogger(f"reroute.wire.p4runtime.{name}")
         self._channel: Any = None
         self.stub: Any = None
 
     def open(self) -> None:
-        self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        if self.tls is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        else:
+            credentials, options = self._tls(self.tls)
+            self._channel = grpc.aio.secure_channel(self.address, credentials, options=options)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+
+    def _tls(self, files: TlsFiles) -> tuple[Any, list[tuple[str, Any]]]:
+        try:
+            ca = files.ca_certificate.read_bytes()
+            key = files.private_key.read_bytes() if files.private_key else None
+            cert = files.certificate.read_bytes() if files.certificate else None
+        except OSError as exc:
+            raise ConfigError(f"{self.name}: its TLS files cannot be read: {exc}") from exc
+        credentials = grpc.ssl_channel_credentials(ca, key, cert)
+        options: list[tuple[str, Any]] = list(CHANNEL_OPTIONS)
+        if files.server_name:
+            options.append(("grpc.ssl_target_name_override", files.server_name))
+        return credentials, options
 
     async def close(self) -> None:
         channel, self._channel, self.stub = self._channel, None, None

@@ -12,7 +12,14 @@ port twice): a bad one raises ``DeviceRejected`` with nothing sent. After every 
 command the error queue is drained (``SYST:ERR?`` until ``0``); any queued error raises
 ``DeviceRejected(code=<first code>)``, chained from ``ScpiDeviceError``. The emulator
 rejects a command whole; that a real unit does too is unverified: read back
-(``connections()``) when it matters.
+(``connections()``) when it matters. A circuit change is SUB then ADD, two commands, so
+``atomic_batch`` is False: the executor reads the connections back and puts removed
+circuits back when the ADD fails (``services.reroute.guard``).
+
+``open`` compares the switch's size (``:OXC:SWIT:SIZE?``) with the topology's
+(``Expect.size``): egress ports are numbered from N+1, so a switch of another size would
+take every egress port number to another port; ``DeviceRejected(code="SIZE_MISMATCH")``
+naming the device and both sizes, before anything is changed.
 
 Failures: no reply in ``timeout`` -> ``DeviceTimeout``; refused or lost connection ->
 ``DeviceUnreachable``; a reply that does not parse -> ``ProtocolError``. After a timeout
@@ -180,20 +187,24 @@ class PolatisScpiDriver(Session):
     ``CrossConnectSwitch`` method that adds connections."""
 
     capabilities = Capabilities(
-        atomic_batch=True,
+        atomic_batch=False,
         read_back=True,
         max_batch=0,
         port_state=True,
         optical_power=True,
         typical_latency_ms=5.0,
-        notes="SCPI over raw TCP (pyvisa-py); ADD of several pairs is one command; port "
-        "state from the receiving egress port's optical power",
+        notes="SCPI over raw TCP (pyvisa-py); a circuit change is SUB then ADD, two commands "
+        "(not atomic: the executor reads back and puts removed circuits back when the ADD "
+        "fails); ADD of several pairs is one command; the size (:OXC:SWIT:SIZE?) must be "
+        "the topology's; port state from the receiving egress port's optical power",
     )
 
     @classmethod
     def from_spec(cls, name: str, spec: PolatisSpec, expect: Expect) -> PolatisScpiDriver:
         """The driver of an inventory entry (``drivers.polatis_scpi.spec``)."""
-        return cls(name, spec.target, timeout=spec.timeout_s, backend=spec.backend)
+        return cls(
+            name, spec.target, timeout=spec.timeout_s, backend=spec.backend, size=expect.size
+        )
 
     def __init__(
         self,
@@ -204,8 +215,10 @@ class PolatisScpiDriver(Session):
         backend: str = "@py",
         lit_dbm: float = LIT_DBM,
         wire_log: int = 1000,
+        size: tuple[int, int] | None = None,
     ) -> None:
         self.name = name
+        self.expected_size = size
         self.resource = resource
         self.timeout = timeout
         self.backend = backend
@@ -230,10 +243,25 @@ class PolatisScpiDriver(Session):
         except BaseException:
             await self.close()
             raise
+        if self.expected_size is not None and size != self.expected_size:
+            await self.close()
+            raise self._wrong_size(identity, size, self.expected_size)
         self._identity, self._size = identity, size
         if stale:
             log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
         log.debug("%s: %s, %dx%d", self.name, identity, *size)
+
+    def _wrong_size(
+        self, identity: Identity, size: tuple[int, int], want: tuple[int, int]
+    ) -> DeviceRejected:
+        return DeviceRejected(
+            self.name,
+            f"{self.resource} is a {size[0]}x{size[1]} switch (:OXC:SWIT:SIZE?; *IDN? "
+            f"product {identity.product}), but the topology says {self.name} is "
+            f"{want[0]}x{want[1]}: egress ports are numbered from N+1, so the sizes must be "
+            "equal; nothing was changed",
+            "SIZE_MISMATCH",
+        )
 
     async def identify(self) -> DeviceIdentity:
         """``*IDN?`` and the switch's size."""

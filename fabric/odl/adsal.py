@@ -14,7 +14,10 @@ rewrites the id of a tagged one; ``POP_VLAN`` strips the tag; ``DROP`` (or no ac
 drops. ``tpSrc``/``tpDst`` are TCP or UDP ports as ``protocol`` says.
 
 Static flows live in the same config datastore as RESTCONF flows (table 0, id = name),
-so RESTCONF reads see them; the operational datastore is the inventory model's.
+so RESTCONF reads see them; the operational datastore is the inventory model's. The
+statistics northbound (``flow_statistics``) lists the flows the switch reported at the
+last poll, in AD-SAL's ``FlowStatistics`` shape (match fields by type, ``IN_PORT`` as a
+node connector ``OF|2@OF|00:..:01``; actions by type; the flow's ``id`` is its cookie).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from typing import Any, TypeVar
 
 from fabric.odl.flows import (
     DEFAULT_PRIORITY,
+    PORT_NAMES,
     Action,
     ActionKind,
+    Counters,
     Flow,
     FlowError,
     Match,
@@ -210,3 +215,73 @@ def _action_texts(actions: tuple[Action, ...]) -> Iterator[str]:
                 yield "POP_VLAN"
             case ActionKind.PUSH_VLAN:
                 pass  # its SET_VLAN_ID says it
+
+
+# --------------------------------------------------------------------------------------
+# the statistics northbound: the flows the switch reports
+
+
+def flow_statistics(dpid: int, entries: list[tuple[Flow, Counters | None]]) -> Json:
+    """``GET /controller/nb/v2/statistics/default/flow/node/OF/ID``: the node's flows as
+    its last statistics poll found them (AD-SAL ``FlowStatistics``; its ``Flow.id`` is
+    the cookie)."""
+    node = {"id": node_id(dpid), "type": "OF"}
+    stats = []
+    for flow, counters in entries:
+        c = counters or Counters()
+        stats.append({
+            "flow": {
+                "match": {"matchField": list(_match_fields(flow.match, node))},
+                "actions": list(_stat_actions(flow.actions, node)),
+                "priority": flow.priority, "idleTimeout": flow.idle_timeout,
+                "hardTimeout": flow.hard_timeout, "id": flow.cookie,
+            },
+            "tableId": flow.table, "durationSeconds": c.seconds,
+            "durationNanoseconds": c.nanoseconds, "packetCount": c.packets,
+            "byteCount": c.bytes,
+        })  # fmt: skip
+    return {"node": node, "flowStatistic": stats}
+
+
+def _connector(port: int, node: Json) -> str:
+    return f"OF|{port_text(port)}@OF|{node['id']}"
+
+
+def _match_fields(m: Match, node: Json) -> Iterator[Json]:
+    if m.in_port is not None:
+        yield {"type": "IN_PORT", "value": _connector(m.in_port, node)}
+    if m.eth_type is not None:
+        yield {"type": "DL_TYPE", "value": str(m.eth_type)}
+    if m.vlan_id is not None:
+        yield {"type": "DL_VLAN", "value": str(m.vlan_id)}
+    for kind, net in (("NW_SRC", m.ipv4_src), ("NW_DST", m.ipv4_dst)):
+        if net is not None:
+            yield {"type": kind, "value": net.split("/")[0], "mask": _netmask(net)}
+    if m.ip_proto is not None:
+        yield {"type": "NW_PROTO", "value": str(m.ip_proto)}
+    for kind, port in (("TP_SRC", m.tcp_src), ("TP_SRC", m.udp_src),
+                       ("TP_DST", m.tcp_dst), ("TP_DST", m.udp_dst)):  # fmt: skip
+        if port is not None:
+            yield {"type": kind, "value": str(port)}
+
+
+def _netmask(net: str) -> str:
+    bits = int(net.split("/")[1]) if "/" in net else 32
+    mask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
+    return ".".join(str(mask >> s & 255) for s in (24, 16, 8, 0))
+
+
+def _stat_actions(actions: tuple[Action, ...], node: Json) -> Iterator[Json]:
+    for action in actions:
+        match action.kind:
+            case ActionKind.OUTPUT if action.arg in PORT_NAMES:
+                yield {"type": PORT_NAMES[action.arg]}
+            case ActionKind.OUTPUT:
+                port = {"node": node, "id": str(action.arg), "type": "OF"}
+                yield {"type": "OUTPUT", "port": port}
+            case ActionKind.SET_VLAN_ID:
+                yield {"type": "SET_VLAN_ID", "vlanId": action.arg}
+            case ActionKind.POP_VLAN:
+                yield {"type": "POP_VLAN"}
+            case ActionKind.PUSH_VLAN:
+                pass  # OpenFlow 1.0 has no push: its SET_VLAN_ID says it

@@ -16,7 +16,11 @@ Hydrogen AD-SAL flowprogrammer::
         [/staticFlow/NAME]]
 
 PUT (flows only, config only): 201 created; 204 (RFC 8040) or 200 (draft, AD-SAL)
-replaced. DELETE (a flow, or a whole config table): 204, or 404. GET: 200, or 404.
+replaced. DELETE (a flow, or a whole config table): 204; when it is not there, 409
+``data-missing`` (RFC 8040, section 7's mapping) or 404 (draft, AD-SAL). GET: 200, or 404.
+AD-SAL also lists a node's static flows (GET ``.../node/OF/ID`` -> ``{"flowConfig": [...]}``,
+the controller's config) and, in its statistics northbound, the flows the switch reported
+at the last poll: GET ``/controller/nb/v2/statistics/default/flow/node/OF/ID``.
 400 for a malformed body (an ODL ``errors`` body); 409 when the body's id or table
 disagrees with the URL; 405 when an AD-SAL body's name or node disagrees with the URL,
 and for methods a resource does not take. 401 without the right credentials.
@@ -46,6 +50,9 @@ RFC8040 = re.compile(
 DRAFT = re.compile(
     r"/restconf/(?P<ds>config|operational)/opendaylight-inventory:nodes(?:/node/(?P<node>[^/]+)"
     r"(?:/flow-node-inventory:table/(?P<table>\d+)(?:/flow/(?P<flow>[^/]+))?)?)?/?"
+)
+ADSAL_STATS = re.compile(
+    r"/controller/nb/v2/statistics/(?P<container>[^/]+)/flow/node/(?P<type>[^/]+)/(?P<node>[^/]+)/?"
 )
 ADSAL = re.compile(
     r"/controller/nb/v2/flowprogrammer/(?P<container>[^/]+)"
@@ -125,6 +132,8 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return await _restconf(request, controller, _resource(found, request, draft=True))
     if found := ADSAL.fullmatch(path):
         return await _adsal(request, controller, found)
+    if found := ADSAL_STATS.fullmatch(path):
+        return _adsal_statistics(request, controller, found)
     raise HttpError(404, "data-missing", f"no such resource {unquote(path)}")
 
 
@@ -188,8 +197,8 @@ def _delete(ctl: Controller, res: Resource) -> web.Response:
         found = ctl.delete_table(res.dpid, res.table)
     else:
         found = ctl.delete(res.dpid, res.table, res.flow)
-    if not found:
-        raise HttpError(404, "data-missing", MISSING)
+    if not found:  # RFC 8040 section 7 maps data-missing to 409; the draft answered 404
+        raise HttpError(404 if res.draft else 409, "data-missing", MISSING)
     return web.Response(status=204)
 
 
@@ -276,6 +285,21 @@ async def _adsal(request: web.Request, ctl: Controller, found: re.Match[str]) ->
     if request.method == "DELETE":
         return _adsal_delete(ctl, dpid, name)
     raise HttpError(405, "operation-not-supported", f"{request.method} is not supported here")
+
+
+def _adsal_statistics(request: web.Request, ctl: Controller, found: re.Match[str]) -> web.Response:
+    groups = {k: unquote(v) for k, v in found.groupdict().items()}
+    if groups["container"] != "default" or groups["type"] != "OF":
+        raise HttpError(404, "data-missing", "unknown container or node type")
+    if request.method != "GET":
+        raise HttpError(405, "operation-not-supported", f"{request.method} is not supported here")
+    dpid = _adsal_node(groups["node"])
+    if dpid not in ctl.nodes:
+        raise HttpError(404, "data-missing", f"node {groups['node']} is not connected")
+    entries = [
+        e for t in _tables(ctl, "operational", dpid) for e in _flows(ctl, "operational", dpid, t)
+    ]
+    return _json(200, adsal.flow_statistics(dpid, entries))
 
 
 def _adsal_node(text: str) -> int:

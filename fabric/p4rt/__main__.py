@@ -34,6 +34,11 @@ def parser() -> argparse.ArgumentParser:
     add("--listen", default="127.0.0.1:9559", metavar="HOST:PORT", help="gRPC (0: any port)")
     add("--bridge-mgmt", required=True, metavar="TARGET", help="unix:/path/br.mgmt or tcp:")
     add("--device-id", type=int, default=1)
+    add(
+        "--installed",
+        action="store_true",
+        help="start with the reroute program committed (as a deployed switch); else none",
+    )
     add("--ready-file", type=Path, help="write the gRPC port here once serving")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -50,7 +55,8 @@ async def _run(args: argparse.Namespace) -> int:
     async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
         table = Table(bridge)
         await table.clear()
-        server, port = await serve(P4RuntimeEmulator(args.device_id, table), args.listen)
+        servicer = P4RuntimeEmulator(args.device_id, table, installed=args.installed or None)
+        server, port = await serve(servicer, args.listen)
         try:
             log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
             if args.ready_file:

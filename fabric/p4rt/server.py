@@ -2,10 +2,15 @@
 
 RPC checks, as P4Runtime v1 asks: an unknown ``device_id`` is NOT_FOUND; Write and
 SetForwardingPipelineConfig need the primary's election id (else PERMISSION_DENIED);
-Write and Read need a pipeline (else FAILED_PRECONDITION); a pipeline other than the
-``reroute`` program is INVALID_ARGUMENT; a Write whose updates partly fail is UNKNOWN
+Write and Read need a pipeline (else FAILED_PRECONDITION); a pipeline without the
+``reroute`` program's table and actions (by name: a P4Info may differ in bytes, e.g. its
+``pkg_info``) is INVALID_ARGUMENT; a Write whose updates partly fail is UNKNOWN
 with one ``p4.v1.Error`` per update (OK for the ones applied) in the
 ``grpc-status-details-bin`` trailer.
+
+``installed``: the device starts with a pipeline committed, as a switch whose program was
+pushed when it was deployed (a P4Info given, or the reroute program's). ``serve`` takes
+TLS files (key, certificate, and a CA to require client certificates).
 """
 
 from __future__ import annotations
@@ -41,11 +46,16 @@ Pipeline = P4R.GetForwardingPipelineConfigRequest
 class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
     """The servicer; ``Table`` holds the entries and programs the bridge."""
 
-    def __init__(self, device_id: int, table: Table) -> None:
+    def __init__(self, device_id: int, table: Table, *, installed: Any = None) -> None:
         self.device_id = device_id
         self.table = table
         self.arbiter = Arbiter(device_id)
         self.config: Any = None  # the committed ForwardingPipelineConfig
+        self.pipelines_set = 0  # SetForwardingPipelineConfig commits so far
+        if installed is not None:
+            self.config = P4R.ForwardingPipelineConfig(
+                p4info=program.p4info() if installed is True else installed
+            )
         self._lock = asyncio.Lock()
 
     # ----------------------------------------------------------------------------------
@@ -109,16 +119,17 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         actions = P4R.SetForwardingPipelineConfigRequest
         if request.action not in (actions.VERIFY, actions.VERIFY_AND_COMMIT):
             await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only VERIFY(_AND_COMMIT)")
-        if request.config.p4info != program.p4info():
+        if missing := _not_reroute(request.config.p4info):
             await _abort(
                 context, grpc.StatusCode.INVALID_ARGUMENT,
-                "this EMULATOR runs only the reroute program (drivers.p4runtime.program)",
+                f"this EMULATOR runs only the reroute program: {missing} missing",
             )  # fmt: skip
         if request.action == actions.VERIFY_AND_COMMIT:
             async with self._lock:
                 await self.table.clear()
                 self.config = P4R.ForwardingPipelineConfig()
                 self.config.CopyFrom(request.config)
+                self.pipelines_set += 1
             log.info("pipeline committed: %s", request.config.p4info.pkg_info.name)
         return P4R.SetForwardingPipelineConfigResponse()
 
@@ -178,6 +189,19 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         return []
 
 
+def _not_reroute(p4info: Any) -> str:
+    """The first table or action of the reroute program ``p4info`` lacks, by name and id
+    ('' when it has them all)."""
+    names = {(t.preamble.name, t.preamble.id) for t in p4info.tables}
+    names |= {(a.preamble.name, a.preamble.id) for a in p4info.actions}
+    reroute = program.p4info()
+    wanted = [(t.preamble.name, t.preamble.id) for t in reroute.tables]
+    wanted += [(a.preamble.name, a.preamble.id) for a in reroute.actions]
+    return next(
+        (f"{name} ({ident:#x})" for name, ident in wanted if (name, ident) not in names), ""
+    )
+
+
 async def _abort(context: Any, code: grpc.StatusCode, message: str, trailers: Any = ()) -> NoReturn:
     await context.abort(code, message, trailing_metadata=trailers)
     raise AssertionError("context.abort returned")  # it raises
@@ -199,11 +223,24 @@ def _details(results: list[Failure | None]) -> bytes:
     return bytes(status.SerializeToString())
 
 
-async def serve(servicer: P4RuntimeEmulator, listen: str) -> tuple[Any, int]:
-    """A started grpc.aio server for ``servicer`` on ``listen`` (``HOST:PORT``); its port."""
+async def serve(
+    servicer: P4RuntimeEmulator,
+    listen: str,
+    tls: tuple[bytes, bytes, bytes | None] | None = None,
+) -> tuple[Any, int]:
+    """A started grpc.aio server for ``servicer`` on ``listen`` (``HOST:PORT``); its port.
+    ``tls``: (private key, certificate, CA or None) in PEM; with a CA, clients must show a
+    certificate it signed."""
     server = grpc.aio.server()
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(servicer, server)
-    port = server.add_insecure_port(listen)
+    if tls is None:
+        port = server.add_insecure_port(listen)
+    else:
+        key, cert, ca = tls
+        credentials = grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+        )
+        port = server.add_secure_port(listen, credentials)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()

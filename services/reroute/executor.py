@@ -1,7 +1,9 @@
 """The executor: runs a plan through drivers, journaled, verified, rolled back on failure.
 
-Each step gets a timeout. INSTALL/SHIFT/REMOVE apply the step's batch (one atomic bundle
-where the driver can); VERIFY reads the device back (only the rules under the step's
+Each step gets a timeout. INSTALL/SHIFT/REMOVE apply the step's batch: as one atomic batch
+where the driver declares ``atomic_batch``, else through ``guard`` (read back, and the
+applied part undone when the batch fails), so every device's failed step leaves its table
+as before; VERIFY reads the device back (only the rules under the step's
 cookie) and requires every expected rule; DRAIN/WAIT sleep. Steps of a concurrent phase
 run at once. Before a step touches a device its start is committed to the journal. On any
 failure the executor waits for the steps in flight, then undoes every started step, newest
@@ -18,7 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, PortMonitor, PortState
+from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
+from services.reroute.guard import VerifyError
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.planner import Plan, Step, StepKind
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -26,10 +30,6 @@ from services.reroute.topology import Circuit
 
 ALL_BITS = 0xFFFF_FFFF_FFFF_FFFF
 log = logging.getLogger("reroute.executor")
-
-
-class VerifyError(DriverError):
-    """A device read back without rules it should have."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,7 +211,7 @@ class Executor:
         elif step.kind is StepKind.VERIFY:
             await self._verify(self._programmer(step.device), step)
         else:
-            await self._programmer(step.device).apply(step.changes)
+            await guard.apply(self._programmer(step.device), step.changes)
 
     def _programmer(self, name: str) -> FlowProgrammer:
         driver = self.drivers[name]
@@ -222,13 +222,13 @@ class Executor:
     async def _circuits(
         self, name: str, remove: tuple[Circuit, ...], add: tuple[Circuit, ...]
     ) -> None:
+        await guard.circuits(self._optical(name), remove, add)
+
+    def _optical(self, name: str) -> CrossConnectSwitch:
         driver = self.drivers[name]
         if not isinstance(driver, CrossConnectSwitch):
             raise DriverError(name, "is not an optical switch (no cross-connects)")
-        if remove:
-            await driver.disconnect([c.ingress for c in remove])
-        if add:
-            await driver.connect([(c.ingress, c.egress) for c in add])
+        return driver
 
     async def _await_lock(self, step: Step) -> None:
         """Poll the ports' link state until all are up; LockTimeout after ``duration_s``."""
@@ -293,6 +293,6 @@ class Executor:
 
     async def _undo(self, step: Step) -> None:
         if step.kind is StepKind.CIRCUITS:
-            await self._circuits(step.device, step.connect, step.disconnect)
+            await guard.undo_circuits(self._optical(step.device), step.disconnect, step.connect)
         elif step.undo:
-            await self._programmer(step.device).apply(step.undo)
+            await guard.apply(self._programmer(step.device), step.undo)

@@ -35,6 +35,7 @@ class P4rtEmulator:
     @classmethod
     def start(cls, workdir: Path, bridge_mgmt: str) -> P4rtEmulator:
         args = ["--listen", "127.0.0.1:0", "--device-id", "1", "--bridge-mgmt", bridge_mgmt]
+        args.append("--installed")  # deployed with the reroute program
         spawned = daemons.spawn(workdir, "p4rt", "fabric.p4rt", args, timeout=WAIT_S)
         return cls(process=spawned.process, address=f"127.0.0.1:{spawned.ready}", log=spawned.log)
 

@@ -39,6 +39,7 @@ from drivers.base import (
 from drivers.hp_dpctl import HpDpctlDriver, flowtext
 from drivers.hp_dpctl.driver import find_tool
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
+from fabric.ofrelay import Relay, refuse_of10_port_desc
 from tests.drivers.conftest import OvsSite
 
 T = TypeVar("T")
@@ -204,6 +205,32 @@ def test_parse_ports() -> None:
     }
 
 
+SHOW = """OFPT_FEATURES_REPLY (xid=0x2): dpid:00000000000000a1
+n_tables:254, n_buffers:0
+capabilities: FLOW_STATS TABLE_STATS PORT_STATS QUEUE_STATS ARP_MATCH_IP
+actions: output enqueue set_vlan_vid set_vlan_pcp strip_vlan mod_dl_src mod_dl_dst
+ 1(hp-1): addr:46:c9:89:a0:f1:7b
+     config:     0
+     state:      0
+     speed: 0 Mbps now, 0 Mbps max
+ 2(hp-2): addr:32:15:fc:29:f2:24
+     config:     0
+     state:      LINK_DOWN
+     speed: 0 Mbps now, 0 Mbps max
+ LOCAL(brhp): addr:4e:0a:a6:85:2e:47
+     config:     PORT_DOWN
+     state:      LINK_DOWN
+OFPT_GET_CONFIG_REPLY (xid=0x4): frag=normal miss_send_len=0
+"""
+
+
+def test_show_gives_the_ports_and_the_datapath_id() -> None:
+    assert flowtext.parse_ports(SHOW) == {1: PortState.UP, 2: PortState.DOWN}
+    assert flowtext.parse_dpid(SHOW) == 0xA1
+    assert flowtext.parse_dpid("features_reply (xid=0x1): ver:0x1, dpid:1\n") == 1
+    assert flowtext.parse_dpid("nothing here") is None
+
+
 # --------------------------------------------------------------------------------------
 # batches without bundles
 
@@ -240,7 +267,7 @@ def test_ofctl_commands() -> None:
     stdin = "add a=1\ndelete_strict b=2\n"
     assert cmd == Command(argv=(*base, "add-flows", "tcp:h:6633", "-"), stdin=stdin)
     assert tool.dump("t").argv == (*base, "--no-stats", "--no-names", "dump-flows", "t")
-    assert tool.ports("t").argv == (*base, "--no-names", "dump-ports-desc", "t")
+    assert tool.ports("t").argv == (*base, "--no-names", "show", "t")
     assert tool.waits
 
 
@@ -337,9 +364,11 @@ def test_every_command_is_in_the_wire_log(hp: OvsSite, caplog: pytest.LogCapture
     wire = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.hp_dpctl.hp1"]
     commands = [m for m in wire if m.startswith("$ ")]
     assert all("-O OpenFlow10 -F OpenFlow10" in c and hp.hp_target in c for c in commands)
-    verbs = [next(w for w in c.split() if w.startswith(("dump-", "add-"))) for c in commands]
+    verbs = [
+        next(w for w in c.split() if w.startswith(("dump-", "add-", "show"))) for c in commands
+    ]
     # connect, the undo point, the batch, its check, the test's read
-    assert verbs == ["dump-ports-desc", "dump-flows", "add-flows", "dump-flows", "dump-flows"]
+    assert verbs == ["show", "dump-flows", "add-flows", "dump-flows", "dump-flows"]
     assert f"> {flowtext.add_line(TCP)}" in wire
     assert any(m.startswith("< ") and "mod_vlan_vid:10" in m for m in wire)
 
@@ -482,3 +511,75 @@ def test_a_tool_that_hangs_is_killed_and_its_batch_undone(hp: OvsSite) -> None:
     assert table == [TCP]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert f"sleep {marker}" not in ps
+
+
+# --------------------------------------------------------------------------------------
+# what a real HP answers: no port-description stats on OpenFlow 1.0
+
+
+def behind_hp_relay(site: OvsSite, body: Callable[[HpDpctlDriver, Relay], Awaitable[T]]) -> T:
+    """The driver reaches the HP bridge through a relay that answers OpenFlow 1.0 port
+    description requests (stats type 13, an OVS extension) with BAD_STAT, as an HP does."""
+
+    async def main() -> T:
+        relay = Relay(upstream=site.hp_target, refuse=refuse_of10_port_desc)
+        target = await relay.start()
+        try:
+            async with HpDpctlDriver("hp1", target) as driver:
+                return await body(driver, relay)
+        finally:
+            await relay.stop()
+
+    return asyncio.run(main())
+
+
+@fabric
+def test_a_switch_refusing_port_description_stats_opens_and_reports_ports(hp: OvsSite) -> None:
+    async def body(d: HpDpctlDriver, relay: Relay) -> tuple[dict[int, PortState], int]:
+        hp.set_link("brhp", 2, up=False)
+        await d.apply(adds([TCP]))
+        return await d.port_states(), relay.refused
+
+    (ports, refused) = behind_hp_relay(hp, body)
+    assert ports[1] is PortState.UP and ports[2] is PortState.DOWN
+    assert refused == 0  # the driver never asked for what a real HP refuses
+
+
+@fabric
+def test_the_relay_answers_port_description_with_bad_stat(hp: OvsSite) -> None:
+    async def main() -> subprocess.CompletedProcess[str]:
+        relay = Relay(upstream=hp.hp_target, refuse=refuse_of10_port_desc)
+        target = await relay.start()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "ovs-ofctl", "-O", "OpenFlow10", "--timeout=5", "dump-ports-desc", target,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await proc.communicate()
+            return subprocess.CompletedProcess([], proc.returncode or 0, out.decode(), err.decode())
+        finally:
+            await relay.stop()
+
+    proc = asyncio.run(main())
+    # ovs-ofctl prints the error on stdout and exits 0 here: the old dump-ports-desc read
+    # would have seen a switch without ports
+    assert "OFPT_ERROR" in proc.stdout and "OFPBRC_BAD_STAT" in proc.stdout, proc
+
+
+@fabric
+def test_a_switch_with_another_dpid_is_refused_before_any_change(hp: OvsSite) -> None:
+    async def body(d: HpDpctlDriver) -> int | None:
+        return d.datapath_id
+
+    dpid = with_driver(hp, body)
+    assert dpid is not None
+
+    async def main() -> DeviceRejected:
+        driver = HpDpctlDriver("hp1", hp.hp_target, dpid=dpid + 1)
+        with pytest.raises(DeviceRejected) as info:
+            await driver.open()
+        return info.value
+
+    error = asyncio.run(main())
+    assert error.code == "DPID_MISMATCH" and f"{dpid:016x}" in str(error)
+    assert hp.ofctl("brhp", "dump-flows").strip().splitlines()[1:] == []

@@ -31,7 +31,9 @@ from drivers.base import (
     PushVlan,
 )
 from drivers.odl import OdlDriver, Style, mapping, styles
+from drivers.odl.driver import _gone
 from drivers.odl.mapping import MappingError
+from drivers.odl.spec import OdlSpec
 from fabric.odl import adsal, restconf
 from fabric.odl.flows import Action, ActionKind, FlowError
 from tests.drivers.odl_site import AUTH, CONFIG_NODE, HOST_IP, Emulator, OdlSite, wait_for
@@ -124,6 +126,53 @@ def test_the_adsal_body_is_all_strings() -> None:
         "nwSrc": "10.0.0.0/24", "nwDst": "10.1.2.3", "protocol": "6", "tpDst": "80",
         "cookie": "193", "actions": ["SET_VLAN_ID=10", "OUTPUT=2"],
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", [RULES[0], RULES[2]], ids=str)
+def test_adsal_flow_statistics_map_back_to_the_rule_written(rule: FlowRule) -> None:
+    flow = adsal.parse_flow_config(mapping.flow_config(rule, 1))  # as the emulator keeps it
+    body = adsal.flow_statistics(1, [(flow, None)])
+    assert body["flowStatistic"][0]["flow"]["id"] == rule.cookie
+    assert styles.statistics_flows(body) == [rule]
+    assert styles.statistics_flows({"flowStat": body["flowStatistic"]}) == [rule]
+
+
+def test_an_adsal_statistic_a_rule_cannot_hold_is_a_mapping_error() -> None:
+    flow = adsal.parse_flow_config(mapping.flow_config(RULE, 1))
+    (stat,) = adsal.flow_statistics(1, [(flow, None)])["flowStatistic"]
+    fields = [*stat["flow"]["match"]["matchField"], {"type": "DL_SRC", "value": "0:0:0:0:0:1"}]
+    odd = stat | {"flow": stat["flow"] | {"match": {"matchField": fields}}}
+    with pytest.raises(MappingError, match="DL_SRC"):
+        styles.statistics_flows({"flowStatistic": [odd]})
+    with pytest.raises(MappingError):
+        styles.statistics_flows({"flowStatistic": "nothing"})
+
+
+@pytest.mark.parametrize(
+    ("status", "tag", "gone"),
+    [(404, "", True), (409, "data-missing", True), (409, "in-use", False), (400, "", False)],
+)
+def test_a_delete_counts_as_done_on_404_and_409_data_missing(
+    status: int, tag: str, gone: bool
+) -> None:
+    body = {"errors": {"error": [{"error-type": "protocol", "error-tag": tag}]}} if tag else {}
+    assert _gone(httpx.Response(status, json=body)) is gone
+
+
+@pytest.mark.parametrize(
+    ("target", "api", "url"),
+    [
+        ("http://odl", "adsal", "http://odl:8080"),
+        ("http://odl", "restconf", "http://odl:8181"),
+        ("https://odl.example", "rfc8040", "https://odl.example:8181"),
+        ("http://odl:9000", "adsal", "http://odl:9000"),
+    ],
+)
+def test_the_default_port_is_the_api_styles(target: str, api: str, url: str) -> None:
+    spec = OdlSpec.model_validate(
+        {"driver": "odl", "target": target, "api": api, "password": {"env": "X"}}
+    )
+    assert spec.url == url
 
 
 def test_the_emulator_gives_adsal_set_vlan_id_its_openflow_10_meaning() -> None:
@@ -225,7 +274,10 @@ def test_the_emulator_answers_with_odls_status_codes(emulator: Emulator) -> None
         assert http.get(f"{RFC_FLOW}?content=nonconfig").status_code == 404  # no switch
         assert http.put(DRAFT_FLOW, json=body).status_code == 200
         assert http.delete(RFC_FLOW).status_code == 204
-        assert http.delete(RFC_FLOW).status_code == 404
+        missing = http.delete(RFC_FLOW)  # RFC 8040 section 7: data-missing is 409
+        assert missing.status_code == 409
+        assert missing.json()["errors"]["error"][0]["error-tag"] == "data-missing"
+        assert http.delete(DRAFT_FLOW).status_code == 404
         assert http.put(DRAFT_FLOW, json=body).status_code == 201
         assert http.delete(DRAFT_FLOW).status_code == 204
         other = RFC_FLOW.replace(FLOW_ID, "other")
@@ -380,3 +432,40 @@ def test_every_request_is_in_the_wire_log(site: OdlSite, caplog: pytest.LogCaptu
     assert "< 201 " in lines
     assert any(line.startswith("> GET ") and "content=nonconfig" in line for line in lines)
     assert not any(AUTH[1] in line for line in lines), "credentials stay out of the log"
+
+
+@pytest.mark.fabric
+@pytest.mark.parametrize("style", ["rfc8040", "restconf", "adsal"])
+def test_deleting_a_flow_that_is_not_there_is_done(site: OdlSite, style: str) -> None:
+    other = FlowRule(match=FlowMatch(in_port=2), priority=5, actions=(Output(1),))
+
+    async def main() -> list[FlowRule]:
+        url = site.emulator.base_url
+        async with OdlDriver("dut", url, style=style, operational_wait_s=2.0) as driver:
+            await driver.apply([add(other)])
+            await driver.apply([FlowChange(op=FlowOp.DELETE, rule=RULE)])  # never added
+            return await driver.read()
+
+    assert asyncio.run(main()) == [other]
+
+
+@pytest.mark.fabric
+def test_adsal_reads_back_through_its_statistics_northbound(
+    slow: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An AD-SAL batch is verified in AD-SAL's statistics northbound (the switch's flows
+    at the last poll), never in RESTCONF (only the node check at open reads it)."""
+    rule = FlowRule(match=FlowMatch(in_port=2), priority=7, actions=(Output(1),), cookie=5)
+
+    async def main() -> list[FlowRule]:
+        async with OdlDriver("dut", slow.base_url, style="adsal", operational_wait_s=3.0) as d:
+            await d.apply([add(rule)])
+            return await d.read(cookie=5)
+
+    with caplog.at_level(logging.DEBUG, logger="reroute.wire.odl.dut"):
+        assert asyncio.run(main()) == [rule]
+    lines = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.odl.dut"]
+    reads = [line.split()[2] for line in lines if line.startswith("> GET ")]
+    stats = "/controller/nb/v2/statistics/default/flow/node/OF/00:00:00:00:00:00:00:01"
+    assert reads.count(stats) >= 2  # the undo point and the read-back
+    assert not any("/restconf/" in r or "/rests/" in r for r in reads[1:]), reads

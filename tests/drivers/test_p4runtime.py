@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,6 +22,9 @@ from google.protobuf import any_pb2, text_format
 
 from drivers.base import (
     DeviceRejected,
+    DeviceUnreachable,
+    DriverError,
+    Expect,
     FlowChange,
     FlowMatch,
     FlowOp,
@@ -31,20 +35,26 @@ from drivers.base import (
     PushVlan,
 )
 from drivers.batch import Key
-from drivers.p4runtime import P4RuntimeDriver, mapping, program
+from drivers.errors import ConfigError
+from drivers.p4runtime import P4RuntimeDriver, compat, mapping, program
+from drivers.p4runtime.driver import load_p4info
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
     code_pb2,
     election,
+    p4info_pb2,
     p4runtime_pb2,
     p4runtime_pb2_grpc,
     status_pb2,
 )
 from drivers.p4runtime.rpc import update_statuses
+from drivers.p4runtime.spec import P4RuntimeSpec
+from drivers.spec import TlsFiles
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
 from fabric.run import run
 from tests.drivers.p4rt_site import NS, P4rtSite
+from tests.pki import Pki
 
 P4R = p4runtime_pb2
 
@@ -185,8 +195,8 @@ class FakeBridge:
 class Recording(P4RuntimeEmulator):
     """The emulator, keeping every Write request it gets."""
 
-    def __init__(self, table: Table) -> None:
-        super().__init__(1, table)
+    def __init__(self, table: Table, installed: Any = True) -> None:
+        super().__init__(1, table, installed=installed)
         self.writes: list[Any] = []
 
     async def Write(self, request: Any, context: Any) -> Any:
@@ -195,10 +205,14 @@ class Recording(P4RuntimeEmulator):
 
 
 @contextlib.asynccontextmanager
-async def emulator() -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
+async def emulator(
+    installed: Any = True, tls: tuple[bytes, bytes, bytes | None] | None = None
+) -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
+    """The EMULATOR in this event loop; ``installed``: its pipeline at start (True: the
+    reroute program, None: none, or a P4Info)."""
     bridge = FakeBridge()
-    servicer = Recording(Table(bridge))
-    server, port = await serve(servicer, "127.0.0.1:0")
+    servicer = Recording(Table(bridge), installed)
+    server, port = await serve(servicer, "127.0.0.1:0", tls)
     try:
         yield servicer, bridge, f"127.0.0.1:{port}"
     finally:
@@ -362,16 +376,121 @@ def test_unsupported_rules_and_twice_touched_keys_are_refused_before_sending() -
     assert asyncio.run(main()) == (["UNSUPPORTED", "UNSUPPORTED"], 0)
 
 
-def test_the_driver_installs_the_program_once() -> None:
-    async def main() -> list[FlowRule]:
-        async with emulator() as (servicer, _, address):
-            async with P4RuntimeDriver("dut", address) as driver:
-                await driver.apply([add(RULE)])
-            assert servicer.config.p4info == program.p4info()
-            async with P4RuntimeDriver("dut", address) as driver:  # would reset the table
-                return await driver.read()
+def test_the_driver_installs_the_program_only_when_the_inventory_says_so(tmp_path: Path) -> None:
+    config, p4info = tmp_path / "reroute.json", tmp_path / "reroute.p4info.txtpb"
+    config.write_bytes(b'{"target": "bmv2"}')
+    p4info.write_text(text_format.MessageToString(program.p4info()))
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:1", install_pipeline=True, pipeline=config,
+        p4info=p4info,
+    )  # fmt: skip
 
-    assert asyncio.run(main()) == [RULE]
+    async def main() -> tuple[DeviceRejected, Any, int, bytes, list[FlowRule]]:
+        async with emulator(installed=None) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()  # no pipeline, not asked
+            untouched = servicer.config
+            built = P4RuntimeDriver.from_spec(
+                "dut", spec.model_copy(update={"target": address}), Expect()
+            )
+            async with built as driver:
+                await driver.apply([add(RULE)])
+            async with built as driver:  # it now runs ours: no second install, entries kept
+                table = await driver.read()
+            return (
+                info.value,
+                untouched,
+                servicer.pipelines_set,
+                servicer.config.p4_device_config,
+                table,
+            )
+
+    error, untouched, installs, device_config, table = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and "runs no P4 program" in str(error)
+    assert "install_pipeline: true" in str(error) and "nothing was changed" in str(error)
+    assert untouched is None
+    assert (installs, device_config, table) == (1, b'{"target": "bmv2"}', [RULE])
+
+
+def test_a_program_differing_only_in_bytes_is_used_as_it_is() -> None:
+    theirs = program.p4info()
+    theirs.pkg_info.version = "2.0-built-elsewhere"
+    theirs.tables[0].preamble.annotations.append('@brief("reroute entries")')
+    extra = theirs.tables.add()
+    extra.preamble.id, extra.preamble.name = 0x0200_0099, "MyIngress.acl"
+    assert theirs != program.p4info()
+
+    async def main() -> tuple[int, list[FlowRule]]:
+        async with emulator(installed=theirs) as (servicer, _, address):
+            async with P4RuntimeDriver("dut", address, install_pipeline=True) as driver:
+                await driver.apply([add(RULE)])
+            async with P4RuntimeDriver("dut", address, install_pipeline=True) as driver:
+                return servicer.pipelines_set, await driver.read()
+
+    assert asyncio.run(main()) == (0, [RULE])
+
+
+def test_another_program_is_refused_naming_what_differs() -> None:
+    other = program.p4info()
+    other.tables[0].preamble.name = "MyIngress.ipv4_lpm"
+    other.actions[0].params[0].bitwidth = 16
+
+    async def main() -> tuple[DeviceRejected, int]:
+        async with emulator(installed=other) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()
+            return info.value, servicer.pipelines_set
+
+    error, installs = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and installs == 0
+    assert "no table MyIngress.reroute" in str(error) and "MyIngress.forward" in str(error)
+
+
+def test_compat_compares_names_widths_and_ids() -> None:
+    ours = program.p4info()
+    assert compat.differences(ours, ours) == []
+    moved = program.p4info()
+    moved.tables[0].preamble.id = 0x0200_0007
+    moved.tables[0].match_fields[0].bitwidth = 16
+    found = compat.differences(moved, ours)
+    assert any("has id 0x2000007, ours 0x2000001" in d for d in found)
+    assert any("standard_metadata.ingress_port" in d and "16 bits" in d for d in found)
+    assert compat.differences(p4info_pb2.P4Info(), ours) == [
+        "the device runs no P4 program (its P4Info is empty)"
+    ]
+
+
+def test_an_inventory_p4info_file_is_read_as_text_or_binary(tmp_path: Path) -> None:
+    text, binary = tmp_path / "p.txtpb", tmp_path / "p.bin"
+    text.write_text(text_format.MessageToString(program.p4info()))
+    binary.write_bytes(program.p4info().SerializeToString())
+    assert load_p4info("dut", text) == load_p4info("dut", binary) == program.p4info()
+    (tmp_path / "bad").write_bytes(b"\xff\x00 not a p4info")
+    with pytest.raises(ConfigError, match="not a P4Info"):
+        load_p4info("dut", tmp_path / "bad")
+
+
+def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
+    pki = Pki.make(tmp_path / "pki")
+    server = pki.issue("p4switch", ips=["127.0.0.1"])
+    client = pki.issue("reroute")
+    other = Pki.make(tmp_path / "other", name="other-ca")
+    files = TlsFiles(private_key=client.key, certificate=client.cert, ca_certificate=pki.ca)
+    tls = (server.key.read_bytes(), server.cert.read_bytes(), pki.ca.read_bytes())
+
+    async def main() -> tuple[list[FlowRule], DriverError]:
+        async with emulator(tls=tls) as (_, _, address):
+            async with P4RuntimeDriver("dut", address, tls=files) as driver:
+                await driver.apply([add(RULE)])
+                table = await driver.read()
+            wrong = files.model_copy(update={"ca_certificate": other.ca})
+            with pytest.raises(DriverError) as info:
+                await P4RuntimeDriver("dut", address, tls=wrong, timeout=2).open()
+            return table, info.value
+
+    table, error = asyncio.run(main())
+    assert table == [RULE]
+    assert isinstance(error, DeviceUnreachable), error
 
 
 # --------------------------------------------------------------------------------------

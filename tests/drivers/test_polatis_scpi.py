@@ -158,8 +158,9 @@ def test_registered_and_implements_the_protocols() -> None:
     assert isinstance(driver, CrossConnectSwitch)
     assert isinstance(driver, PortMonitor)
     caps = driver.capabilities
+    # a circuit change is SUB then ADD: two commands, not atomic
     assert (caps.atomic_batch, caps.read_back, caps.port_state, caps.optical_power) == (
-        True,
+        False,
         True,
         True,
         True,
@@ -186,6 +187,27 @@ def test_open_reads_identity_and_size_and_drops_stale_errors(
     assert sent == [b"*IDN?\n", b":OXC:SWIT:SIZE?\n", ERR, ERR]
     assert queued == 0
     assert "Undefined header" in caplog.text
+
+
+def test_a_switch_of_another_size_is_refused_before_any_change() -> None:
+    async def main() -> tuple[DeviceRejected, list[bytes], dict[int, int]]:
+        config = EmulatorConfig(ingress=8, egress=8, connections=((1, 9),))
+        server = await serve(config, record=True)
+        try:
+            resource = socket_resource("127.0.0.1", server.port)
+            with pytest.raises(DeviceRejected) as info:
+                await PolatisScpiDriver("ost1", resource, size=(16, 16)).open()
+            async with PolatisScpiDriver("ost1", resource, size=(8, 8)) as right:
+                table = await right.connections()
+            return info.value, received(server), table
+        finally:
+            await server.close()
+
+    error, sent, table = asyncio.run(main())
+    assert error.code == "SIZE_MISMATCH" and error.device == "ost1"
+    assert "8x8" in str(error) and "16x16" in str(error) and "nothing was changed" in str(error)
+    assert not any(b"CONN:ADD" in line or b"CONN:SUB" in line for line in sent)
+    assert table == {1: 9}
 
 
 def test_connect_sends_one_add_then_drains_errors() -> None:

@@ -25,6 +25,7 @@ import yaml
 from fabric import mgmt
 from fabric.fabric import Fabric
 from tests.fabric.conftest import CLI, NGNCS, RATE, ROOT, Probe, reroute
+from tests.pki import Pki
 
 pytestmark = pytest.mark.fabric
 FLOW = "10.0.0.2>10.0.0.3"
@@ -122,17 +123,28 @@ def test_apply_and_serve_use_only_the_inventory(no_state_file: Fabric, tmp_path:
         serve.wait(timeout=20)
 
 
+@pytest.mark.parametrize("scheme", ["tcp", "ssl"])
 def test_optical_mbb_demo_through_tcp_listeners_and_a_visa_socket(
-    ngncs: Fabric, tmp_path: Path
+    ngncs: Fabric, tmp_path: Path, scheme: str
 ) -> None:
-    """Every packet switch at ``tcp:`` (an OVS passive listener on the management link
-    instead of its unix socket), the Polatis at ``TCPIP0::127.0.0.1::PORT::SOCKET``."""
+    """Every packet switch at ``tcp:`` or ``ssl:`` (an OVS passive listener on the
+    management link instead of its unix socket; for ``ssl:`` certificates of a CA made
+    here), the Polatis at ``TCPIP0::127.0.0.1::PORT::SOCKET``."""
     inside = mgmt.make(ngncs.state.name, ngncs.state.fabric_ns)
     devices: dict[str, dict[str, object]] = {}
+    tls: dict[str, str] = {}
+    if scheme == "ssl":
+        pki = Pki.make(tmp_path / "pki")
+        switch, client = pki.issue("switch", ips=[str(inside)]), pki.issue("controller")
+        ngncs.ovs.vsctl("set-ssl", str(switch.key), str(switch.cert), str(pki.ca))
+        tls = {"private_key": str(client.key), "certificate": str(client.cert),
+               "ca_certificate": str(pki.ca)}  # fmt: skip
     for n, bridge in enumerate(("br1", "br2", "br3", "br4")):
         port = 6653 + n
-        ngncs.ovs.vsctl("set-controller", bridge, f"ptcp:{port}:{inside}")
-        devices[bridge] = {"driver": "ovs", "target": f"tcp:{inside}:{port}"}
+        ngncs.ovs.vsctl("set-controller", bridge, f"p{scheme}:{port}:{inside}")
+        devices[bridge] = {"driver": "ovs", "target": f"{scheme}:{inside}:{port}"}
+        if tls:
+            devices[bridge]["tls"] = tls
     inv = copy_inventory(ngncs, tmp_path, **devices)
     assert "TCPIP0::127.0.0.1::" in inv.read_text()  # the Polatis entry, kept
     numbers = tmp_path / "demo.json"
