@@ -183,8 +183,10 @@ async function showLive(id, fresh) {
   const mine = fetching;
   try {
     const view = await api(`/v1/reroutes/${encodeURIComponent(id)}`);
+    // answers and events may cross: keep what the page already knew of its steps
+    const known = state.live?.id === id ? state.live.steps : [];
+    for (const step of [...known, ...mine.events]) applyStep(view, step);
     state.live = view;
-    for (const event of mine.events) applyStep(view, event);
   } finally {
     if (fetching === mine) fetching = null;
   }
@@ -193,8 +195,9 @@ async function showLive(id, fresh) {
 
 function onStepEvent(data) {
   const live = state.live;
-  if (!live || live.id !== data.reroute_id) {
-    // its first sign (the page opened mid-reroute, or the "running" event is being read)
+  if (!live || live.id !== data.reroute_id || !live.steps[data.index - 1]) {
+    // its first sign (the page opened mid-reroute, or the "running" event is being read),
+    // or the page holds it from before it was planned (pending: no steps yet)
     const known = fetching && fetching.id === data.reroute_id;
     if (!known) showLive(data.reroute_id, true).catch((err) => showError(err.message));
     fetching.events.push(data);
@@ -208,11 +211,13 @@ function onStepEvent(data) {
 }
 
 function applyStep(view, data) {
-  // events and reads may cross: a step's state only ever moves forward
+  // data: a step event, or a step as read before; a step's state only ever moves forward
   const step = view.steps[data.index - 1];
   if (!step || RANK[data.state] < RANK[step.state]) return step;
+  if (data.state === "started" && step.state !== "started") {
+    state.started[data.index] = performance.now();
+  }
   step.state = data.state;
-  if (data.state === "started") state.started[data.index] = performance.now();
   if (data.ms !== null && data.ms !== undefined) step.ms = data.ms;
   if (data.error) step.error = data.error;
   return step;
@@ -367,8 +372,10 @@ async function confirm() {
     });
     discardPlan();
     $("form-note").textContent = `Reroute ${view.id} asked for (${view.state} then): its timeline is above.`;
-    state.live = view;
-    showTimeline();
+    if (state.live?.id !== view.id) {
+      state.live = view; // unless its events were quicker than this answer
+      showTimeline();
+    }
     await refreshHistory();
   } catch (err) {
     formError(`Refused (${err.message}).`);
