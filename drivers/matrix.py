@@ -114,12 +114,14 @@ def checked_file(kind: str) -> Path:
 
 
 def checked_section(kind: str) -> str:
-    """The kind's CHECKED.md under a heading of its own (its own title dropped)."""
+    """The kind's CHECKED.md under a heading of its own (its own title dropped, its
+    headings two levels down)."""
     path = checked_file(kind)
     if not path.exists():
         return f"\n### `{kind}`\n\nNot checked yet: no `{path.name}` in its package.\n"
     lines = path.read_text().strip().splitlines()
-    body = "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip()
+    lines = lines[1:] if lines and lines[0].startswith("# ") else lines
+    body = "\n".join(f"##{line}" if line.startswith("#") else line for line in lines).strip()
     return f"\n### `{kind}`\n\n{body}\n"
 
 

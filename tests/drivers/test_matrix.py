@@ -18,9 +18,16 @@ def test_every_driver_says_what_was_checked_and_against_what(kind: str) -> None:
     path = matrix.checked_file(kind)
     text = path.read_text()
     assert text.startswith(f"# {kind}: "), path
-    assert "Checked against public documentation:" in text
-    assert re.search(r"^Only against our emulat", text, re.MULTILINE), path
-    assert "http" in text or "PROTOCOLS.md" in text, "cite the document"
+    assert re.search(r"^(#+ )?Checked against ", text, re.MULTILINE), path
+    assert re.search(r"^(#+ )?(Checked )?only against our emulat", text, re.M | re.I), path
+    assert re.search(r"https?://|PROTOCOLS\.md|source", text), "cite the document"
+
+
+def test_a_checked_files_headings_go_under_the_kinds_heading() -> None:
+    for kind in KINDS:
+        section = matrix.checked_section(kind)
+        headings = re.findall(r"^(#+) ", section, re.MULTILINE)
+        assert headings[0] == "###" and all(len(h) > 3 for h in headings[1:]), kind
 
 
 def test_the_rendered_document_has_every_drivers_section() -> None:
