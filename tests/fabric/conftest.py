@@ -30,7 +30,7 @@ def leftovers(name: str) -> list[str]:
     found = [f"netns {ns}" for ns in netns.listing(base) if ns == base or ns.startswith(base + ".")]
     rundir = str(state.run_dir() / name)
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    found += [f"process {line.strip()}" for line in ps.splitlines() if rundir in line]
+    found += [f"process {line.strip()}" for line in ps.splitlines() if rundir + "/" in line]
     if (state.run_dir() / name).exists():
         found.append(f"state dir {rundir}")
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
