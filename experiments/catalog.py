@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from experiments.bandwidth_steering import BandwidthSteering
 from experiments.ost_vs_mbb import OstVsMbb
 from experiments.rto_sweep import RtoSweep
 from experiments.runner import Experiment
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (OstVsMbb(), RtoSweep())}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e for e in (OstVsMbb(), RtoSweep(), BandwidthSteering())
+}
 PLANNED = {  # issue 10's other experiments, not built yet
-    "bandwidth-steering": "two streams, one steered onto the new circuit (seed 003 4.3)",
     "impulse-response": "n periodic degradations, response mean with bootstrap band (seed 000 V)",
     "mptcp": "MPTCP over two disjoint paths vs plain TCP under failures (seed 002)",
 }

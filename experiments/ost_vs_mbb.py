@@ -36,7 +36,13 @@ def _timing(key: str) -> Get:
 
 # label, how to read it from a raw document, digits, seed 003's (BBM, MBB)
 METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
-    ("UDP loss (%)", lambda r: r["udp"]["loss_pct"], 2, (f"{_BL}", f"{_ML}")),
+    (
+        "TCP loss = retransmitted / sent (%)",
+        lambda r: r.get("tcp_loss_pct"),
+        2,
+        (f"{_BL}", f"{_ML}"),
+    ),
+    ("UDP probe loss (%)", lambda r: r["udp"]["loss_pct"], 2, (md.NONE, md.NONE)),
     (
         "unavailability = longest gap (ms)",
         lambda r: r["udp"]["longest_gap_ms"],

@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from experiments.runner import Say
 from fabric import fabric
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
+from fabric.traffic.iperf import IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import StepKind
@@ -54,6 +56,7 @@ class Load:
     tcp_mbps: int = 100
     tcp_s: int = demo.TCP_S
     probe_s: float = demo.PROBE_S
+    bystander: str | None = None  # a path whose own TCP stream runs alongside, never moved
 
 
 @contextmanager
@@ -97,7 +100,8 @@ def measure(b: Bench, strategy: str, load: Load, say: Say) -> dict[str, Any]:
         tcp_s=load.tcp_s,
         probe_s=load.probe_s,
     )
-    with _Ping(b.fab.host_ns(long.src), str(long.dst_ip)) as ping, traffic:
+    other = _Bystander(b, load)
+    with _Ping(b.fab.host_ns(long.src), str(long.dst_ip)) as ping, other, traffic:
         time.sleep(demo.BASELINE_S)
         request_wall, request_ns = time.time(), time.monotonic_ns()
         done = None if move is None else asyncio.run(demo.reroute(b.topo, b.inv, move))
@@ -123,7 +127,61 @@ def measure(b: Bench, strategy: str, load: Load, say: Say) -> dict[str, Any]:
         "tcp_offset_ms": (request_ns - traffic.tcp_started_ns) / 1e6,  # request, TCP's clock
         "probe_rate": _probe_rate(probe, request_ns),
         "rtt": ping.during(request_wall),
+        "tcp_loss_pct": tcp_loss_pct(tcp),
+        "bystander": other.numbers(request_ns),
     }
+
+
+MSS = 1448  # bytes of payload per segment on these 1500-byte links (timestamps on)
+
+
+def tcp_loss_pct(result: IperfResult) -> float:
+    """Seed 003's packet loss: segments retransmitted / segments sent."""
+    segments = result.sent_bps * result.duration_s / 8 / MSS
+    return 100.0 * (result.retransmits or 0) / segments if segments else 0.0
+
+
+class _Bystander:
+    """An iperf3 TCP stream on ``load.bystander``'s path (its own port), in a thread, for
+    the length of a repetition; nothing when there is no bystander."""
+
+    PORT = 5202
+
+    def __init__(self, b: Bench, load: Load) -> None:
+        self.b, self.load = b, load
+        self.started_ns = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bystander")
+        self._future: Future[IperfResult] | None = None
+
+    def __enter__(self) -> _Bystander:
+        if self.load.bystander is not None:
+            path = self.b.topo.paths[self.load.bystander]
+            self.started_ns = time.monotonic_ns()
+            self._future = self._pool.submit(
+                run_iperf,
+                str(path.dst_ip),
+                port=self.PORT,
+                duration_s=self.load.tcp_s,
+                bitrate_bps=self.load.tcp_mbps * 1_000_000,
+                interval_s=demo.INTERVAL_S,
+                server_netns=self.b.fab.host_ns(path.dst),
+                client_netns=self.b.fab.host_ns(path.src),
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def numbers(self, request_ns: int) -> dict[str, Any] | None:
+        if self._future is None:
+            return None
+        result = self._future.result(timeout=self.load.tcp_s + 20)
+        return {
+            "path": self.load.bystander,
+            "tcp": TcpNumbers.from_iperf(result, demo.INTERVAL_S).to_dict(),
+            "tcp_loss_pct": tcp_loss_pct(result),
+            "tcp_offset_ms": (request_ns - self.started_ns) / 1e6,
+        }
 
 
 def circuits_ms(done: demo.Done) -> float | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from experiments.bandwidth_steering import BandwidthSteering, rate_around
 from experiments.ost_vs_mbb import OstVsMbb
 from experiments.ostbench import parse_ping, rtt_summary
 from experiments.rto_sweep import RtoSweep, backoff_ms, model_ms, recovery_ms
@@ -127,3 +128,22 @@ def test_ping_rtt_during_the_switch_counts_replies_by_their_send_time() -> None:
     assert rtt["during_max_ms"] == 2.0  # seq 3 was sent before the request
     assert rtt["during_replies"] == 1
     assert rtt_summary(replies, request_wall=1000.01)["during_max_ms"] == 850
+
+
+def test_bandwidth_steering_report_shows_both_streams(tmp_path: Path) -> None:
+    raws = {}
+    for s, gap in (("bbm", 800.0), ("mbb", 3.0)):
+        doc = raw(s, f"{s}-01", gap=gap, tcp_loss_pct=1.0)
+        bystander = {"tcp": dict(doc["tcp"]), "tcp_loss_pct": 3.0, "tcp_offset_ms": 2000.0}
+        raws[doc["key"]] = doc | {"bystander": bystander}
+    text = BandwidthSteering().report(Options(quick=True), raws, tmp_path)
+    assert "| both: TCP loss = retransmitted / sent (%) | 2.00 [2.00, 2.00] | 1 |" in text
+    assert "| not steered: Mbit/s before | 100 [100, 100] | 1 |" in text
+    assert (tmp_path / "steering_throughput.png").stat().st_size > 10_000
+
+
+def test_rate_around_the_request() -> None:
+    stream = raw("bbm", "x", gap=800)  # 2 s at 100, 0.8 s at 0, then 100; request at 2 s
+    assert rate_around(stream, -1000, 0) == 100
+    assert rate_around(stream, 0, 800) == 0
+    assert rate_around(stream, 5000, 6000) is None
