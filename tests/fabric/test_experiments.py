@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from experiments.bandwidth_steering import rate_around
 from tests.fabric.conftest import ROOT, leftovers, reroute
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
@@ -93,3 +94,27 @@ def test_rto_sweep_quick(tmp_path: Path) -> None:
     assert resumes["mbb-rto200-01"] < resumes["bbm-rto200-01"], resumes
     assert "## TCP stall against rto_min" in (out / "report.md").read_text()
     assert (out / "rto_resume.png").exists() and (out / "rto_throughput.png").exists()
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(400)
+def test_bandwidth_steering_quick(tmp_path: Path) -> None:
+    out = tmp_path / "steer"
+    proc = reroute(
+        "experiment", "run", "bandwidth-steering", "--quick", "--out", str(out), timeout=360
+    )
+    assert leftovers("ngncs-ost") == []
+    assert "4/4 repetitions" in proc.stdout, proc.stdout
+    raws = _raws(out)
+    bbm = [r for r in raws.values() if r["strategy"] == "bbm"]
+    mbb = [r for r in raws.values() if r["strategy"] == "mbb"]
+    assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
+        r["udp"]["longest_gap_ms"] for r in bbm
+    )
+    for r in raws.values():
+        assert r["bystander"]["path"] == "direct" and r["bystander"]["tcp"]["median_mbps"] > 0
+    # the unsteered stream has the bottleneck to itself once the other one left it
+    before = [rate_around(r["bystander"], -1000, 0) or 0.0 for r in raws.values()]
+    after = [rate_around(r["bystander"], 1500, 2500) or 0.0 for r in raws.values()]
+    assert sum(after) > sum(before), (before, after)
+    assert "## Both streams, BBM vs MBB" in (out / "report.md").read_text()
