@@ -164,6 +164,7 @@ def _plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
                 run["timing"]["new_path_ms"], color="k", ls=":", lw=1, label="on new circuit"
             )
         ax.set_xlim(-2000, 4000)
+        ax.set_ylim(bottom=0)
         ax.set_title(f"{s.upper()} ({run['key']})")
         ax.set_xlabel("ms after the request")
         ax.set_ylabel("Mbit/s")

@@ -28,6 +28,7 @@ STRATEGIES = ("bbm", "mbb")
 SEED_LOCK = {"mean": 605.0, "std": 115.0, "min": 529.0, "p50": 532.0, "p75": 786.0, "max": 834.0}
 Get = Callable[[Mapping[str, Any]], Any]
 (_BL, _ML), (_BG, _MG) = SEED_003_LOSS_PCT, SEED_003_GAP_MS
+_NO = (md.NONE, md.NONE)
 
 
 def _timing(key: str) -> Get:
@@ -53,6 +54,12 @@ METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
     ("TCP time below half rate (ms)", lambda r: r["tcp"]["stalled_ms"], 0, (md.NONE, md.NONE)),
     ("TCP retransmissions", lambda r: r["tcp"]["retransmits"], 0, (md.NONE, md.NONE)),
     ("RTT max during the switch (ms)", lambda r: r["rtt"]["during_max_ms"], 1, ("100s", "2.5")),
+    (
+        "pings answered, 1.5 s from the request (of 75)",
+        lambda r: r["rtt"]["during_replies"],
+        0,
+        _NO,
+    ),
     ("request -> traffic on new path (ms)", _timing("new_path_ms"), 0, (md.NONE, md.NONE)),
     ("emulator switching + drawn lock (ms)", _timing("dark_ms"), 0, ("605 (lock)", "605 (lock)")),
     ("dropped by the fabric itself (OVS rx)", lambda r: r["fabric_drops"], 0, (md.NONE, md.NONE)),
@@ -139,6 +146,7 @@ def cdf_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
     for s, gap in zip(STRATEGIES, SEED_003_GAP_MS, strict=True):
         ax.axvline(gap, ls=":", color=plots.COLORS[s], label=f"seed 003 {s.upper()} mean")
     ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(left=0)
     ax.set_xlabel("unavailability: longest gap of the UDP probe (ms)")
     ax.legend()
     return plots.save(fig, out / "unavailability_cdf.png")
@@ -179,6 +187,7 @@ def _udp_series(ax: Any, run: Raw, strategy: str) -> None:
     ax.set_title(f"{strategy.upper()} ({run['key']}): UDP probe delivered")
     ax.set_xlabel("ms after the request")
     ax.set_ylabel("packets/s (10 ms bins)")
+    ax.set_ylim(bottom=0)
     ax.set_xlim(-800, 2000)
     ax.legend(fontsize=7, loc="lower right")
 
@@ -193,6 +202,7 @@ def _tcp_series(ax: Any, run: Raw, strategy: str) -> None:
     ax.set_xlabel("ms after the request (iperf3 100 ms intervals, +-50 ms)")
     ax.set_ylabel("Mbit/s")
     ax.set_xlim(-1500, 3000)
+    ax.set_ylim(bottom=0)
 
 
 def lock_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
