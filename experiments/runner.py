@@ -194,10 +194,15 @@ def _header(exp: Experiment, opts: Options, out: Path, kept: int, argv: Sequence
     command = shlex.join(argv) if argv else f"reroute experiment run {exp.name}"
     return (
         f"# {exp.name}: {exp.title}\n\n"
-        f"Made by `{command}` ({'quick' if opts.quick else 'full'} scale, backend"
+        f"Made by `{command}` ({_scale(opts)}, backend"
         f" {opts.backend}, seed {opts.seed}): {kept} repetitions in `raw/`, the machine in"
         " `env.json`. Statistics: mean [bootstrap 95 % CI of the mean], n = runs behind each.\n\n"
     )
+
+
+def _scale(opts: Options) -> str:
+    scale = "quick scale" if opts.quick else "full scale"
+    return scale if opts.runs is None else f"{opts.runs} runs per case"
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
