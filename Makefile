@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TOPO ?= topologies/ngncs-ost.yaml
 
-.PHONY: setup demo test lint typecheck unit clean containers-test
+.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick
 
 setup:
 	@scripts/setup.sh
@@ -20,6 +20,11 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/python -m pytest
+
+# Every built experiment at quick scale (root; about 2 minutes), results under results/NAME/
+experiments-quick: setup
+	$(BIN)/reroute experiment run ost-vs-mbb --quick
+	$(BIN)/reroute experiment run rto-sweep --quick
 
 unit: setup
 	$(BIN)/python -m pytest -m "not fabric"

@@ -73,13 +73,24 @@ def _stage(n: int, message: str) -> None:
     _say(f"[{n}/{STEPS}] {message}")
 
 
-class _Traffic:
+class Traffic:
     """One run's traffic over ``path``: the probe receiver and sender as processes in the
     hosts' namespaces, the iperf3 TCP stream in a thread (``run_iperf`` blocks). Leaving
     stops whatever still runs."""
 
-    def __init__(self, fab: Fabric, path: TopoPath, *, rate: int, tcp_mbps: int) -> None:
+    def __init__(
+        self,
+        fab: Fabric,
+        path: TopoPath,
+        *,
+        rate: int,
+        tcp_mbps: int,
+        tcp_s: int = TCP_S,
+        probe_s: float = PROBE_S,
+    ) -> None:
         self.fab, self.path, self.rate, self.tcp_mbps = fab, path, rate, tcp_mbps
+        self.tcp_s, self.probe_s = tcp_s, probe_s
+        self.tcp_started_ns = 0
         self.run_id = str(random.getrandbits(32))
         self._procs: list[subprocess.Popen[str]] = []
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="iperf3")
@@ -97,20 +108,21 @@ class _Traffic:
         self.stop()
 
     def _start(self) -> None:
+        self.tcp_started_ns = time.monotonic_ns()  # iperf3 starts within tens of ms of it
         self._tcp = self._pool.submit(
             run_iperf,
             str(self.path.dst_ip),
-            duration_s=TCP_S,
+            duration_s=self.tcp_s,
             bitrate_bps=self.tcp_mbps * 1_000_000,
             interval_s=INTERVAL_S,
             server_netns=self.fab.host_ns(self.path.dst),
             client_netns=self.fab.host_ns(self.path.src),
         )
         to = f"{self.path.dst_ip}:{PROBE_PORT}"
-        wait = str(PROBE_S + 30)
+        wait = str(self.probe_s + 30)
         recv = self._probe(self.path.dst, "recv", "--bind", to, "--json", "--timeout", wait)
         _await_listening(recv)
-        rate, seconds, before = str(self.rate), str(PROBE_S), _udp_in_datagrams(recv.pid)
+        rate, seconds, before = str(self.rate), str(self.probe_s), _udp_in_datagrams(recv.pid)
         send = self._probe(self.path.src, "send", "--to", to, "--rate", rate, "--duration", seconds)
         _await_datagrams(recv.pid, send, before)  # a busy machine starts Python slowly
 
@@ -125,14 +137,14 @@ class _Traffic:
     def results(self) -> tuple[dict[str, Any], IperfResult]:
         """Wait for the end of the traffic: the probe receiver's report, the iperf3 result."""
         recv, send = self._procs
-        _, err = send.communicate(timeout=PROBE_S + 15)
+        _, err = send.communicate(timeout=self.probe_s + 15)
         if send.returncode != 0:
             raise FabricError(f"probe sender failed ({send.returncode}): {err.strip()}")
         out, err = recv.communicate(timeout=15)
         if recv.returncode != 0:
             raise FabricError(f"probe receiver failed ({recv.returncode}): {err.strip()}")
         assert self._tcp is not None
-        return dict(json.loads(out)), self._tcp.result(timeout=TCP_S + 20)
+        return dict(json.loads(out)), self._tcp.result(timeout=self.tcp_s + 20)
 
     def stop(self) -> None:
         for proc in self._procs:
@@ -180,7 +192,7 @@ def _end(proc: subprocess.Popen[str]) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Done:
+class Done:
     """One finished reroute: its plan and when each step ended (ms from the request)."""
 
     plan: Plan
@@ -205,7 +217,7 @@ class _Done:
         return [f"+{ms:4.0f} ms  {text}" for ms, text in sorted(marks)]
 
 
-async def _reroute(topo: Topology, inv: Inventory, intent: Intent) -> _Done:
+async def reroute(topo: Topology, inv: Inventory, intent: Intent) -> Done:
     ended: dict[int, float] = {}
 
     def on_event(event: StepEvent) -> None:
@@ -224,7 +236,7 @@ async def _reroute(topo: Topology, inv: Inventory, intent: Intent) -> _Done:
     if outcome.state is not RerouteState.DONE:
         raise FabricError(f"the {intent.strategy} reroute failed:\n{outcome.describe()}")
     ended_ms = {i: (t - t0) * 1000 for i, t in ended.items()}
-    return _Done(plan=plan, requested_ns=requested_ns, ended_ms=ended_ms, total_ms=total_ms)
+    return Done(plan=plan, requested_ns=requested_ns, ended_ms=ended_ms, total_ms=total_ms)
 
 
 def _drawn_lock_ms(fab: Fabric, plan: Plan) -> float:
@@ -257,37 +269,37 @@ def _measured(
     intent: Intent | None,
 ) -> RunNumbers:
     """Run the traffic, reconfigure under it (nothing if ``intent`` is None), and measure."""
-    drops = _fabric_drops(fab)
-    with _Traffic(fab, topo.paths[LONG], rate=args.rate, tcp_mbps=args.tcp_mbps) as traffic:
+    drops = fabric_drops(fab)
+    with Traffic(fab, topo.paths[LONG], rate=args.rate, tcp_mbps=args.tcp_mbps) as traffic:
         time.sleep(BASELINE_S)  # a baseline: the traffic's rate before the event
         if intent is None:
             _detail(f"changing nothing, {BASELINE_S:g} s into the probe")
             done, request_ns = None, time.monotonic_ns()
         else:
             _detail(f"reconfiguring {_optical(topo)} now, {BASELINE_S:g} s into the probe")
-            done = asyncio.run(_reroute(topo, inv, intent))
+            done = asyncio.run(reroute(topo, inv, intent))
             request_ns = done.requested_ns
             for line in done.milestones():
                 _detail(line)
         _detail(f"collecting the traffic reports (probe {PROBE_S} s, TCP {TCP_S} s)")
         probe, tcp = traffic.results()
-    drops = _fabric_drops(fab) - drops
+    drops = fabric_drops(fab) - drops
     return RunNumbers(
         strategy=name,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
         tcp=TcpNumbers.from_iperf(tcp, INTERVAL_S),
-        timing=None if done is None else _timing(fab, done),
+        timing=None if done is None else timing(fab, done),
         fabric_drops=drops,
     )
 
 
-def _fabric_drops(fab: Fabric) -> int:
+def fabric_drops(fab: Fabric) -> int:
     """Packets OVS dropped so far in its receive sockets (one per port, in the fabric's
     namespace): what the fabric lost by itself, when its forwarding thread fell behind."""
     return report.socket_drops(run(["ss", "-0", "-a", "-m"], ns=fab.state.fabric_ns))
 
 
-def _timing(fab: Fabric, done: _Done) -> Timing:
+def timing(fab: Fabric, done: Done) -> Timing:
     return Timing(
         new_path_ms=done.new_path_ms(),
         total_ms=done.total_ms,
@@ -296,9 +308,9 @@ def _timing(fab: Fabric, done: _Done) -> Timing:
     )
 
 
-def _restore(topo: Topology, inv: Inventory, flows: tuple[FlowSpec, ...]) -> str:
+def restore(topo: Topology, inv: Inventory, flows: tuple[FlowSpec, ...]) -> str:
     intent = Intent(flows=flows, to_path=LONG, via=TEMPORARY, drain_s=DRAIN_S)
-    done = asyncio.run(_reroute(topo, inv, intent))
+    done = asyncio.run(reroute(topo, inv, intent))
     circuits = [s.describe() for s in done.plan.steps() if s.kind is StepKind.CIRCUITS]
     return (
         f"flows back on the {LONG} path by one MBB reroute via {TEMPORARY} without traffic"
@@ -310,7 +322,7 @@ def _optical(topo: Topology) -> str:
     return ", ".join(o.name for o in topo.optical_switches)
 
 
-def _demo_flows(topo: Topology) -> tuple[FlowSpec, ...]:
+def demo_flows(topo: Topology) -> tuple[FlowSpec, ...]:
     """The flows the demo moves (the long path's hosts); FabricError if the topology lacks
     what the demo needs."""
     missing = [p for p in (LONG, SHORT, TEMPORARY) if p not in topo.paths]
@@ -340,7 +352,7 @@ def _runs(
     bbm_intent = Intent(flows=flows, to_path=SHORT, strategy=Strategy.BBM)
     bbm = _measured(topo, fab, inv, args, "bbm", bbm_intent)
     _stage(3, f"back to the {LONG} path for the next runs")
-    restored = _restore(topo, inv, flows)
+    restored = restore(topo, inv, flows)
     _detail(restored)
     _stage(4, "nothing moved: the same traffic, no reconfiguration (the fabric's own loss)")
     control = _measured(topo, fab, inv, args, "control", None)
@@ -371,7 +383,7 @@ def _signals(handler: Handler, *signums: signal.Signals) -> Iterator[None]:
 def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     topo = load_topology(args.topology)
-    flows = _demo_flows(topo)
+    flows = demo_flows(topo)
     if args.inventory is not None:
         fab = _running(topo)
         inv = load_inventory(args.inventory)

@@ -1,0 +1,149 @@
+"""The experiments' reports from made-up raw documents (no fabric): tables, plots, models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.bandwidth_steering import BandwidthSteering, rate_around
+from experiments.ost_vs_mbb import OstVsMbb
+from experiments.ostbench import parse_ping, rtt_summary
+from experiments.rto_sweep import RtoSweep, backoff_ms, model_ms, recovery_ms
+from experiments.runner import Options
+
+
+def raw(
+    strategy: str, key: str, *, gap: float, lock: float = 600.0, **extra: Any
+) -> dict[str, Any]:
+    series = [100.0] * 20 + [0.0] * 8 + [100.0] * 30
+    timing = {"new_path_ms": 40 + 25 + lock, "total_ms": 700.0, "switch_ms": 25.0,
+              "lock_ms": lock, "dark_ms": 25.0 + lock, "overhead_ms": 15.0}  # fmt: skip
+    return {
+        "key": key,
+        "strategy": strategy,
+        "udp": {
+            "sent": 20000,
+            "lost": int(gap * 5),
+            "reordered": 0,
+            "longest_gap_ms": gap,
+            "gap_at_ms": 40.0,
+            "loss_pct": gap * 5 / 200,
+        },
+        "tcp": {
+            "retransmits": 10,
+            "interval_s": 0.1,
+            "series_mbps": series,
+            "median_mbps": 100.0,
+            "min_mbps": 0.0,
+            "dip_pct": 100.0,
+            "stalled_ms": 800.0,
+        },
+        "timing": timing,
+        "fabric_drops": 0,
+        "tcp_offset_ms": 2000.0,
+        "circuits_ms": 65.0,
+        "probe_rate": {"bin_ms": 10.0, "request_ms": 800.0, "counts": [50] * 100 + [0] * 60},
+        "rtt": {
+            "before_median_ms": 1.0,
+            "during_max_ms": 5.0,
+            "during_median_ms": 1.0,
+            "during_replies": 70,
+            "expected_replies": 75,
+        },
+        **extra,
+    }
+
+
+def test_ost_vs_mbb_report_has_its_tables_and_plots(tmp_path: Path) -> None:
+    raws = {}
+    for i in range(1, 4):
+        raws[f"bbm-0{i}"] = raw("bbm", f"bbm-0{i}", gap=800.0 + i, lock=550.0 + 50 * i)
+        raws[f"mbb-0{i}"] = raw("mbb", f"mbb-0{i}", gap=2.0 + i)
+    text = OstVsMbb().report(Options(quick=True), raws, tmp_path)
+    assert "| unavailability = longest gap (ms) | 802.0 [801.0, 803.0] |" in text
+    assert "| 3 | 598 | 121 |" in text  # n and seed 003 beside each other
+    assert "| p75 | 638 | 786 |" in text  # drawn lock times vs Table 4.3
+    for png in ("unavailability_cdf.png", "throughput_typical.png", "lock_times.png"):
+        assert (tmp_path / png).stat().st_size > 10_000, png
+        assert f"]({png})" in text
+
+
+def test_ost_vs_mbb_interleaves_its_strategies() -> None:
+    keys = [r.key for r in OstVsMbb().plan(Options(quick=True))]
+    assert keys == ["bbm-01", "mbb-01", "bbm-02", "mbb-02", "bbm-03", "mbb-03"]
+    assert len(OstVsMbb().plan(Options())) == 40
+    assert len(OstVsMbb().plan(Options(runs=5, quick=True))) == 10
+
+
+def test_tcp_backoff_model() -> None:
+    assert backoff_ms(200, 829) == 1400  # 200 + 400 + 800
+    assert backoff_ms(800, 829) == 2400  # once is not enough: 800 + 1600
+    assert backoff_ms(900, 829) == 900
+    assert backoff_ms(2000, 829) == 2000
+    doc = raw("bbm", "x", gap=800, lock=804, rto_min_ms=900)
+    assert model_ms(doc) == pytest.approx(65 - 25 + 900)
+    assert model_ms(raw("mbb", "y", gap=3, rto_min_ms=200)) is None
+
+
+def test_tcp_resumes_after_its_last_slow_interval() -> None:
+    # 20 good intervals, 8 slow ones (2.0 s .. 2.8 s of TCP), the request at 2.0 s
+    assert recovery_ms(raw("bbm", "x", gap=800)) == pytest.approx(800)
+    quiet = raw("mbb", "y", gap=2)
+    quiet["tcp"]["series_mbps"] = [100.0] * 58
+    assert recovery_ms(quiet) == 0
+
+
+def test_rto_sweep_report(tmp_path: Path) -> None:
+    raws = {}
+    for s, rto in (("bbm", 200), ("bbm", 800), ("bbm", 900), ("bbm", 2000), ("mbb", 200)):
+        doc = raw(s, f"{s}-{rto}", gap=800.0, rto_min_ms=rto)
+        raws[doc["key"]] = doc | {"recovery_ms": recovery_ms(doc)}
+    text = RtoSweep().report(Options(quick=True), raws, tmp_path)
+    assert "| BBM rto_min 900 | 800 [800, 800] | 800 / 800 | 0 | 1 | 940 |" in text
+    assert (tmp_path / "rto_resume.png").exists() and (tmp_path / "rto_throughput.png").exists()
+    assert [r.key for r in RtoSweep().plan(Options(quick=True))][:2] == [
+        "bbm-rto200-01",
+        "bbm-rto800-01",
+    ]
+
+
+PING = """\
+PING 10.0.0.3 (10.0.0.3) 56(84) bytes of data.
+[1000.000100] 64 bytes from 10.0.0.3: icmp_seq=1 ttl=64 time=0.300 ms
+[1000.020100] 64 bytes from 10.0.0.3: icmp_seq=2 ttl=64 time=0.100 ms
+[1000.900000] 64 bytes from 10.0.0.3: icmp_seq=3 ttl=64 time=850 ms
+[1000.910000] 64 bytes from 10.0.0.3: icmp_seq=40 ttl=64 time=2.00 ms
+
+--- 10.0.0.3 ping statistics ---
+"""
+
+
+def test_ping_rtt_during_the_switch_counts_replies_by_their_send_time() -> None:
+    replies = parse_ping(PING)
+    assert replies[2] == (1000.9, 3, 850.0)
+    rtt = rtt_summary(replies, request_wall=1000.06)
+    assert rtt["before_median_ms"] == pytest.approx(0.2)
+    assert rtt["during_max_ms"] == 2.0  # seq 3 was sent before the request
+    assert rtt["during_replies"] == 1
+    assert rtt_summary(replies, request_wall=1000.01)["during_max_ms"] == 850
+
+
+def test_bandwidth_steering_report_shows_both_streams(tmp_path: Path) -> None:
+    raws = {}
+    for s, gap in (("bbm", 800.0), ("mbb", 3.0)):
+        doc = raw(s, f"{s}-01", gap=gap, tcp_loss_pct=1.0)
+        bystander = {"tcp": dict(doc["tcp"]), "tcp_loss_pct": 3.0, "tcp_offset_ms": 2000.0}
+        raws[doc["key"]] = doc | {"bystander": bystander}
+    text = BandwidthSteering().report(Options(quick=True), raws, tmp_path)
+    assert "| both: TCP loss = retransmitted / sent (%) | 2.00 [2.00, 2.00] | 1 |" in text
+    assert "| not steered: Mbit/s before | 100 [100, 100] | 1 |" in text
+    assert (tmp_path / "steering_throughput.png").stat().st_size > 10_000
+
+
+def test_rate_around_the_request() -> None:
+    stream = raw("bbm", "x", gap=800)  # 2 s at 100, 0.8 s at 0, then 100; request at 2 s
+    assert rate_around(stream, -1000, 0) == 100
+    assert rate_around(stream, 0, 800) == 0
+    assert rate_around(stream, 5000, 6000) is None

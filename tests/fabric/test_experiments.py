@@ -1,0 +1,120 @@
+"""``reroute experiment run`` end to end at quick scale, one test per experiment: the real
+command line on the real fabric, judged by its raw files, its report and the numbers in them.
+ost-vs-mbb is also interrupted (SIGINT) after its first repetition and resumed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.bandwidth_steering import rate_around
+from tests.fabric.conftest import ROOT, leftovers, reroute
+
+CLI = [sys.executable, "-m", "services.reroute.cli"]
+
+
+def _raws(out: Path) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "raw").glob("*.json"))}
+
+
+def _interrupt_after_first(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [*CLI, "experiment", "run", *args, "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    deadline = time.monotonic() + 120
+    while not list((out / "raw").glob("*.json")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the second repetition
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(480)
+def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
+    out = tmp_path / "ost"
+    first = _interrupt_after_first(out, "ost-vs-mbb", "--quick")
+    assert leftovers("ngncs-ost") == []  # Ctrl-C brought the fabric down
+    assert first.returncode == 130, f"{first.stdout}\n{first.stderr}"
+    assert "runs the rest" in first.stderr
+    kept = _raws(out)
+    assert list(kept) == ["bbm-01"]
+    assert not (out / "report.md").exists()
+
+    second = reroute("experiment", "run", "ost-vs-mbb", "--quick", "--out", str(out), timeout=400)
+    assert leftovers("ngncs-ost") == []
+    assert "6/6 repetitions (5 run now)" in second.stdout, second.stdout
+    raws = _raws(out)
+    assert sorted(raws) == ["bbm-01", "bbm-02", "bbm-03", "mbb-01", "mbb-02", "mbb-03"]
+    assert raws["bbm-01"] == kept["bbm-01"]  # not run again
+    assert len(json.loads((out / "env.json").read_text())["sessions"]) == 2
+
+    bbm = [r for r in raws.values() if r["strategy"] == "bbm"]
+    mbb = [r for r in raws.values() if r["strategy"] == "mbb"]
+    for r in bbm:  # dark for switching + lock; TCP stalls at least as long
+        assert r["timing"]["dark_ms"] - 5 <= r["udp"]["longest_gap_ms"], r["udp"]
+        assert r["udp"]["lost"] > 0 and r["tcp"]["stalled_ms"] >= 500, r["tcp"]
+    for r in mbb:  # hitless but for what the busy fabric dropped by itself
+        assert r["udp"]["lost"] <= r["fabric_drops"], r["udp"]
+        assert r["timing"]["new_path_ms"] >= r["timing"]["dark_ms"], r["timing"]
+    assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
+        r["udp"]["longest_gap_ms"] for r in bbm
+    )
+    report = (out / "report.md").read_text()
+    assert "| unavailability = longest gap (ms) |" in report and "| 3 | 598 | 121 |" in report
+    for png in ("unavailability_cdf.png", "throughput_typical.png", "lock_times.png"):
+        assert (out / png).stat().st_size > 10_000
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(400)
+def test_rto_sweep_quick(tmp_path: Path) -> None:
+    out = tmp_path / "rto"
+    proc = reroute("experiment", "run", "rto-sweep", "--quick", "--out", str(out), timeout=360)
+    assert leftovers("ngncs-ost") == []
+    assert "5/5 repetitions" in proc.stdout, proc.stdout
+    raws = _raws(out)
+    assert "rto_min lock 2s" in raws["bbm-rto2000-01"]["route"]
+    assert "rto_min lock 900ms" in raws["bbm-rto900-01"]["route"]
+    resumes = {k: r["recovery_ms"] for k, r in raws.items()}
+    # the stall follows rto_min: one 2 s timeout takes longer than any backoff below it
+    assert resumes["bbm-rto2000-01"] >= 1800, resumes
+    assert resumes["bbm-rto2000-01"] > resumes["bbm-rto900-01"], resumes
+    assert resumes["bbm-rto200-01"] >= raws["bbm-rto200-01"]["udp"]["longest_gap_ms"], resumes
+    assert resumes["mbb-rto200-01"] < resumes["bbm-rto200-01"], resumes
+    assert "## TCP stall against rto_min" in (out / "report.md").read_text()
+    assert (out / "rto_resume.png").exists() and (out / "rto_throughput.png").exists()
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(400)
+def test_bandwidth_steering_quick(tmp_path: Path) -> None:
+    out = tmp_path / "steer"
+    proc = reroute(
+        "experiment", "run", "bandwidth-steering", "--quick", "--out", str(out), timeout=360
+    )
+    assert leftovers("ngncs-ost") == []
+    assert "4/4 repetitions" in proc.stdout, proc.stdout
+    raws = _raws(out)
+    bbm = [r for r in raws.values() if r["strategy"] == "bbm"]
+    mbb = [r for r in raws.values() if r["strategy"] == "mbb"]
+    assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
+        r["udp"]["longest_gap_ms"] for r in bbm
+    )
+    for r in raws.values():
+        assert r["bystander"]["path"] == "direct" and r["bystander"]["tcp"]["median_mbps"] > 0
+    # the unsteered stream has the bottleneck to itself once the other one left it
+    before = [rate_around(r["bystander"], -1000, 0) or 0.0 for r in raws.values()]
+    after = [rate_around(r["bystander"], 1500, 2500) or 0.0 for r in raws.values()]
+    assert sum(after) > sum(before), (before, after)
+    assert "## Both streams, BBM vs MBB" in (out / "report.md").read_text()
