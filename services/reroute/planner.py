@@ -181,8 +181,21 @@ def _plan(
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)
 
 
-def _drain(intent: Intent) -> tuple[Step, ...]:
-    return (Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)
+DRAIN_MARGIN_S = 0.005  # beyond the old path's propagation delay: queues in the switches
+DRAIN_JITTER = 0.1  # and this share of the delay (a long-haul line's delay varies)
+
+
+def drain_for(paths: Iterable[Path]) -> float:
+    """How long packets already sent on ``paths`` may still be on their way: the longest
+    one-way delay, plus a share of it and a margin. What an MBB waits after the shift
+    before it removes the old path's rules or cuts its circuit."""
+    delay_s = max((p.delay_ms for p in paths), default=0.0) / 1000
+    return delay_s * (1 + DRAIN_JITTER) + DRAIN_MARGIN_S
+
+
+def _drain(intent: Intent, old: Iterable[Path]) -> tuple[Step, ...]:
+    duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
+    return (Step(kind=StepKind.DRAIN, duration_s=duration),)
 
 
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
@@ -216,6 +229,7 @@ def plan_electronic(
     make = _make_steps(to, tag, tables, scope)
     shift = _shift_steps(to, tag, moving)
     gone = [t for t in from_tags if t != tag]
+    old_paths = [topo.paths[names[t - 1]] for t in gone]
     clean = _clean_steps(topo, tables, gone, old_rules) if scope is None else []
     make_verify = _verify_make(to, tag, scope)
     shift_verify = [_verify(s) for s in shift]
@@ -227,7 +241,7 @@ def plan_electronic(
             Phase(name="shift", steps=tuple(shift), concurrent=True),
             Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
             # the drain only protects the removal of old rules: nothing to clean, no drain
-            Phase(name="drain", steps=_drain(intent) if clean else ()),
+            Phase(name="drain", steps=_drain(intent, old_paths) if clean else ()),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.HITLESS
