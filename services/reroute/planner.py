@@ -3,13 +3,14 @@
 Ordering policy, make-before-break (MBB), for flows moving from path(s) P to path Q:
 
   1. make     install Q's missing transit/egress rules, one atomic batch per bridge,
-              downstream-first along the forward direction (they carry no traffic yet:
-              only packets tagged for Q match them)
+              listed downstream-first along the forward direction, run at once (they
+              carry no traffic yet: only packets tagged for Q match them)
   2. verify   read those bridges back: every rule of Q present
   3. shift    rewrite the moved flows' ingress rules to tag for Q: one atomic batch at
               the forward ingress bridge, one at the reverse ingress bridge
   4. verify   read the ingress rules back
-  5. drain    wait ``drain_s`` (>= the longest path delay) for packets still tagged for P
+  5. drain    wait ``drain_s`` (default: P's one-way delay + 10 % + 5 ms, ``drain_for``)
+              for packets still tagged for P
   6. clean    remove P's transit rules where no other flow still uses P, upstream-first
 
 Every prefix of an MBB plan leaves every moved flow, in both directions, a complete path
@@ -236,7 +237,8 @@ def plan_electronic(
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
         phases = [
-            Phase(name="make", steps=tuple(make)),
+            # tagged rules no packet carries before the shift: all bridges at once
+            Phase(name="make", steps=tuple(make), concurrent=True),
             Phase(name="verify-make", steps=tuple(make_verify), concurrent=True),
             Phase(name="shift", steps=tuple(shift), concurrent=True),
             Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
