@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from drivers.base import FlowOp
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import (
@@ -40,7 +41,7 @@ from services.reroute.planner import (
     plan_electronic,
 )
 from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
-from services.reroute.tables import Tables, apply_changes
+from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 
 
@@ -215,10 +216,16 @@ def _path(topo: Topology, name: str) -> Path:
 
 
 def _after(tables: Tables, p: Plan) -> Tables:
+    """The tables once ``p`` has run (each table copied once, not once per step)."""
+    out = {b: dict(t) for b, t in tables.items()}
     for step in p.steps():
-        if step.changes:
-            tables = apply_changes(tables, step.device, step.changes)
-    return tables
+        table = out.setdefault(step.device, {})
+        for change in step.changes:
+            if change.op is FlowOp.ADD:
+                table[change.rule.key] = change.rule
+            else:
+                table.pop(change.rule.key, None)
+    return out
 
 
 def _refuse_cut(
