@@ -29,6 +29,7 @@ import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
@@ -60,10 +61,13 @@ __all__ = [
     "FlowOp",
     "FlowProgrammer",
     "FlowRule",
+    "FlowVerifier",
     "Identity",
     "Kind",
     "Output",
     "PopVlan",
+    "PortEvents",
+    "PortListener",
     "PortMonitor",
     "PortState",
     "Prefix",
@@ -229,6 +233,37 @@ class PortMonitor(Protocol):
 
     async def port_states(self) -> dict[int, PortState]:
         """Link state by port number."""
+        ...
+
+
+PortListener = Callable[[int, PortState], None]
+
+
+@runtime_checkable
+class PortEvents(Protocol):
+    """A device that reports port state changes as they happen (OpenFlow PORT_STATUS), so a
+    lock gate waits for the event instead of polling ``port_states``."""
+
+    name: str
+
+    def port_events(self, listener: PortListener) -> AbstractAsyncContextManager[None]:
+        """Inside, ``listener(port, state)`` is called for every change the device reports
+        (it may repeat a state); on entry the device has been told to report them."""
+        ...
+
+
+@runtime_checkable
+class FlowVerifier(Protocol):
+    """A device that checks a read-back against expected rules itself, faster than
+    ``read`` and comparing decoded rules (e.g. by comparing encoded entries)."""
+
+    name: str
+
+    async def missing(
+        self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int
+    ) -> list[FlowRule]:
+        """The rules of ``expect`` the table lacks, reading only the entries whose cookie
+        matches ``cookie`` under ``cookie_mask``."""
         ...
 
 

@@ -8,9 +8,11 @@ No controller: a host tool speaks OpenFlow 1.0 straight to the switch's passive 
 ``apply`` (OpenFlow 1.0 has no bundles, so ``atomic_batch`` is False):
 
 1. changes OpenFlow 1.0 cannot express are refused before anything is sent;
-2. the table is read (the undo point), the batch is sent as one ``add-flows``;
-3. the entries the batch touches are read back and compared with what it should leave
-   (with ``dpctl``, which does not wait for the switch, until ``timeout`` passes);
+2. the undo point is the table as this driver last read it or left it (read first only
+   when it has none), the batch is sent as one ``add-flows``: one tool run per batch;
+3. with ``ovs-ofctl``, which waits for the switch's errors and a barrier, a zero exit is
+   the confirmation; with ``dpctl``, which does not wait, the entries the batch touches
+   are read back and compared with what it should leave, until ``timeout`` passes;
 4. on any failure in 2-3 (rejected flow-mod, lost connection, timeout, a read-back that
    differs) the touched entries are put back as they were and re-verified, and then the
    error is raised: nothing of a failed batch stays applied. When the undo itself fails,
@@ -124,6 +126,9 @@ class HpDpctlDriver(Session):
         self.tool = find_tool(timeout, dpctl)
         self._wire = logging.getLogger(f"reroute.wire.hp_dpctl.{name}")
         self._lock = asyncio.Lock()
+        # the table as last read or left by a confirmed batch: the undo point of the next
+        # batch without a read of its own (the dpctl method has no other writer)
+        self._known: batch.Table | None = None
 
     # ----------------------------------------------------------------------------------
     # session: one process per request, so only a probe
@@ -164,13 +169,17 @@ class HpDpctlDriver(Session):
             return
         self._check(changes)
         async with self._lock:
-            before = batch.index(await self.read())
+            before = self._known if self._known is not None else batch.index(await self.read())
+            self._known = None  # unknown until the batch is confirmed
+            want = batch.expected(before, changes)
             try:
                 await self._send(changes)
-                await self._verify(changes, batch.expected(before, changes))
+                if not self.tool.waits:  # dpctl does not wait for the switch: read back
+                    await self._verify(changes, want)
             except DriverError as exc:
                 await self._undo(before, batch.touched(changes), exc)
                 raise
+            self._known = _after(before, want)
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The table (entries whose cookie matches under ``cookie_mask``, when given; a
@@ -180,11 +189,15 @@ class HpDpctlDriver(Session):
         if cookie is not None and not cookie_mask:
             cookie_mask = ALL_COOKIE_BITS
         want = (cookie or 0) & cookie_mask
-        return [
-            self._parse(line)
-            for found, line in flowtext.parse_flows(text)
-            if found & cookie_mask == want
-        ]
+        lines = list(flowtext.parse_flows(text))
+        ours = [self._parse(line) for found, line in lines if found & cookie_mask == want]
+        try:  # the whole table, the undo point of the next apply (entries we cannot parse:
+            self._known = batch.index(  # none, that apply reads again)
+                ours if len(ours) == len(lines) else (self._parse(line) for _, line in lines)
+            )
+        except DriverError:
+            self._known = None
+        return ours
 
     # ----------------------------------------------------------------------------------
     # PortMonitor
@@ -301,6 +314,17 @@ class HpDpctlDriver(Session):
         for line in stderr.splitlines():
             self._wire.debug("! %s", line)
         self._wire.debug("= exit %s", returncode)
+
+
+def _after(before: batch.Table, want: Expected) -> dict[Key, FlowRule]:
+    """The table ``before`` with the entries of ``want`` (None: gone)."""
+    table = dict(before)
+    for key, rule in want.items():
+        if rule is None:
+            table.pop(key, None)
+        else:
+            table[key] = rule
+    return table
 
 
 def _line(change: FlowChange) -> str:

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -82,6 +82,7 @@ class Channel:
         self._wire = logging.getLogger(f"reroute.wire.{device}")
         self._pending: dict[int, _Pending] = {}
         self._watches: list[Watch] = []
+        self._listeners: dict[int, list[Callable[[Message], None]]] = {}
         self._next_xid = 1
         self._hello: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         self._dead: DriverError | None = None
@@ -191,6 +192,18 @@ class Channel:
         finally:
             self._watches.remove(watch)
 
+    @contextlib.contextmanager
+    def listen(self, msg_type: int, listener: Callable[[Message], None]) -> Iterator[None]:
+        """Call ``listener`` with every message of ``msg_type`` the switch sends meanwhile
+        (asynchronous messages: not replies to a request)."""
+        self._listeners.setdefault(msg_type, []).append(listener)
+        try:
+            yield
+        finally:
+            self._listeners[msg_type].remove(listener)
+            if not self._listeners[msg_type]:
+                del self._listeners[msg_type]
+
     def _check_alive(self) -> None:
         if self._dead is not None:
             raise self._dead
@@ -222,6 +235,9 @@ class Channel:
                 self._hello.set_result((version, msg.body))
         elif msg.type == MsgType.ERROR:
             self._on_error(msg.xid, ofp13.parse_error(msg.body))
+        elif msg.type in self._listeners:  # asynchronous messages (PORT_STATUS)
+            for listener in self._listeners[msg.type]:
+                listener(msg)
         elif (pending := self._pending.get(msg.xid)) is not None:
             pending.parts.append(msg)
             if _more_to_come(msg) or pending.future.done():

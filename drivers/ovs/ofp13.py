@@ -54,6 +54,7 @@ class MsgType(IntEnum):
     EXPERIMENTER = 4
     FEATURES_REQUEST = 5
     FEATURES_REPLY = 6
+    SET_CONFIG = 9
     FLOW_REMOVED = 11
     PORT_STATUS = 12
     FLOW_MOD = 14
@@ -61,6 +62,7 @@ class MsgType(IntEnum):
     MULTIPART_REPLY = 19
     BARRIER_REQUEST = 20
     BARRIER_REPLY = 21
+    SET_ASYNC = 28
 
 
 class MultipartType(IntEnum):
@@ -273,6 +275,40 @@ def parse_port_desc(body: bytes) -> Iterator[PortDesc]:
             port_no=port_no, hw_addr=hw_addr, name=name.split(b"\0", 1)[0].decode(),
             config=config, state=state, curr_speed=curr,
         )  # fmt: skip
+
+
+_PORT_STATUS_HEAD = struct.Struct("!B7x")
+OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY = 0, 1, 2
+_SWITCH_CONFIG = struct.Struct("!BBHIHH")
+_ASYNC = struct.Struct("!BBHIIIIIII")
+OFPCML_NO_BUFFER = 0xFFFF
+
+
+def parse_port_status(body: bytes) -> tuple[int, PortDesc]:
+    """A PORT_STATUS message's reason (OFPPR_*) and port."""
+    if len(body) != _PORT_STATUS_HEAD.size + _PORT.size:
+        raise CodecError(f"PORT_STATUS body of {len(body)} bytes")
+    (reason,) = _PORT_STATUS_HEAD.unpack_from(body)
+    return reason, next(parse_port_desc(body[_PORT_STATUS_HEAD.size :]))
+
+
+def encode_set_config(xid: int, miss_send_len: int = OFPCML_NO_BUFFER, flags: int = 0) -> bytes:
+    """SET_CONFIG. OVS sends no asynchronous message (PORT_STATUS included) to a connection
+    on its passive listeners until it sets a non-zero ``miss_send_len``."""
+    return _SWITCH_CONFIG.pack(
+        VERSION, MsgType.SET_CONFIG, _SWITCH_CONFIG.size, xid, flags, miss_send_len
+    )
+
+
+def encode_set_async(
+    xid: int, *, packet_in: int = 0, port_status: int = 0, flow_removed: int = 0
+) -> bytes:
+    """SET_ASYNC: which asynchronous messages (bit masks of reasons) this connection gets,
+    the same for the master/equal and the slave role."""
+    return _ASYNC.pack(
+        VERSION, MsgType.SET_ASYNC, _ASYNC.size, xid,
+        packet_in, packet_in, port_status, port_status, flow_removed, flow_removed,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------

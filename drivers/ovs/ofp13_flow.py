@@ -95,7 +95,8 @@ _PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b
 
 
 def encode_match(m: FlowMatch) -> bytes:
-    """``ofp_match`` (type OXM), padded to a multiple of 8 bytes."""
+    """``ofp_match`` (type OXM), padded to a multiple of 8 bytes. The fields in the order
+    Open vSwitch writes them back (so a read-back compares as bytes: ``entry_key``)."""
     parts: list[bytes] = []
     if m.in_port is not None:
         parts.append(_U32.pack(OXM_IN_PORT, m.in_port))
@@ -103,12 +104,12 @@ def encode_match(m: FlowMatch) -> bytes:
         parts.append(_U16.pack(OXM_ETH_TYPE, m.eth_type))
     if m.vlan_vid is not None:
         parts.append(_U16.pack(OXM_VLAN_VID, _vid(m.vlan_vid)))
-    if m.ip_proto is not None:
-        parts.append(_U8.pack(OXM_IP_PROTO, m.ip_proto))
     if m.ipv4_src is not None:
         parts.append(_ipv4(m.ipv4_src, OXM_IPV4_SRC, OXM_IPV4_SRC_W))
     if m.ipv4_dst is not None:
         parts.append(_ipv4(m.ipv4_dst, OXM_IPV4_DST, OXM_IPV4_DST_W))
+    if m.ip_proto is not None:
+        parts.append(_U8.pack(OXM_IP_PROTO, m.ip_proto))
     udp = m.ip_proto == IPPROTO_UDP
     if m.l4_src is not None:
         parts.append(_U16.pack(OXM_UDP_SRC if udp else OXM_TCP_SRC, m.l4_src))
@@ -375,3 +376,33 @@ def decode_flow_stats(body: bytes) -> Iterator[FlowStats]:
             rule=rule, flags=flags, duration_sec=dur, packet_count=packets, byte_count=octets
         )
         pos = end
+
+
+# --------------------------------------------------------------------------------------
+# entries as bytes: verifying a read-back without decoding it
+
+_ENTRY_HEAD = struct.Struct("!BHQ")  # table, priority, cookie
+_ENTRY_LEN = struct.Struct("!H")
+
+
+def entry_key(rule: FlowRule) -> bytes:
+    """``rule`` as the bytes ``flow_entry_keys`` gives for its entry read back: table,
+    priority, cookie, then the match and instructions as encoded in a FLOW_MOD."""
+    head = _ENTRY_HEAD.pack(rule.table, rule.priority, rule.cookie)
+    return head + encode_match(rule.match) + encode_instructions(rule.actions)
+
+
+def flow_entry_keys(body: bytes) -> Iterator[bytes]:
+    """The entries of one flow stats reply part as ``entry_key`` bytes (counters left out).
+    A switch may write an entry back in another, equivalent form (e.g. match fields in its
+    own order): a key that is not found is not proof that the rule is missing."""
+    pos, end, size = 0, len(body), _FLOW_STATS.size
+    while pos < end:
+        (length,) = _ENTRY_LEN.unpack_from(body, pos)
+        if length < size or pos + length > end:
+            raise CodecError(f"flow stats entry of length {length} at offset {pos}")
+        yield (
+            body[pos + 2 : pos + 3] + body[pos + 12 : pos + 14] + body[pos + 24 : pos + 32]
+            + body[pos + size : pos + length]
+        )  # fmt: skip
+        pos += length

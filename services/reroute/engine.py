@@ -16,6 +16,7 @@ from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
+from services.reroute.gcpause import gc_paused
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
@@ -178,8 +179,9 @@ class Engine:
         )
         async with device_locks(self.lock_dir, self.drivers):
             await recover(self.topo, self.drivers, self.journal, self.scope)
-            the_plan = await self.plan(intent)
-            outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
+            with gc_paused():  # reading, planning and applying 10,000s of rules: gcpause.py
+                the_plan = await self.plan(intent)
+                outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
         return the_plan, outcome
 
     async def recover(self) -> list[str]:

@@ -14,14 +14,24 @@ the path it had before. Recovery after a crash is the engine's (``engine.recover
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from drivers.base import CrossConnectSwitch, FlowProgrammer, PortMonitor, PortState
+from drivers.base import (
+    CrossConnectSwitch,
+    FlowProgrammer,
+    FlowVerifier,
+    PortEvents,
+    PortListener,
+    PortMonitor,
+    PortState,
+)
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
+from services.reroute.gcpause import gc_paused
 from services.reroute.guard import VerifyError
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.planner import Plan, Step, StepKind
@@ -76,7 +86,15 @@ class LockTimeout(DeviceTimeout):
 
 
 Driver = FlowProgrammer | CrossConnectSwitch
-LOCK_POLL_S = 0.002  # how often the lock gate reads port state
+LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without events)
+LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
+
+
+def _into(queue: asyncio.Queue[tuple[str, int, PortState]], device: str) -> PortListener:
+    def put(port: int, state: PortState) -> None:
+        queue.put_nowait((device, port, state))
+
+    return put
 
 
 class Executor:
@@ -88,8 +106,10 @@ class Executor:
         step_timeout: float = 10.0,
         clock: Callable[[], float] = time.perf_counter,
         on_event: Callable[[StepEvent], None] | None = None,
+        lock_events: bool = True,
     ) -> None:
         self.drivers = drivers
+        self.lock_events = lock_events  # False: poll port state even where events come
         self.journal = journal
         self.step_timeout = step_timeout
         self.clock = clock
@@ -97,6 +117,10 @@ class Executor:
         self._total = 0
 
     async def run(self, reroute_id: str, plan: Plan) -> Outcome:
+        with gc_paused():
+            return await self._run(reroute_id, plan)
+
+    async def _run(self, reroute_id: str, plan: Plan) -> Outcome:
         self.journal.create(reroute_id, plan)
         steps = plan.steps()
         self._total = len(steps)
@@ -231,24 +255,67 @@ class Executor:
         return driver
 
     async def _await_lock(self, step: Step) -> None:
-        """Poll the ports' link state until all are up; LockTimeout after ``duration_s``."""
+        """Until the ports' link state is up; LockTimeout after ``duration_s``.
+
+        Where every device reports port changes (``PortEvents``: OpenFlow PORT_STATUS) the
+        gate reads the states once, then waits for the events (re-reading every
+        ``LOCK_RECHECK_S`` in case one is lost); otherwise it polls every ``LOCK_POLL_S``."""
         devices = sorted({d for d, _ in step.ports})
         deadline = self.clock() + step.duration_s
-        down = list(step.ports)
+        events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
+        eventful = self.lock_events and all(
+            isinstance(self.drivers[d], PortEvents) for d in devices
+        )
+        async with contextlib.AsyncExitStack() as stack:
+            if eventful:
+                for d in devices:  # listening before the first read: no change falls between
+                    listener = _into(events, d)
+                    await stack.enter_async_context(self._events(d).port_events(listener))
+            while True:
+                states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
+                known = {
+                    (d, p): s for d, ps in zip(devices, states, strict=True) for p, s in ps.items()
+                }
+                while not events.empty():  # reported before the read's reply: in the read
+                    events.get_nowait()
+                if await self._until_up(step, known, events, deadline, eventful):
+                    return
+
+    async def _until_up(
+        self,
+        step: Step,
+        known: dict[tuple[str, int], PortState],
+        events: asyncio.Queue[tuple[str, int, PortState]],
+        deadline: float,
+        eventful: bool,
+    ) -> bool:
+        """True once every port is up, updating ``known`` from events; False: read again."""
+        recheck = self.clock() + (LOCK_RECHECK_S if eventful else LOCK_POLL_S)
         while True:
-            states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
-            by_device = dict(zip(devices, states, strict=True))
-            down = [(d, p) for d, p in step.ports if by_device[d].get(p) is not PortState.UP]
+            down = [(d, p) for d, p in step.ports if known.get((d, p)) is not PortState.UP]
             if not down:
-                return
-            if self.clock() >= deadline:
+                return True
+            now = self.clock()
+            if now >= deadline:
                 ports = " ".join(f"{d}:p{p}" for d, p in down)
                 raise LockTimeout(
                     step.device,
                     f"new circuit not locked after {step.duration_s * 1000:.0f} ms: "
                     f"{ports} still down",
                 )
-            await asyncio.sleep(LOCK_POLL_S)
+            if now >= recheck:
+                return False
+            try:
+                async with asyncio.timeout(min(recheck, deadline) - now):
+                    d, port, state = await events.get()
+            except TimeoutError:
+                continue
+            known[(d, port)] = state
+
+    def _events(self, name: str) -> PortEvents:
+        driver = self.drivers[name]
+        assert isinstance(driver, PortEvents)
+        return driver
 
     def _monitor(self, name: str) -> PortMonitor:
         driver = self.drivers[name]
@@ -259,10 +326,14 @@ class Executor:
     async def _verify(self, driver: FlowProgrammer, step: Step) -> None:
         cookies = {r.cookie for r in step.expect}
         if len(cookies) == 1:  # read back only this step's rules: (path tag, role) is exact
-            have = set(await driver.read(cookie=cookies.pop(), cookie_mask=ALL_BITS))
+            cookie, mask = cookies.pop(), ALL_BITS
         else:
-            have = set(await driver.read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK))
-        missing = [r for r in step.expect if r not in have]
+            cookie, mask = COOKIE_BASE, COOKIE_MASK
+        if isinstance(driver, FlowVerifier):  # compares encoded entries: no decoding
+            missing = await driver.missing(step.expect, cookie, mask)
+        else:
+            have = set(await driver.read(cookie=cookie, cookie_mask=mask))
+            missing = [r for r in step.expect if r not in have]
         if missing:
             raise VerifyError(step.device, f"{len(missing)} rule(s) missing, e.g. {missing[0]}")
 

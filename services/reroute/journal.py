@@ -151,7 +151,7 @@ def decode_intent(text: str) -> Intent:
         flows=tuple(FlowSpec.parse(f) for f in raw["flows"]),
         to_path=raw["to_path"],
         strategy=Strategy(raw["strategy"]),
-        drain_s=raw["drain_s"],
+        drain_s=raw.get("drain_s"),
         bbm_gap_s=raw["bbm_gap_s"],
         via=raw["via"],
         lock_timeout_s=raw["lock_timeout_s"],

@@ -80,7 +80,8 @@ class Intent:
     flows: tuple[FlowSpec, ...]
     to_path: str
     strategy: Strategy = Strategy.MBB
-    drain_s: float = 0.05  # wait before removing old rules (>= max path delay)
+    # wait before removing old rules; None: derived from the old paths' delay (planner.drain_for)
+    drain_s: float | None = None
     bbm_gap_s: float = 0.0  # BBM only: extra outage between break and make (experiments)
     via: str | None = None  # optical MBB: the temporary path the flows wait on
     lock_timeout_s: float = 3.0  # optical: longest wait for the new circuit's transceivers

@@ -7,11 +7,15 @@ removed), then the new circuit is dark for the switching time plus the transceiv
 time. Ordering policy:
 
 MBB (``intent.via`` names an electrical temporary path that survives the change)
-  park      move the flows onto ``via`` (the electronic MBB plan)       [checkpoint]
+  park      make ``via``, verify, shift the flows onto it, verify       [checkpoint]
+  drain     packets already on the old path arrive (its delay + margin)
   circuits  one change per optical switch: remove colliding, add new
-  lock      wait until the new circuit's switch ports are up (event-driven polling, a
-            timeout: expiry rolls back to the checkpoint and restores the circuits)
-  swap      move the flows onto the target path (electronic MBB), clean ``via``
+  staged    while the transceivers lock (>= 0.5 s): remove the old path's rules, make
+            and verify the target path (tagged rules no packet uses yet)
+  lock      wait until the new circuit's switch ports are up (port-status events where
+            the switch sends them; a timeout: expiry rolls back to the checkpoint and
+            restores the circuits)
+  swap      shift the flows onto the target path, verify, drain, clean ``via``
 
 BBM
   circuits, then the electronic move to the target at once (traffic is dropped until the
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from drivers.base import FlowOp
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planner import (
@@ -36,7 +41,7 @@ from services.reroute.planner import (
     plan_electronic,
 )
 from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
-from services.reroute.tables import Tables, apply_changes
+from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 
 
@@ -125,20 +130,20 @@ def _mbb(
         now, partial_ok=False,
     )  # fmt: skip
     rest = ((via.name, intent.flows),)
-    park_phases = [Phase(name=f"park-{p.name}", steps=p.steps, concurrent=p.concurrent)
-                   for p in park.phases]  # fmt: skip
-    park_phases[-1] = Phase(
-        name=park_phases[-1].name,
-        steps=park_phases[-1].steps,
-        concurrent=park_phases[-1].concurrent,
-        rest=rest,
-    )
+    park_phases = {p.name: p for p in park.phases}
+    swap_phases = {p.name: p for p in swap.phases}
+    # checkpoint once the flows rest on ``via``: a later failure rolls back to here
+    parked_at = "verify-shift" if "verify-shift" in park_phases else "shift"
     phases = [
-        *park_phases,
+        *_renamed("park", park_phases, ("make", "verify-make", "shift", "verify-shift"),
+                  rest_at=parked_at, rest=rest),
+        *_renamed("park", park_phases, ("drain",)),  # in flight on the old path: arrived
         Phase(name="circuits", steps=circuits, concurrent=True),
+        # staged while the new circuit's transceivers lock: off the critical path
+        *_renamed("park", park_phases, ("clean",)),
+        *_renamed("swap", swap_phases, ("make", "verify-make")),
         Phase(name="await-lock", steps=(lock,)),
-        *(Phase(name=f"swap-{p.name}", steps=p.steps, concurrent=p.concurrent)
-          for p in swap.phases),
+        *_renamed("swap", swap_phases, ("shift", "verify-shift", "drain", "clean")),
     ]  # fmt: skip
     return Plan(
         intent=intent,
@@ -183,16 +188,44 @@ def _bbm(
     )
 
 
+def _renamed(
+    prefix: str,
+    phases: dict[str, Phase],
+    names: tuple[str, ...],
+    *,
+    rest_at: str = "",
+    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = (),
+) -> list[Phase]:
+    """The phases called ``names`` (those present), renamed ``prefix-name``; the one called
+    ``rest_at`` becomes a checkpoint with ``rest``."""
+    return [
+        Phase(
+            name=f"{prefix}-{n}",
+            steps=phases[n].steps,
+            concurrent=phases[n].concurrent,
+            rest=rest if n == rest_at else (),
+        )
+        for n in names
+        if n in phases
+    ]
+
+
 def _path(topo: Topology, name: str) -> Path:
     path_tag(topo, name)  # raises the PlanError naming the paths
     return topo.paths[name]
 
 
 def _after(tables: Tables, p: Plan) -> Tables:
+    """The tables once ``p`` has run (each table copied once, not once per step)."""
+    out = {b: dict(t) for b, t in tables.items()}
     for step in p.steps():
-        if step.changes:
-            tables = apply_changes(tables, step.device, step.changes)
-    return tables
+        table = out.setdefault(step.device, {})
+        for change in step.changes:
+            if change.op is FlowOp.ADD:
+                table[change.rule.key] = change.rule
+            else:
+                table.pop(change.rule.key, None)
+    return out
 
 
 def _refuse_cut(

@@ -3,13 +3,14 @@
 Ordering policy, make-before-break (MBB), for flows moving from path(s) P to path Q:
 
   1. make     install Q's missing transit/egress rules, one atomic batch per bridge,
-              downstream-first along the forward direction (they carry no traffic yet:
-              only packets tagged for Q match them)
+              listed downstream-first along the forward direction, run at once (they
+              carry no traffic yet: only packets tagged for Q match them)
   2. verify   read those bridges back: every rule of Q present
   3. shift    rewrite the moved flows' ingress rules to tag for Q: one atomic batch at
               the forward ingress bridge, one at the reverse ingress bridge
   4. verify   read the ingress rules back
-  5. drain    wait ``drain_s`` (>= the longest path delay) for packets still tagged for P
+  5. drain    wait ``drain_s`` (default: P's one-way delay + 10 % + 5 ms, ``drain_for``)
+              for packets still tagged for P
   6. clean    remove P's transit rules where no other flow still uses P, upstream-first
 
 Every prefix of an MBB plan leaves every moved flow, in both directions, a complete path
@@ -22,22 +23,26 @@ the executor can roll back any prefix without reading the devices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from drivers.base import FlowChange, FlowOp, FlowRule
+from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix
 from services.reroute.errors import PlanError
+from services.reroute.gcpause import gc_paused
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.rules import (
+    COOKIE_BASE,
+    COOKIE_MASK,
     INGRESS_PRIORITY,
     ROLE_INGRESS,
     Direction,
+    cookie,
     directions,
     ingress_actions,
     ingress_match,
     path_tag,
-    retag,
     tag_of,
     transit_rules,
 )
@@ -150,6 +155,18 @@ def plan(
     ``scope``: the switches this instance manages (one site of a two-site fabric); only
     their rules are planned, and nothing is cleaned (the other site may still send on the
     old path; per-path receive rules are harmless). None: every switch."""
+    with gc_paused():
+        return _plan(topo, tables, intent, now, optics, scope)
+
+
+def _plan(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    optics: frozenset[Circuit] | None,
+    scope: frozenset[str] | None,
+) -> Plan:
     if optics is None:
         optics = initial_optics(topo)
     to = topo.paths.get(intent.to_path)
@@ -165,8 +182,21 @@ def plan(
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)
 
 
-def _drain(intent: Intent) -> tuple[Step, ...]:
-    return (Step(kind=StepKind.DRAIN, duration_s=intent.drain_s),)
+DRAIN_MARGIN_S = 0.005  # beyond the old path's propagation delay: queues in the switches
+DRAIN_JITTER = 0.1  # and this share of the delay (a long-haul line's delay varies)
+
+
+def drain_for(paths: Iterable[Path]) -> float:
+    """How long packets already sent on ``paths`` may still be on their way: the longest
+    one-way delay, plus a share of it and a margin. What an MBB waits after the shift
+    before it removes the old path's rules or cuts its circuit."""
+    delay_s = max((p.delay_ms for p in paths), default=0.0) / 1000
+    return delay_s * (1 + DRAIN_JITTER) + DRAIN_MARGIN_S
+
+
+def _drain(intent: Intent, old: Iterable[Path]) -> tuple[Step, ...]:
+    duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
+    return (Step(kind=StepKind.DRAIN, duration_s=duration),)
 
 
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
@@ -190,27 +220,30 @@ def plan_electronic(
     tag = path_tag(topo, to.name)
     names = list(topo.paths)
     old_rules, origin_tags = _current_ingress(to, tables, intent.flows, scope)
-    from_tags = sorted({tag_of(r) or 0 for r in old_rules.values()})
+    from_tags = sorted({c >> 8 & 0xFFFF for rs in old_rules.values() for c in _cookies(rs)})
     if from_tags == [tag]:
         raise PlanError(f"the flows are already on path {to.name}")
     if tag in from_tags and not partial_ok:
         raise PlanError(f"some flows are already on path {to.name}: move the others alone")
-    moving = {k: r for k, r in old_rules.items() if tag_of(r) != tag}
+    mine = cookie(tag, ROLE_INGRESS)
+    moving = {b: [r for r in rs if r.cookie != mine] for b, rs in old_rules.items()}
     make = _make_steps(to, tag, tables, scope)
     shift = _shift_steps(to, tag, moving)
     gone = [t for t in from_tags if t != tag]
+    old_paths = [topo.paths[names[t - 1]] for t in gone]
     clean = _clean_steps(topo, tables, gone, old_rules) if scope is None else []
     make_verify = _verify_make(to, tag, scope)
     shift_verify = [_verify(s) for s in shift]
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
         phases = [
-            Phase(name="make", steps=tuple(make)),
+            # tagged rules no packet carries before the shift: all bridges at once
+            Phase(name="make", steps=tuple(make), concurrent=True),
             Phase(name="verify-make", steps=tuple(make_verify), concurrent=True),
             Phase(name="shift", steps=tuple(shift), concurrent=True),
             Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
             # the drain only protects the removal of old rules: nothing to clean, no drain
-            Phase(name="drain", steps=_drain(intent) if clean else ()),
+            Phase(name="drain", steps=_drain(intent, old_paths) if clean else ()),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.HITLESS
@@ -252,31 +285,64 @@ def all_on(
 
 
 def _current_ingress(
-    to: Path, tables: Tables, flows: Iterable[FlowSpec], scope: frozenset[str] | None
-) -> tuple[dict[tuple[str, RuleKey], FlowRule], list[int]]:
+    to: Path, tables: Tables, flows: Sequence[FlowSpec], scope: frozenset[str] | None
+) -> tuple[dict[str, list[FlowRule]], list[int]]:
     """The installed ingress rules of the moved flows, both directions (those in scope), by
-    (bridge, key); and the tag each flow has in its first such direction (its origin)."""
-    found: dict[tuple[str, RuleKey], FlowRule] = {}
+    bridge in flow order (each rule once); and the tag each flow has in its first such
+    direction (its origin).
+
+    Looked up through an index of each ingress bridge's rules by their match fields as a
+    plain tuple: building a ``FlowMatch`` per flow and hashing it was most of the time of
+    planning 10,000 flows."""
+    found: dict[str, list[FlowRule]] = {}
     origins: list[int] = []
     dirs = scoped_directions(to, scope)
     if not dirs:
         raise PlanError(f"path {to.name} has no ingress on the switches managed here")
     for d in dirs:
-        bridge = d.hops[0].node
-        table = tables.get(bridge, {})
-        for flow in flows:
+        bridge, port = d.hops[0].node, d.hops[0].in_port
+        index = _ingress_index(tables.get(bridge, {}), port)
+        if d.forward:
+            keys = [(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in flows]
+        else:
+            keys = [(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in flows]
+        rules = [index.get(k) for k in keys]
+        missing = next((i for i, r in enumerate(rules) if r is None), None)
+        if missing is not None:
+            flow = flows[missing]
             spec = flow if d.forward else flow.reverse()
-            key = (0, INGRESS_PRIORITY, ingress_match(d.hops, spec))
-            rule = table.get(key)
-            if rule is None or tag_of(rule) is None:
-                raise PlanError(
-                    f"flow {spec} is not installed at {bridge} port {d.hops[0].in_port} "
-                    f"(the ingress of path {to.name})"
-                )
-            found[(bridge, key)] = rule
-            if d is dirs[0]:
-                origins.append(tag_of(rule) or 0)
+            raise PlanError(
+                f"flow {spec} is not installed at {bridge} port {port} "
+                f"(the ingress of path {to.name})"
+            )
+        ours = [r for r in rules if r is not None]
+        if d is dirs[0]:
+            origins = [c >> 8 & 0xFFFF for c in _cookies(ours)]
+        # each rule once, in flow order (a flow listed twice is moved once)
+        found.setdefault(bridge, []).extend(dict(zip(keys, ours, strict=True)).values())
     return found, origins
+
+
+def _cookies(rules: Iterable[FlowRule]) -> list[int]:
+    return [r.cookie for r in rules]
+
+
+IngressFields = tuple[Prefix | None, Prefix | None, int | None, int | None, int | None]
+
+
+def _ingress_index(table: Mapping[RuleKey, FlowRule], port: int) -> dict[IngressFields, FlowRule]:
+    """Our ingress rules of ``table`` for traffic entering at ``port`` (what ``ingress_match``
+    writes: table 0, ingress priority, IPv4, no VLAN), by (src, dst, proto, l4 src, l4 dst)."""
+    return {
+        (m.ipv4_src, m.ipv4_dst, m.ip_proto, m.l4_src, m.l4_dst): r
+        for (t, prio, m), r in table.items()
+        if prio == INGRESS_PRIORITY
+        and t == 0
+        and m.in_port == port
+        and m.eth_type == ETH_IPV4
+        and m.vlan_vid is None
+        and r.cookie & COOKIE_MASK == COOKIE_BASE
+    }
 
 
 def scoped_directions(path: Path, scope: frozenset[str] | None) -> list[Direction]:
@@ -331,16 +397,27 @@ def _install(
     return Step(kind=kind, device=bridge, changes=changes, undo=undo)
 
 
-def _shift_steps(to: Path, tag: int, old: Mapping[tuple[str, RuleKey], FlowRule]) -> list[Step]:
-    """Per direction, one batch rewriting the moved flows' ingress rules to ``tag``."""
+def _shift_steps(to: Path, tag: int, old: Mapping[str, list[FlowRule]]) -> list[Step]:
+    """Per direction, one batch rewriting the moved flows' ingress rules to ``tag``; its
+    undo puts the old rules back (same keys: an ADD replaces)."""
     steps = []
     for d in directions(to):
         bridge = d.hops[0].node
         actions = ingress_actions(d.hops, tag)
-        table = {key: r for (b, key), r in old.items() if b == bridge}
-        if table:  # (none: the direction's ingress is not managed here, or already moved)
-            rules = [retag(r.match, actions, tag) for r in table.values()]
-            steps.append(_install(StepKind.SHIFT, bridge, rules, table))
+        olds = old.get(bridge, [])
+        if olds:  # (none: the direction's ingress is not managed here, or already moved)
+            add, ingress = FlowOp.ADD, cookie(tag, ROLE_INGRESS)
+            changes = tuple(
+                FlowChange(
+                    op=add,
+                    rule=FlowRule(
+                        match=r.match, priority=INGRESS_PRIORITY, actions=actions, cookie=ingress
+                    ),
+                )
+                for r in olds
+            )
+            undo = tuple(FlowChange(op=add, rule=r) for r in olds)
+            steps.append(Step(kind=StepKind.SHIFT, device=bridge, changes=changes, undo=undo))
     return steps
 
 
@@ -350,10 +427,7 @@ def _verify(step: Step) -> Step:
     )
 
 
-def _break_steps(old: Mapping[tuple[str, RuleKey], FlowRule]) -> list[Step]:
-    by_bridge: dict[str, list[FlowRule]] = {}
-    for (bridge, _), rule in old.items():
-        by_bridge.setdefault(bridge, []).append(rule)
+def _break_steps(old: Mapping[str, list[FlowRule]]) -> list[Step]:
     return [
         Step(
             kind=StepKind.REMOVE,
@@ -361,7 +435,8 @@ def _break_steps(old: Mapping[tuple[str, RuleKey], FlowRule]) -> list[Step]:
             changes=tuple(FlowChange(op=FlowOp.DELETE, rule=r) for r in rules),
             undo=tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in rules),
         )
-        for bridge, rules in by_bridge.items()
+        for bridge, rules in old.items()
+        if rules
     ]
 
 
@@ -369,7 +444,7 @@ def _clean_steps(
     topo: Topology,
     tables: Tables,
     from_tags: list[int],
-    moved: Mapping[tuple[str, RuleKey], FlowRule],
+    moved: Mapping[str, Sequence[FlowRule]],
 ) -> list[Step]:
     """Remove the transit rules of old paths that keep no flow after the move."""
     return gc_steps(topo, tables, from_tags, moved)
@@ -379,28 +454,23 @@ def gc_steps(
     topo: Topology,
     tables: Tables,
     tags: Iterable[int],
-    moved: Mapping[tuple[str, RuleKey], FlowRule] | None = None,
+    moved: Mapping[str, Sequence[FlowRule]] | None = None,
 ) -> list[Step]:
     """Remove the transit rules of the paths of ``tags`` that no ingress rule uses (not
-    counting ``moved``), upstream-first along each path."""
+    counting ``moved``, installed rules by bridge), upstream-first along each path."""
     names = list(topo.paths)
-    gone = moved or {}
-    still_used = {
-        tag_of(rule)
-        for bridge, table in tables.items()
-        for key, rule in table.items()
-        if rule.cookie & 0xFF == ROLE_INGRESS and (bridge, key) not in gone
-    }
+    still_used = _ingress_tags(tables, moved or {})
     steps = []
     for tag in tags:
         if tag in still_used:
             continue
         old = topo.paths[names[tag - 1]]
+        mine = (COOKIE_BASE | tag << 8) >> 8
         for bridge in [h.node for h in old.hops]:  # upstream-first
             rules = [
                 r
                 for r in tables.get(bridge, {}).values()
-                if tag_of(r) == tag and r.cookie & 0xFF != ROLE_INGRESS
+                if r.cookie >> 8 == mine and r.cookie & 0xFF != ROLE_INGRESS
             ]
             if rules:
                 steps.append(
@@ -412,3 +482,18 @@ def gc_steps(
                     )
                 )
     return steps
+
+
+def _ingress_tags(tables: Tables, moved: Mapping[str, Sequence[FlowRule]]) -> set[int]:
+    """The path tags some ingress rule of ``tables`` still uses, ``moved`` not counted
+    (counted by cookie, which carries tag and role: no rule is hashed)."""
+    counts: Counter[int] = Counter()
+    for table in tables.values():
+        counts.update(r.cookie for r in table.values())
+    for rules in moved.values():
+        counts.subtract(r.cookie for r in rules)
+    return {
+        c >> 8 & 0xFFFF
+        for c, n in counts.items()
+        if n > 0 and c & COOKIE_MASK == COOKIE_BASE and c & 0xFF == ROLE_INGRESS
+    }

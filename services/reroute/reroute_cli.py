@@ -29,7 +29,7 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
         flows=tuple(FlowSpec.parse(f) for f in args.flow),
         to_path=args.to,
         strategy=Strategy(args.strategy),
-        drain_s=args.drain_ms / 1000,
+        drain_s=None if args.drain_ms is None else args.drain_ms / 1000,
         bbm_gap_s=args.gap_ms / 1000,
         via=args.via,
         lock_timeout_s=args.lock_timeout_ms / 1000,
@@ -123,7 +123,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--to", required=True, metavar="PATH", help="name of the target path")
     p.add_argument("--strategy", choices=[s.value for s in Strategy], default="mbb")
-    p.add_argument("--drain-ms", type=float, default=50.0, help="wait before removing old rules")
+    p.add_argument(
+        "--drain-ms",
+        type=float,
+        default=None,
+        help="wait before removing old rules (default: the old path's delay + 10%% + 5 ms)",
+    )
     p.add_argument("--gap-ms", type=float, default=0.0, help="BBM: extra outage (experiments)")
     p.add_argument(
         "--via",

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.topofile import TopologyFile
 from services.reroute.topology import Topology, load_topology
 
@@ -57,6 +58,19 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    try:
+        text = to_yaml(leaf_spine(args.racks, args.spines, args.ocs, args.name or ""))
+    except ValueError as exc:
+        raise SystemExit(f"reroute topo generate: {exc}") from None
+    if args.out is None:
+        print(text, end="")
+        return 0
+    args.out.write_text(text)
+    print(summary(load_topology(args.out)))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topo = sub.add_parser("topo", help="validate topology files")
     tsub = topo.add_subparsers(dest="topo_command", required=True, metavar="ACTION")
@@ -66,3 +80,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schema = tsub.add_parser("schema", help="print the topology JSON Schema")
     schema.add_argument("--write", action="store_true", help=f"write it to {SCHEMA_FILE.name}")
     schema.set_defaults(func=_schema)
+    gen = tsub.add_parser("generate", help="write a generated topology file")
+    kinds = gen.add_subparsers(dest="generator", required=True, metavar="KIND")
+    ls = kinds.add_parser("leaf-spine", help="leaf-spine with optical circuit switches")
+    ls.add_argument("--racks", type=int, required=True, help="leaf switches, one host each")
+    ls.add_argument("--spines", type=int, required=True)
+    ls.add_argument("--ocs", type=int, default=0, help="optical circuit switches (Polatis)")
+    ls.add_argument("--name", help="topology name (default: from the sizes)")
+    ls.add_argument("--out", type=Path, help="file to write and validate (default: stdout)")
+    ls.set_defaults(func=_generate)

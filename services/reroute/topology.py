@@ -157,6 +157,7 @@ class Path:
     hops: tuple[Hop, ...]  # switch hops src -> dst; reverse traffic takes them reversed
     circuits: frozenset[Circuit]  # optical cross-connects needed, both directions
     initial: bool
+    delay_ms: float = 0.0  # one way: the long-haul nodes it crosses (links count as 0)
 
     @property
     def reverse_hops(self) -> tuple[Hop, ...]:
@@ -441,6 +442,7 @@ class _Resolver:
     def _resolve_path(self, name: str, spec: PathSpec) -> Path:
         walker = _PathWalker(self, f"path {name}", spec)
         hops, circuits = walker.walk()
+        delay_ms = sum(n.delay_ms for n in walker.longhauls)
         src, dst = self.nodes[spec.src], self.nodes[spec.dst]
         assert isinstance(src, Host) and isinstance(dst, Host)
         return Path(
@@ -452,6 +454,7 @@ class _Resolver:
             hops=tuple(hops),
             circuits=frozenset(circuits),
             initial=spec.initial,
+            delay_ms=delay_ms,
         )
 
     def _check_initial_paths(self, paths: dict[str, Path]) -> None:
@@ -480,6 +483,7 @@ class _PathWalker:
         self.where = where
         self.spec = spec
         self.via = [Endpoint.parse(v) for v in spec.via]
+        self.longhauls: list[LongHaul] = []  # crossed by the walk, in order
 
     def walk(self) -> tuple[list[Hop], set[Circuit]]:
         src, dst = self.r.nodes.get(self.spec.src), self.r.nodes.get(self.spec.dst)
@@ -503,6 +507,7 @@ class _PathWalker:
                     raise self.r.fail(self.where, f"traffic reaches host {node.name}{left}")
                 return hops, circuits
             if isinstance(node, LongHaul):
+                self.longhauls.append(node)
                 at = self._leave(Endpoint(node=node.name, port="p2" if at.port == "p1" else "p1"))
                 continue
             if step >= len(self.via):

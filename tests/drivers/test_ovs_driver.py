@@ -27,8 +27,10 @@ from drivers.base import (
     FlowOp,
     FlowProgrammer,
     FlowRule,
+    FlowVerifier,
     Output,
     PopVlan,
+    PortEvents,
     PortMonitor,
     PortState,
     Prefix,
@@ -38,7 +40,14 @@ from drivers.base import (
 from drivers.ovs import OvsDriver, ofp13
 from drivers.ovs.channel import Channel
 from drivers.ovs.ofp13_errors import ONF_EXPERIMENTER, error_name
-from drivers.ovs.ofp13_flow import FlowModCommand, decode_flow_mod, encode_flow_mod
+from drivers.ovs.ofp13_flow import (
+    FlowModCommand,
+    decode_flow_mod,
+    encode_flow_mod,
+    encode_flow_stats_request,
+    entry_key,
+    flow_entry_keys,
+)
 from fabric import netns
 from fabric.ovs import OvsInstance
 from fabric.run import run
@@ -340,6 +349,71 @@ def test_port_state_follows_the_link(sw: Switch) -> None:
     assert initial == {1: PortState.UP, 2: PortState.UP, 3: PortState.UP, 4: PortState.UP}
     assert down[1] == down[2] == PortState.DOWN and down[3] == PortState.UP
     assert up == initial
+
+
+@fabric
+def test_port_status_events_report_the_link_going_down_and_up(sw: Switch) -> None:
+    """PortEvents: OVS sends PORT_STATUS to our management connection once asked (it sends
+    a passive-listener connection none by default): a lock gate awaits them."""
+
+    async def body(d: OvsDriver) -> tuple[int, list[tuple[int, PortState]]]:
+        seen: list[tuple[int, PortState]] = []
+        changed = asyncio.Event()
+
+        def listener(port: int, state: PortState) -> None:
+            seen.append((port, state))
+            changed.set()
+
+        async def until(port: int, state: PortState) -> None:
+            start = len(seen)
+            async with asyncio.timeout(5.0):
+                while (port, state) not in seen[start:]:
+                    changed.clear()
+                    await changed.wait()
+
+        async with d.port_events(listener):
+            run(["ip", "link", "set", "v2", "down"], ns=NS)
+            await until(1, PortState.DOWN)
+            run(["ip", "link", "set", "v2", "up"], ns=NS)
+            await until(1, PortState.UP)
+            await asyncio.sleep(0.1)  # port 2's events too
+        inside = len(seen)
+        run(["ip", "link", "set", "v2", "down"], ns=NS)  # after leaving: not reported
+        await asyncio.sleep(0.2)
+        run(["ip", "link", "set", "v2", "up"], ns=NS)
+        return inside, seen
+
+    try:
+        inside, seen = sw.with_driver(body)
+    finally:
+        run(["ip", "link", "set", "v2", "up"], ns=NS)
+    assert isinstance(OvsDriver(BRIDGE, sw.target), PortEvents)
+    downs = [i for i, e in enumerate(seen) if e == (1, PortState.DOWN)]
+    ups = [i for i, e in enumerate(seen) if e == (1, PortState.UP)]
+    assert downs and ups and downs[-1] < ups[-1]
+    assert len(seen) == inside  # nothing after the listener left
+    assert {p for p, _ in seen} <= {1, 2}  # the veth's two ends, nothing else
+
+
+@fabric
+def test_missing_compares_encoded_entries_and_finds_what_is_not_there(sw: Switch) -> None:
+    """FlowVerifier: the rules read back match their encoding byte for byte (the fast
+    path: nothing decoded), and a rule not in the table is reported missing."""
+    rules = [*RULES, *host_rules(1000, cookie=0x11)]
+    absent = FlowRule(match=FlowMatch(in_port=3), priority=7, actions=(Output(1),), cookie=0x11)
+
+    async def body(d: OvsDriver) -> tuple[set[bytes], list[FlowRule], list[FlowRule]]:
+        await d.apply(adds(rules))
+        chan = d._channel()
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), 0, 0))
+        keys = {k for part in parts for k in flow_entry_keys(part.body)}
+        ours = [r for r in rules if r.cookie == 0x11]
+        return keys, await d.missing(rules, 0, 0), await d.missing([absent, *ours], 0x11)
+
+    keys, none, gone = sw.with_driver(body)
+    assert {entry_key(r) for r in rules} == keys  # as sent = as read back, no decoding
+    assert none == [] and gone == [absent]
+    assert isinstance(OvsDriver(BRIDGE, sw.target), FlowVerifier)
 
 
 # --------------------------------------------------------------------------------------

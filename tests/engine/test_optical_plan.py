@@ -13,7 +13,7 @@ from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.optical import colliding, lock_ports
 from services.reroute.planner import Disruption, Plan, StepKind, initial_optics, plan
-from services.reroute.rules import host_flow, initial_rules, path_rules
+from services.reroute.rules import host_flow, initial_rules, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
 from services.reroute.topology import Circuit, Topology, load_topology
 
@@ -96,13 +96,26 @@ def test_mbb_order_parks_reconfigures_awaits_lock_then_swaps() -> None:
     p = plan(
         NGNCS, tables_with([]), Intent(flows=(LONG,), to_path="short", via="temporary"), now=0.0
     )
+    assert [ph.name for ph in p.phases] == [
+        "park-make", "park-verify-make", "park-shift", "park-verify-shift", "park-drain",
+        "circuits",
+        "park-clean", "swap-make", "swap-verify-make",  # staged while the transceivers lock
+        "await-lock",
+        "swap-shift", "swap-verify-shift", "swap-drain", "swap-clean",
+    ]  # fmt: skip
     kinds = [s.kind for s in p.steps()]
     circuits = kinds.index(StepKind.CIRCUITS)
-    assert kinds[circuits + 1] is StepKind.AWAIT_LOCK
-    assert StepKind.SHIFT in kinds[:circuits] and StepKind.SHIFT in kinds[circuits:]
+    locked = kinds.index(StepKind.AWAIT_LOCK)
+    assert kinds[circuits - 1] is StepKind.DRAIN  # in flight on the old path first
+    staged = p.steps()[circuits + 1 : locked]
+    assert {s.kind for s in staged} == {StepKind.REMOVE, StepKind.INSTALL, StepKind.VERIFY}
+    tags = {tag_of(c.rule) for s in staged for c in s.changes}
+    assert tags == {path_tag(NGNCS, "long"), path_tag(NGNCS, "short")}  # never temporary's
+    assert StepKind.SHIFT in kinds[:circuits] and StepKind.SHIFT in kinds[locked:]
     checkpoint = [ph for ph in p.phases if ph.rest]
+    assert [ph.name for ph in checkpoint] == ["park-verify-shift"]
     assert [ph.rest for ph in checkpoint] == [(("temporary", (LONG,)),)]
-    lock = p.steps()[circuits + 1]
+    lock = p.steps()[locked]
     assert lock.ports == (("br3", 2), ("br2", 2))
     change = p.steps()[circuits]
     assert {(c.ingress, c.egress) for c in change.connect} == {(2, 19), (3, 18)}

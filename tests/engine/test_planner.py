@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from drivers.base import FlowOp, Prefix
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Disruption, Plan, Step, StepKind, plan
+from services.reroute.planner import Disruption, Plan, Step, StepKind, drain_for, plan
 from services.reroute.restore import plan_restore
 from services.reroute.rules import host_flow, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
@@ -224,6 +224,30 @@ def test_two_site_failover_to_standby() -> None:
     for state in run_prefixes(TWO_SITE, tables, p):
         assert both_ways_delivered(TWO_SITE, state, flow)
     assert path_tag(TWO_SITE, "standby") == 3
+
+
+def test_the_drain_is_the_old_paths_delay_plus_a_margin_unless_given() -> None:
+    assert [p.delay_ms for p in TWO_SITE.paths.values()] == [0.0, 15.0, 0.0, 0.0]
+    flow = host_flow(TWO_SITE.paths["primary"])
+    on_longhaul = plan(
+        TWO_SITE, initial_tables(TWO_SITE), Intent(flows=(flow,), to_path="longhaul"), now=0.0
+    )
+    tables = initial_tables(TWO_SITE)
+    for step in on_longhaul.steps():
+        tables = apply_changes(tables, step.device, step.changes)
+
+    def drain_s(intent: Intent, tables: Tables) -> float:
+        (drain,) = [s for s in plan(TWO_SITE, tables, intent, 0.0).steps() if s.kind == "drain"]
+        return drain.duration_s
+
+    standby = Intent(flows=(flow,), to_path="standby")
+    assert drain_s(standby, tables) == pytest.approx(0.015 * 1.1 + 0.005)  # off the long haul
+    assert drain_s(standby, initial_tables(TWO_SITE)) == pytest.approx(0.005)  # off primary
+    given = Intent(flows=(flow,), to_path="standby", drain_s=0.2)
+    assert drain_s(given, tables) == 0.2
+    assert drain_for([TWO_SITE.paths["longhaul"], TWO_SITE.paths["primary"]]) == drain_s(
+        standby, tables
+    )
 
 
 @pytest.mark.parametrize(

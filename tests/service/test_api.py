@@ -72,17 +72,41 @@ def test_bad_requests_name_the_field_and_change_nothing(
     assert loc({"flows": [], "to_path": "temporary"}) == [["body", "flows"]]
     assert loc({**BODY, "to_path": "nowhere"}) == [["body", "to_path"]]
     assert loc({**BODY, "via": "nowhere"}) == [["body", "via"]]
-    # the planner's verdict on the devices' tables: 422 with its message
-    answer = http.post("/v1/reroutes", json={**BODY, "flows": ["10.0.0.1>10.0.0.3"]})
-    assert answer.status_code == 422, answer.text
-    assert "is not installed at br2 port 1" in answer.json()["detail"][0]["msg"]
-    answer = http.post("/v1/reroutes", json={**BODY, "to_path": "long"})
-    assert "already on path long" in answer.json()["detail"][0]["msg"]
     assert http.get("/v1/reroutes?state=bogus").status_code == 422
     assert http.get("/v1/reroutes?flow=nonsense").json()["detail"][0]["loc"] == ["query", "flow"]
     assert http.get("/v1/reroutes/nope").status_code == 404
     assert fake.snapshot() == before
     assert journal_ids(tmp_path / "journal.sqlite") == []
+
+
+def test_a_refused_intent_is_a_rejected_reroute_whether_judged_at_once_or_queued(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    """One condition, one answer: 201 ``rejected`` when the worker is idle (judged at
+    once), 202 ``pending`` then ``rejected`` at its turn when queued; never a 422."""
+    http = fake_server.http()
+    before = fake.snapshot()
+    at_once = http.post("/v1/reroutes", json={**BODY, "to_path": "long"})
+    assert at_once.status_code == 201, at_once.text
+    assert at_once.json()["state"] == "rejected"
+    assert "already on path long" in at_once.json()["error"]
+    assert at_once.headers["Location"] == f"/v1/reroutes/{at_once.json()['id']}"
+    unknown = http.post("/v1/reroutes", json={**BODY, "flows": ["10.0.0.1>10.0.0.3"]})
+    assert unknown.status_code == 201 and unknown.json()["state"] == "rejected"
+    assert "is not installed at br2 port 1" in unknown.json()["error"]
+    assert fake.snapshot() == before  # nothing changed
+    client = fake_server.client()
+    first = client.create([FLOW], "temporary", drain_ms=200)
+    queued = http.post("/v1/reroutes", json=BODY)  # behind the first: judged at its turn
+    assert queued.status_code == 202 and queued.json()["state"] == "pending", queued.text
+    assert client.get(first.id, wait_s=5).state is RerouteState.DONE
+    later = client.get(queued.json()["id"], wait_s=5)
+    assert later.state is RerouteState.REJECTED
+    assert "already on path temporary" in (later.error or "")
+    idle = http.post("/v1/reroutes", json=BODY)  # the same condition, worker idle
+    assert idle.status_code == 201 and idle.json()["state"] == "rejected", idle.text
+    assert idle.json()["error"] == later.error
+    assert len(journal_ids(tmp_path / "journal.sqlite")) == 5
 
 
 def test_idempotency_key_same_body_same_reroute_other_body_409(

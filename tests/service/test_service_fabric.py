@@ -105,7 +105,7 @@ def test_100_concurrent_requests_never_interleave(live: Live) -> None:
     with ThreadPoolExecutor(max_workers=16) as pool:
         answers = list(pool.map(post, targets))
     refused = [a for a in answers if isinstance(a, ApiError)]
-    assert all(a.status == 422 and "already on path" in a.message for a in refused), refused
+    assert not refused, refused  # a refused intent is a reroute ``rejected``, never a 422
     ids = {a.id for a in answers if isinstance(a, RerouteView)}
     finals = [srv.client().get(i, wait_s=60) for i in ids]
     assert {v.state for v in finals} <= {RerouteState.DONE, RerouteState.REJECTED}

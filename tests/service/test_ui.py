@@ -332,7 +332,7 @@ def test_in_a_browser_on_the_fabric(
             assert not flows_on(b, "long")
             timeline = f'#timeline ol[data-reroute="{reroute_id}"] > li.phase'
             shown = b.attrs(timeline, "data-phase")
-            assert shown == ["park", "circuits", "await-lock", "swap", "clean"], shown
+            assert shown == ["park", "circuits", "staged", "await-lock", "swap", "clean"], shown
             lock = b.text(f'{timeline}[data-phase="await-lock"] .time')
             assert "timeout 3.00 s" in lock, lock
             # while it ran: the lock wait counted up, the flow was drawn parked on temporary

@@ -6,10 +6,16 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
    with 409 (a different request under the same key);
 2. the target (and ``via``) path must exist: else 422, nothing recorded;
 3. when nothing is running or queued, the reroute is planned at once on the devices'
-   tables -- exactly the tables it will run on -- so an unknown flow or a flow already on
-   the path is a 422 with the planner's message, nothing recorded. Behind other
-   reroutes it cannot be judged yet: it is queued and planned when its turn comes;
-4. it is journaled ``pending`` and queued for the worker.
+   tables -- exactly the tables it will run on. Behind other reroutes it cannot be judged
+   yet: it is queued and planned when its turn comes;
+4. it is journaled: ``pending`` and queued for the worker, or, when the planner refused it
+   at once (an unknown flow, flows already on the path), ``rejected`` with the planner's
+   message and nothing changed.
+
+One condition, one answer: a well-formed request the planner refuses is always a created
+reroute in state ``rejected`` (201 when judged at once or waited for, 202 while queued,
+then ``rejected`` at its turn), never a 422 in one timing and a record in the other. 422
+is only for requests that are malformed whatever the devices hold (a field, a path name).
 """
 
 from __future__ import annotations
@@ -85,16 +91,27 @@ class RerouteService:
             if old is not None:
                 return old, False
             check_paths(self.engine, intent)
-            if not self.worker.busy:
-                await self.engine.plan(intent)
+            refused = await self._verdict(intent) if not self.worker.busy else None
             self._accepting()
             reroute_id = uuid.uuid4().hex[:12]
             self.journal.enqueue(
                 reroute_id, intent, idem_key=key, fingerprint=request.fingerprint()
             )
-            self.worker.enqueue(reroute_id)
-        self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
+            if refused is None:
+                self.worker.enqueue(reroute_id)
+        if refused is None:
+            self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
+        else:
+            self.worker.reject(reroute_id, refused)
         return self._record(reroute_id), True
+
+    async def _verdict(self, intent: Intent) -> str | None:
+        """The planner's refusal of ``intent`` on the devices' tables now (None: plannable)."""
+        try:
+            await self.engine.plan(intent)
+        except PlanError as exc:
+            return str(exc)
+        return None
 
     def _replay(self, key: str, request: RerouteRequest) -> Record | None:
         old = self.journal.by_key(key)

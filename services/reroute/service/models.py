@@ -44,7 +44,11 @@ class RerouteRequest(BaseModel):
     )
     to_path: PathName
     strategy: Strategy = Strategy.MBB
-    drain_ms: Millis = Field(default=50.0, description="wait before removing old rules")
+    drain_ms: Millis | None = Field(
+        default=None,
+        description="wait before removing old rules or cutting a circuit; default: the old "
+        "path's one-way delay (its long-haul nodes) + 10 % + 5 ms",
+    )
     bbm_gap_ms: Millis = Field(default=0.0, description="BBM only: extra outage")
     via: PathName | None = Field(default=None, description="optical MBB: temporary path")
     lock_timeout_ms: Millis = Field(default=3000.0, description="optical: lock wait")
@@ -55,7 +59,7 @@ class RerouteRequest(BaseModel):
             flows=tuple(FlowSpec.parse(f) for f in self.flows),
             to_path=self.to_path,
             strategy=self.strategy,
-            drain_s=self.drain_ms / 1000,
+            drain_s=None if self.drain_ms is None else self.drain_ms / 1000,
             bbm_gap_s=self.bbm_gap_ms / 1000,
             via=self.via,
             lock_timeout_s=self.lock_timeout_ms / 1000,
@@ -70,7 +74,7 @@ class IntentView(BaseModel):
     flows: list[str]
     to_path: str
     strategy: Strategy
-    drain_ms: float
+    drain_ms: float | None
     bbm_gap_ms: float
     via: str | None
     lock_timeout_ms: float

@@ -1,9 +1,10 @@
 """The HTTP endpoints: thin; ``RerouteService`` does the work.
 
 Status codes: 200 read / replayed (same Idempotency-Key and body) / dry run / cancelled;
-201 created and already final (``?wait``); 202 created, queued or running (Location: the
-reroute); 401/403 auth; 404 unknown reroute; 409 key reused with another body, or cancel
-of a reroute that is not pending; 422 malformed request or plan error (nothing changed);
+201 created and already final (``?wait``), a reroute the planner refused at once included
+(state ``rejected``); 202 created, queued or running (Location: the reroute); 401/403 auth;
+404 unknown reroute; 409 key reused with another body, or cancel of a reroute that is not
+pending; 422 malformed request (a field, an unknown path; nothing recorded or changed);
 503 shutting down or devices unreachable (retry with the same Idempotency-Key).
 """
 
@@ -53,7 +54,21 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/v1/reroutes",
     status_code=202,
-    responses={**ERRORS, 200: {"model": RerouteView}, 201: {"model": RerouteView}},
+    responses={
+        **ERRORS,
+        200: {"model": RerouteView, "description": "replayed (same Idempotency-Key and body)"},
+        201: {
+            "model": RerouteView,
+            "description": "created and already final: `done`, `rolled_back`, `failed`, or "
+            "`rejected` when the planner refused it on the devices' tables (an unknown flow, "
+            "flows already on the path; nothing changed, `error` says why)",
+        },
+        202: {
+            "model": RerouteView,
+            "description": "created, `pending` or `running`; a queued reroute is planned at its "
+            "turn and may end `rejected` then (the same refusal as a 201 `rejected`)",
+        },
+    },
     summary="Reroute flows (or plan it: dry_run)",
 )
 async def create_reroute(

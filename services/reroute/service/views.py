@@ -36,7 +36,7 @@ def intent_view(intent: Intent) -> IntentView:
         flows=[str(f) for f in intent.flows],
         to_path=intent.to_path,
         strategy=intent.strategy,
-        drain_ms=intent.drain_s * 1000,
+        drain_ms=None if intent.drain_s is None else intent.drain_s * 1000,
         bbm_gap_ms=intent.bbm_gap_s * 1000,
         via=intent.via,
         lock_timeout_ms=intent.lock_timeout_s * 1000,

@@ -63,6 +63,10 @@ class Worker:
         self._queue.append(reroute_id)
         self._wake.set()
 
+    def reject(self, reroute_id: str, error: str) -> None:
+        """A journaled reroute the planner refused before it was queued: ``rejected``."""
+        self._end(reroute_id, RerouteState.REJECTED, error)
+
     def position(self, reroute_id: str) -> int | None:
         """How many reroutes run before this pending one (None: not queued)."""
         if reroute_id not in self._queue:

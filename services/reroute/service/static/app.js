@@ -313,9 +313,9 @@ function formBody() {
     flows,
     to_path: $("to-path").value,
     strategy: $("strategy").value,
-    drain_ms: Number($("drain-ms").value || 0),
     lock_timeout_ms: Number($("lock-timeout-ms").value || 0),
   };
+  if ($("drain-ms").value !== "") body.drain_ms = Number($("drain-ms").value); // else derived
   if ($("via").value) body.via = $("via").value;
   return body;
 }

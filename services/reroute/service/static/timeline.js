@@ -3,10 +3,14 @@
 
 import { clock, el, ms } from "./dom.js";
 
+const STAGED = new Set(["park-clean", "swap-make", "swap-verify-make"]);
+
 export function phaseGroup(phase) {
-  // park (all of the move onto the temporary path), circuits, await-lock, swap, clean:
-  // how an operator reads an optical MBB; an electronic one reads make, shift, clean
+  // park (all of the move onto the temporary path), circuits, staged (what runs while the
+  // transceivers lock: the old path's removal, the new path's make), await-lock, swap,
+  // clean: how an operator reads an optical MBB; an electronic one reads make, shift, clean
   if (!phase) return "steps";
+  if (STAGED.has(phase)) return "staged";
   if (phase.startsWith("park-")) return "park";
   const name = phase.replace(/^swap-/, "").replace(/^verify-/, "");
   if (name === "drain" || name === "clean") return "clean";
