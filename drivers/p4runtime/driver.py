@@ -1,14 +1,13 @@
 """``P4RuntimeDriver``: flows as entries of ``MyIngress.reroute`` (``program``) on a
 P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``fabric.p4rt``).
 
-``open``: a gRPC channel (TLS with ``tls``); ``Capabilities`` (the server answers);
-arbitration on the ``StreamChannel`` as the primary client (``stream``); then the device's
-P4Info is read and compared with the program's by names, bit widths and ids
-(``compat``), not byte for byte. A device running a program that does not fit is refused
-(``DeviceRejected`` code ``PIPELINE_MISMATCH``, listing what differs, nothing changed)
-unless the inventory says ``install_pipeline: true``: only then is a pipeline pushed with
-``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT; the inventory's P4Info, else ours,
-and its ``pipeline`` file as ``p4_device_config``), which resets the device's tables.
+``open``: a gRPC channel; ``Capabilities`` (the server answers); arbitration on the
+``StreamChannel`` as the primary client (``stream``); then the program: the device's
+P4Info (``GetForwardingPipelineConfig``), or the ``p4info`` file when one is named. A
+device that runs another program than the file's (or none) gets it with
+``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT, with the ``pipeline`` file as device
+config) only when ``install_pipeline`` is set, since that resets its tables; otherwise
+``open`` fails. Every id is then looked up by name in that P4Info (``program.Program``).
 
 ``apply`` (one ``Write`` per batch; P4Runtime applies the updates of a Write in any
 order and a failure leaves the others applied, so ``atomic_batch`` is False):
@@ -36,8 +35,8 @@ from pathlib import Path
 
 from drivers import batch
 from drivers.base import Capabilities, FlowChange, FlowRule, Identity, Session, register
-from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
-from drivers.p4runtime import compat, mapping, program, updates
+from drivers.errors import DeviceRejected, DriverError, ProtocolError
+from drivers.p4runtime import mapping, program, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
@@ -74,10 +73,9 @@ class P4RuntimeDriver(Session):
             device_id=spec.device_id,
             election_id=spec.election_id,
             timeout=spec.timeout_s,
-            tls=spec.tls,
+            p4info=spec.p4info,
+            pipeline=spec.pipeline,
             install_pipeline=spec.install_pipeline,
-            p4info=load_p4info(name, spec.p4info) if spec.p4info else None,
-            device_config=read_file(name, spec.pipeline, "pipeline") if spec.pipeline else b"",
         )
 
     def __init__(
@@ -88,22 +86,20 @@ class P4RuntimeDriver(Session):
         device_id: int = 1,
         election_id: int = 1,
         timeout: float = 5.0,
-        tls: TlsFiles | None = None,
+        p4info: Path | None = None,
+        pipeline: Path | None = None,
         install_pipeline: bool = False,
-        p4info: p4info_pb2.P4Info | None = None,
-        device_config: bytes = b"",
     ) -> None:
         self.name = name
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.timeout = timeout
+        self.p4info = p4info
+        self.pipeline = pipeline
         self.install_pipeline = install_pipeline
-        self.p4info = p4info or program.p4info()  # what we install, when asked to
-        self.device_config = device_config
-        if problems := compat.differences(self.p4info, program.p4info()):
-            raise ConfigError(f"{name}: its p4info is not the reroute program: {problems[0]}")
-        self._client = Client(name, address, timeout, tls)
+        self._program: program.Program | None = None
+        self._client = Client(name, address, timeout)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
 
@@ -118,7 +114,7 @@ class P4RuntimeDriver(Session):
         try:
             await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
             await self._arbitration.start()
-            await self._install_program()
+            self._program = await self._load_program()
         except BaseException:
             await self.close()
             raise
@@ -135,32 +131,60 @@ class P4RuntimeDriver(Session):
         await self._arbitration.stop()
         await self._client.close()
 
-    async def _install_program(self) -> None:
-        """Refuse a device whose program does not fit ours; install ours only when asked."""
-        problems = compat.differences(await self._device_p4info(), program.p4info())
-        if not problems:
-            return
-        if not self.install_pipeline:
-            shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+    async def _load_program(self) -> program.Program:
+        """The program the device runs (installed first when asked), its ids by name."""
+        got = await self._client.unary(
+            "GetForwardingPipelineConfig",
+            P4R.GetForwardingPipelineConfigRequest(
+                device_id=self.device_id,
+                response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+            ),
+        )
+        info = got.config.p4info
+        if self.p4info is not None:
+            info = await self._file_program(info)
+        elif not info.tables:
             raise DeviceRejected(
-                self.name,
-                f"device {self.device_id} does not run the reroute program ({shown}); "
-                "nothing was changed. Install it there, or say install_pipeline: true in "
-                "the inventory to have it pushed (this resets the device's tables)",
-                "PIPELINE_MISMATCH",
-            )
-        log.info("%s: installing the reroute program (resets the device's tables)", self.name)
+                self.name, "the device runs no program: name the p4info (and pipeline) "
+                "file and set install_pipeline", "no-pipeline",
+            )  # fmt: skip
+        try:
+            return program.Program.of(info)
+        except program.ProgramError as exc:
+            raise DeviceRejected(self.name, f"the device's program: {exc}", "program") from exc
+
+    async def _file_program(self, device: p4info_pb2.P4Info) -> p4info_pb2.P4Info:
+        assert self.p4info is not None
+        try:
+            want = program.load(self.p4info)
+        except program.ProgramError as exc:
+            raise DriverError(self.name, str(exc)) from exc
+        if device == want:
+            return want
+        if not self.install_pipeline:
+            raise DeviceRejected(
+                self.name, f"the device runs another program than {self.p4info} (or none); "
+                "installing it resets its tables: set install_pipeline", "other-program",
+            )  # fmt: skip
+        config = P4R.ForwardingPipelineConfig(p4info=want)
+        if self.pipeline is not None:
+            config.p4_device_config = self.pipeline.read_bytes()
+        log.info("%s: installing %s (resets the device's tables)", self.name, self.p4info)
         await self._client.unary(
             "SetForwardingPipelineConfig",
             P4R.SetForwardingPipelineConfigRequest(
                 device_id=self.device_id,
                 election_id=election(self.election_id),
                 action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
-                config=P4R.ForwardingPipelineConfig(
-                    p4info=self.p4info, p4_device_config=self.device_config
-                ),
+                config=config,
             ),
         )
+        return want
+
+    def _loaded(self) -> program.Program:
+        if self._program is None:
+            raise DriverError(self.name, "not connected (call open() first)")
+        return self._program
 
     async def _device_p4info(self) -> p4info_pb2.P4Info:
         """The P4Info the device runs (empty when it runs none)."""
@@ -189,7 +213,7 @@ class P4RuntimeDriver(Session):
         self._check(changes)
         async with self._lock:
             before = batch.index(await self._read_all())
-            planned = updates.plan(before, changes)
+            planned = updates.plan(self._loaded(), before, changes)
             try:
                 await self._write(planned.updates)
             except WriteFailed as exc:
@@ -224,11 +248,12 @@ class P4RuntimeDriver(Session):
             )  # fmt: skip
 
     async def _read_all(self) -> list[FlowRule]:
+        loaded = self._loaded()
         request = P4R.ReadRequest(device_id=self.device_id)
-        request.entities.add(table_entry=P4R.TableEntry(table_id=program.TABLE_ID))
+        request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
         entities = await self._client.read(request)
         try:
-            return [mapping.to_rule(e.table_entry) for e in entities]
+            return [mapping.to_rule(loaded, e.table_entry) for e in entities]
         except mapping.MappingError as exc:
             raise ProtocolError(self.name, f"table entry: {exc}") from exc
 
@@ -269,7 +294,7 @@ class P4RuntimeDriver(Session):
             if undo:
                 log.warning("%s: undoing %d change(s) after: %s", self.name, len(undo), error)
             for run in updates.runs(undo):
-                await self._write(updates.plan(now, run).updates)
+                await self._write(updates.plan(self._loaded(), now, run).updates)
                 now = _after(now, run)
             wrong = batch.mismatches(
                 {k: before.get(k) for k in keys}, batch.index(await self._read_all())

@@ -1,5 +1,7 @@
 """``FlowRule`` <-> ``p4.v1.TableEntry`` of ``MyIngress.reroute`` (see ``program``), exact
-both ways on what the program can express; ``unsupported`` names what it cannot.
+both ways on what the program can express; ``unsupported`` names what it cannot. Every id
+(table, field, action, parameter) comes from the ``Program`` passed in, which looked it up
+by name in the device's P4Info.
 
 Match: every field is ternary (value, mask); a wildcard field is left out of the entry, as
 P4Runtime requires. ``in_port`` -> ingress_port/0x1ff; ``vlan_vid`` -> vlan.$valid$ 1/1
@@ -17,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
-from drivers.p4runtime.program import ACTIONS, FIELDS, PORT_BITS, TABLE_ID, ActionId, Field
+from drivers.base import Action as RuleAction
+from drivers.base import FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from drivers.p4runtime.program import PARAMS, PORT_BITS, WIDTHS, Action, Field, Program
 from drivers.p4runtime.proto import p4runtime_pb2 as p4r
 
 ETH_IPV4 = 0x0800
@@ -44,7 +47,7 @@ def decode(data: bytes) -> int:
 
 
 def full(field: Field) -> int:
-    return (1 << FIELDS[field][1]) - 1
+    return (1 << WIDTHS[field]) - 1
 
 
 # --------------------------------------------------------------------------------------
@@ -77,12 +80,12 @@ def _zero_prefix(prefix: Prefix | None) -> bool:
     return prefix is not None and prefix.plen == 0
 
 
-def _unsupported_actions(actions: tuple[Action, ...]) -> str | None:
+def _unsupported_actions(actions: tuple[RuleAction, ...]) -> str | None:
     try:
         action_id, params = _action_of(actions)
     except MappingError as exc:
         return str(exc)
-    if not all(_fits(v, bits) for v, (_, bits) in zip(params, ACTIONS[action_id][1], strict=True)):
+    if not all(_fits(v, bits) for v, (_, bits) in zip(params, PARAMS[action_id], strict=True)):
         return f"actions {actions}: a port beyond 9 bits or a VLAN id beyond 12"
     return None
 
@@ -91,27 +94,28 @@ def _unsupported_actions(actions: tuple[Action, ...]) -> str | None:
 # rule -> entry
 
 
-def to_entry(rule: FlowRule) -> p4r.TableEntry:
+def to_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """The table entry of ``rule`` (check ``unsupported`` first)."""
     entry = p4r.TableEntry(
-        table_id=TABLE_ID,
+        table_id=program.table_id,
         priority=rule.priority,
         metadata=rule.cookie.to_bytes(COOKIE_BYTES, "big"),
     )
     for field, value, mask in _ternaries(rule.match):
         entry.match.add(
-            field_id=field, ternary=p4r.FieldMatch.Ternary(value=encode(value), mask=encode(mask))
+            field_id=program.field_ids[field],
+            ternary=p4r.FieldMatch.Ternary(value=encode(value), mask=encode(mask)),
         )
     action_id, params = _action_of(rule.actions)
-    entry.action.action.action_id = action_id
-    for param_id, value in enumerate(params, start=1):
+    entry.action.action.action_id = program.action_ids[action_id]
+    for param_id, value in zip(program.param_ids[action_id], params, strict=True):
         entry.action.action.params.add(param_id=param_id, value=encode(value))
     return entry
 
 
-def key_entry(rule: FlowRule) -> p4r.TableEntry:
+def key_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """Just the key of ``rule``'s entry (table, match, priority): what a DELETE carries."""
-    entry = to_entry(rule)
+    entry = to_entry(program, rule)
     entry.ClearField("action")
     entry.ClearField("metadata")
     return entry
@@ -136,16 +140,16 @@ def _ternaries(m: FlowMatch) -> Iterator[tuple[Field, int, int]]:
         yield Field.L4_DST, m.l4_dst, full(Field.L4_DST)
 
 
-def _action_of(actions: tuple[Action, ...]) -> tuple[ActionId, tuple[int, ...]]:
+def _action_of(actions: tuple[RuleAction, ...]) -> tuple[Action, tuple[int, ...]]:
     match actions:
         case ():
-            return ActionId.DROP, ()
+            return Action.DROP, ()
         case (Output(port=port),):
-            return ActionId.FORWARD, (port,)
+            return Action.FORWARD, (port,)
         case (PushVlan(vid=vid), Output(port=port)):
-            return ActionId.PUSH_VLAN_FORWARD, (vid, port)
+            return Action.PUSH_VLAN_FORWARD, (vid, port)
         case (PopVlan(), Output(port=port)):
-            return ActionId.POP_VLAN_FORWARD, (port,)
+            return Action.POP_VLAN_FORWARD, (port,)
     text = ",".join(map(str, actions))
     raise MappingError(f"actions {text} (the program has forward, push/pop_vlan_forward, drop)")
 
@@ -154,28 +158,28 @@ def _action_of(actions: tuple[Action, ...]) -> tuple[ActionId, tuple[int, ...]]:
 # entry -> rule
 
 
-def to_rule(entry: p4r.TableEntry) -> FlowRule:
+def to_rule(program: Program, entry: p4r.TableEntry) -> FlowRule:
     """The flow rule of a table entry; MappingError when the program's rules cannot say it."""
-    if entry.table_id != TABLE_ID:
-        raise MappingError(f"table id {entry.table_id:#x} is not {TABLE_ID:#x}")
+    if entry.table_id != program.table_id:
+        raise MappingError(f"table id {entry.table_id:#x} is not {program.table_id:#x}")
     if len(entry.metadata) > COOKIE_BYTES:
         raise MappingError(f"metadata of {len(entry.metadata)} bytes (a cookie has 8)")
     return FlowRule(
-        match=_match(_ternary_fields(entry)),
+        match=_match(_ternary_fields(program, entry)),
         priority=entry.priority,
-        actions=_actions(entry.action),
+        actions=_actions(program, entry.action),
         cookie=decode(entry.metadata),
     )
 
 
-def _ternary_fields(entry: p4r.TableEntry) -> dict[Field, tuple[int, int]]:
+def _ternary_fields(program: Program, entry: p4r.TableEntry) -> dict[Field, tuple[int, int]]:
     found: dict[Field, tuple[int, int]] = {}
     for fm in entry.match:
-        if fm.field_id not in FIELDS or fm.WhichOneof("field_match_type") != "ternary":
+        field = program.fields.get(fm.field_id)
+        if field is None or fm.WhichOneof("field_match_type") != "ternary":
             raise MappingError(f"match field {fm.field_id} is not a ternary field of the table")
-        field = Field(fm.field_id)
         if field in found:
-            raise MappingError(f"match field {FIELDS[field][0]} twice")
+            raise MappingError(f"match field {field} twice")
         found[field] = decode(fm.ternary.value), decode(fm.ternary.mask)
     return found
 
@@ -205,7 +209,7 @@ def _exact(f: dict[Field, tuple[int, int]], field: Field) -> int | None:
         return None
     value, mask = f[field]
     if mask != full(field):
-        raise MappingError(f"{FIELDS[field][0]}: mask {mask:#x} (only whole values)")
+        raise MappingError(f"{field}: mask {mask:#x} (only whole values)")
     return value
 
 
@@ -215,29 +219,29 @@ def _prefix(f: dict[Field, tuple[int, int]], field: Field) -> Prefix | None:
     value, mask = f[field]
     plen = mask.bit_count()
     if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF or plen == 0 or value & ~mask:
-        raise MappingError(f"{FIELDS[field][0]}: {value:#x}/{mask:#x} is not a prefix")
+        raise MappingError(f"{field}: {value:#x}/{mask:#x} is not a prefix")
     return Prefix(value, plen)
 
 
-def _actions(table_action: p4r.TableAction) -> tuple[Action, ...]:
+def _actions(program: Program, table_action: p4r.TableAction) -> tuple[RuleAction, ...]:
     if table_action.WhichOneof("type") != "action":
         raise MappingError("an entry without a direct action")
     action = table_action.action
-    if action.action_id not in ACTIONS:
+    action_id = program.actions.get(action.action_id)
+    if action_id is None:
         raise MappingError(f"action id {action.action_id:#x} is not an action of the table")
-    action_id = ActionId(action.action_id)
     got = {p.param_id: decode(p.value) for p in action.params}
-    want = range(1, len(ACTIONS[action_id][1]) + 1)
-    if sorted(got) != list(want):
-        raise MappingError(f"{ACTIONS[action_id][0]}: parameters {sorted(got)}")
+    want = program.param_ids[action_id]
+    if sorted(got) != sorted(want):
+        raise MappingError(f"{action_id}: parameters {sorted(got)}")
     return _action_tuple(action_id, [got[i] for i in want])
 
 
-def _action_tuple(action_id: ActionId, params: list[int]) -> tuple[Action, ...]:
-    if action_id is ActionId.FORWARD:
+def _action_tuple(action_id: Action, params: list[int]) -> tuple[RuleAction, ...]:
+    if action_id is Action.FORWARD:
         return (Output(params[0]),)
-    if action_id is ActionId.PUSH_VLAN_FORWARD:
+    if action_id is Action.PUSH_VLAN_FORWARD:
         return (PushVlan(params[0]), Output(params[1]))
-    if action_id is ActionId.POP_VLAN_FORWARD:
+    if action_id is Action.POP_VLAN_FORWARD:
         return (PopVlan(), Output(params[0]))
     return ()

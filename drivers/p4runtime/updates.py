@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from drivers.base import FlowChange, FlowOp
 from drivers.batch import Key, Table
 from drivers.p4runtime.mapping import key_entry, to_entry
+from drivers.p4runtime.program import Program
 from drivers.p4runtime.proto import p4runtime_pb2 as p4r
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -39,27 +40,27 @@ def twice(changes: Sequence[FlowChange]) -> Key | None:
     return None
 
 
-def plan(table: Table, changes: Sequence[FlowChange]) -> Planned:
+def plan(program: Program, table: Table, changes: Sequence[FlowChange]) -> Planned:
     updates: list[p4r.Update] = []
     indices: list[int] = []
     for i, change in enumerate(changes):
-        update = _update(table, change)
+        update = _update(program, table, change)
         if update is not None:
             updates.append(update)
             indices.append(i)
     return Planned(updates=updates, changes=indices)
 
 
-def _update(table: Table, change: FlowChange) -> p4r.Update | None:
+def _update(program: Program, table: Table, change: FlowChange) -> p4r.Update | None:
     rule, present = change.rule, table.get(change.rule.key)
     if change.op is FlowOp.DELETE:
         if present is None:
             return None
-        return p4r.Update(type=DELETE, entity=p4r.Entity(table_entry=key_entry(rule)))
+        return p4r.Update(type=DELETE, entity=p4r.Entity(table_entry=key_entry(program, rule)))
     if present == rule:
         return None
     kind = INSERT if present is None else MODIFY
-    return p4r.Update(type=kind, entity=p4r.Entity(table_entry=to_entry(rule)))
+    return p4r.Update(type=kind, entity=p4r.Entity(table_entry=to_entry(program, rule)))
 
 
 def runs(changes: Sequence[FlowChange]) -> list[list[FlowChange]]:

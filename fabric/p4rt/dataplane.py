@@ -1,0 +1,135 @@
+"""How the EMULATOR's Open vSwitch bridge carries ``p4/reroute.p4``: one OpenFlow flow per
+entry of ``MyIngress.reroute``, found by NAME in the installed P4Info (the ids are the
+P4Info's).
+
+Match (ternary value/mask): ``standard_metadata.ingress_port`` whole -> in_port;
+``hdr.vlan.$valid$`` 1/1 with a whole ``hdr.vlan.vid`` -> vlan_vid; ``hdr.ipv4.$valid$``
+1/1 -> eth_type 0x0800; ``hdr.ipv4.srcAddr``/``dstAddr`` with a prefix mask -> an IPv4
+prefix; ``hdr.ipv4.protocol``, ``meta.l4_src``, ``meta.l4_dst`` whole -> ip_proto, TCP/UDP
+ports. Actions: ``forward(port)`` -> output; ``push_vlan_forward(vid, port)`` -> push a
+tag, output; ``pop_vlan_forward(port)`` -> pop, output; ``drop()`` -> no action. The
+entry's priority is the flow's; its controller metadata (up to 8 bytes) the cookie.
+
+What a valid entry asks and OpenFlow cannot say here (a partial mask on a port, a
+non-prefix address mask, untagged-only) is ``Unrealisable``: the update fails
+UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from fabric.p4rt.program import Pipeline, value
+from fabric.p4rt.proto import p4runtime_pb2
+
+TABLE = "MyIngress.reroute"
+ETH_IPV4 = 0x0800
+MAX_OPENFLOW_PRIORITY = 0xFFFF
+
+
+class Unrealisable(ValueError):
+    """A valid entry the bridge cannot carry."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dataplane:
+    table_id: int
+    fields: dict[int, tuple[str, int]]  # id -> (name, bit width)
+    actions: dict[int, tuple[str, dict[int, str]]]  # id -> (name, {param id: name})
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> Dataplane:
+        """The bridge's view of a pipeline that has ``MyIngress.reroute`` (ValueError: not)."""
+        try:
+            table = pipeline.table_named(TABLE)
+        except StopIteration:
+            raise ValueError(f"the P4Info has no table {TABLE}") from None
+        return cls(
+            table_id=table.id,
+            fields={i: (name, bits) for i, (name, bits, _) in table.fields.items()},
+            actions={
+                a: (
+                    pipeline.actions[a].name,
+                    {i: p[0] for i, p in pipeline.actions[a].params.items()},
+                )
+                for a in table.actions
+            },
+        )
+
+    def flow(self, entry: p4runtime_pb2.TableEntry) -> FlowRule:
+        """The OpenFlow rule of a (valid) entry of the table."""
+        if entry.table_id != self.table_id:
+            raise Unrealisable(f"only {TABLE} has a dataplane")
+        if entry.priority > MAX_OPENFLOW_PRIORITY:
+            raise Unrealisable(f"priority {entry.priority} (OpenFlow's end at 65535)")
+        found = {
+            self.fields[fm.field_id][0]: (value(fm.ternary.value), value(fm.ternary.mask))
+            for fm in entry.match
+        }
+        return FlowRule(
+            match=self._match(found),
+            priority=entry.priority,
+            actions=self._actions(entry.action.action),
+            cookie=value(entry.metadata[-8:]),
+        )
+
+    def _whole(self, found: dict[str, tuple[int, int]], name: str) -> int | None:
+        if name not in found:
+            return None
+        v, mask = found.pop(name)
+        bits = next(b for n, b in self.fields.values() if n == name)
+        if mask != (1 << bits) - 1:
+            raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
+        return v
+
+    def _match(self, found: dict[str, tuple[int, int]]) -> FlowMatch:
+        vlan_valid = self._whole(found, "hdr.vlan.$valid$")
+        vid = self._whole(found, "hdr.vlan.vid")
+        if (vlan_valid, vid is None) not in ((None, True), (1, False)):
+            raise Unrealisable("a VLAN match needs hdr.vlan.$valid$ 1 and a whole hdr.vlan.vid")
+        ipv4_valid = self._whole(found, "hdr.ipv4.$valid$")
+        if ipv4_valid == 0:
+            raise Unrealisable("hdr.ipv4.$valid$ 0 (non-IPv4 packets only)")
+        match = FlowMatch(
+            in_port=self._whole(found, "standard_metadata.ingress_port"),
+            eth_type=None if ipv4_valid is None else ETH_IPV4,
+            vlan_vid=vid,
+            ipv4_src=_prefix(found, "hdr.ipv4.srcAddr"),
+            ipv4_dst=_prefix(found, "hdr.ipv4.dstAddr"),
+            ip_proto=self._whole(found, "hdr.ipv4.protocol"),
+            l4_src=self._whole(found, "meta.l4_src"),
+            l4_dst=self._whole(found, "meta.l4_dst"),
+        )
+        if found:
+            raise Unrealisable(f"no OpenFlow match for {sorted(found)}")
+        return match
+
+    def _actions(self, action: p4runtime_pb2.Action) -> tuple[Action, ...]:
+        name, param_names = self.actions[action.action_id]
+        p = {param_names[x.param_id]: value(x.value) for x in action.params}
+        match name.rsplit(".", 1)[-1]:
+            case "forward":
+                return (Output(p["port"]),)
+            case "push_vlan_forward":
+                return (PushVlan(p["vid"]), Output(p["port"]))
+            case "pop_vlan_forward":
+                return (PopVlan(), Output(p["port"]))
+            case "drop":
+                return ()
+        raise Unrealisable(f"no OpenFlow actions for {name}")
+
+
+def _action(pipeline: Pipeline, action_id: int) -> tuple[str, dict[int, str]]:
+    action = pipeline.actions[action_id]
+    return action.name, {i: name for i, (name, _) in action.params.items()}
+
+
+def _prefix(found: dict[str, tuple[int, int]], name: str) -> Prefix | None:
+    if name not in found:
+        return None
+    v, mask = found.pop(name)
+    plen = mask.bit_count()
+    if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF:
+        raise Unrealisable(f"{name}: mask {mask:#x} is not a prefix")
+    return Prefix(v, plen)

@@ -1,0 +1,219 @@
+"""The EMULATOR's program: a P4Info file, indexed by id, and the checks P4Runtime asks of
+every table entry against it (``invalid``), whatever the program.
+
+Per update, as the P4Runtime spec gives them: an unknown table NOT_FOUND; an unknown,
+repeated or wrong-kind match field, a ternary mask of zero (a don't-care field must be
+left out), value bits outside the mask, a ternary table entry without priority, an
+action that is not the table's, or missing/unknown parameters INVALID_ARGUMENT; a value
+wider than its field or parameter OUT_OF_RANGE. Bytestrings are compared by value
+(leading zero bytes do not count), and ``canonical`` rewrites an entry in the shortest
+form, the form a Read answers with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from fabric.p4rt.proto import code_pb2, p4info_pb2, p4runtime_pb2
+
+DEFAULT_P4INFO = Path(__file__).resolve().parents[2] / "p4" / "reroute.p4info.txtpb"
+MatchType = p4info_pb2.MatchField
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """Why one update failed: a ``google.rpc.Code`` and a message (a ``p4.v1.Error``)."""
+
+    code: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableInfo:
+    id: int
+    name: str
+    size: int
+    fields: dict[int, tuple[str, int, int]]  # id -> (name, bit width, match type)
+    actions: frozenset[int]
+    needs_priority: bool  # a ternary, range or optional field: the entry has a priority
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionInfo:
+    id: int
+    name: str
+    params: dict[int, tuple[str, int]]  # id -> (name, bit width)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pipeline:
+    info: p4info_pb2.P4Info
+    tables: dict[int, TableInfo]
+    actions: dict[int, ActionInfo]
+
+    @classmethod
+    def of(cls, info: p4info_pb2.P4Info) -> Pipeline:
+        prioritised = (MatchType.TERNARY, MatchType.RANGE, MatchType.OPTIONAL)
+        tables = {
+            t.preamble.id: TableInfo(
+                id=t.preamble.id,
+                name=t.preamble.name,
+                size=t.size,
+                fields={m.id: (m.name, m.bitwidth, m.match_type) for m in t.match_fields},
+                actions=frozenset(ref.id for ref in t.action_refs),
+                needs_priority=any(m.match_type in prioritised for m in t.match_fields),
+            )
+            for t in info.tables
+        }
+        actions = {
+            a.preamble.id: ActionInfo(
+                id=a.preamble.id,
+                name=a.preamble.name,
+                params={p.id: (p.name, p.bitwidth) for p in a.params},
+            )
+            for a in info.actions
+        }
+        return cls(info=info, tables=tables, actions=actions)
+
+    def table_named(self, name: str) -> TableInfo:
+        return next(t for t in self.tables.values() if t.name == name)
+
+    def field_names(self, table_id: int) -> dict[int, str]:
+        return {i: f[0] for i, f in self.tables[table_id].fields.items()}
+
+
+def load(path: Path) -> p4info_pb2.P4Info:
+    """A P4Info file, text format (``.txtpb``, ``.txt``, ``.pbtxt``) or binary."""
+    info = p4info_pb2.P4Info()
+    if path.suffix in (".txt", ".txtpb", ".pbtxt", ".textproto"):
+        text_format.Parse(path.read_text(), info)
+    else:
+        info.ParseFromString(path.read_bytes())
+    return info
+
+
+def value(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+def short(number: int) -> bytes:
+    """The canonical bytestring of a number: no leading zero bytes, zero as one byte."""
+    return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+
+
+# --------------------------------------------------------------------------------------
+# checks
+
+
+def invalid(
+    pipeline: Pipeline, entry: p4runtime_pb2.TableEntry, *, with_action: bool
+) -> Failure | None:
+    """What P4Runtime says is wrong with ``entry`` (None: nothing)."""
+    table = pipeline.tables.get(entry.table_id)
+    if table is None:
+        return Failure(code=code_pb2.NOT_FOUND, message=f"no table {entry.table_id:#x}")
+    if table.needs_priority and entry.priority <= 0:
+        return _bad(f"{table.name}: a ternary table's entry needs a priority > 0")
+    if not table.needs_priority and entry.priority != 0:
+        return _bad(f"{table.name}: an exact table's entry has no priority")
+    seen: set[int] = set()
+    for fm in entry.match:
+        problem = _invalid_field(table, fm, seen)
+        if problem is not None:
+            return problem
+    if with_action:
+        return _invalid_action(pipeline, table, entry.action)
+    return None
+
+
+def _bad(message: str) -> Failure:
+    return Failure(code=code_pb2.INVALID_ARGUMENT, message=message)
+
+
+def _wide(what: str, bits: int) -> Failure:
+    return Failure(code=code_pb2.OUT_OF_RANGE, message=f"{what}: wider than {bits} bits")
+
+
+def _invalid_field(
+    table: TableInfo, fm: p4runtime_pb2.FieldMatch, seen: set[int]
+) -> Failure | None:
+    if fm.field_id not in table.fields:
+        return _bad(f"{table.name}: no match field {fm.field_id}")
+    if fm.field_id in seen:
+        return _bad(f"{table.name}: match field {fm.field_id} twice")
+    seen.add(fm.field_id)
+    name, bits, kind = table.fields[fm.field_id]
+    got = fm.WhichOneof("field_match_type")
+    if got != MatchType.MatchType.Name(kind).lower():
+        return _bad(f"{name} is {MatchType.MatchType.Name(kind)}, not {got}")
+    if got == "exact":
+        v = value(fm.exact.value)
+        return _wide(name, bits) if v >= 1 << bits else None
+    if got != "ternary":
+        return None  # the emulator's programs have exact and ternary fields only
+    v, mask = value(fm.ternary.value), value(fm.ternary.mask)
+    if mask == 0:
+        return _bad(f"{name}: a don't-care ternary field must be left out")
+    if v >= 1 << bits or mask >= 1 << bits:
+        return _wide(name, bits)
+    if v & ~mask:
+        return _bad(f"{name}: value {v:#x} has bits outside mask {mask:#x}")
+    return None
+
+
+def _invalid_action(
+    pipeline: Pipeline, table: TableInfo, table_action: p4runtime_pb2.TableAction
+) -> Failure | None:
+    if table_action.WhichOneof("type") != "action":
+        return _bad(f"{table.name}: an entry needs a direct action")
+    action = pipeline.actions.get(table_action.action.action_id)
+    if action is None or action.id not in table.actions:
+        return _bad(f"{table.name}: action {table_action.action.action_id:#x} is not its")
+    got = {p.param_id: value(p.value) for p in table_action.action.params}
+    if len(table_action.action.params) != len(got) or set(got) != set(action.params):
+        return _bad(f"{action.name}: parameters {sorted(got)}, not {sorted(action.params)}")
+    for param_id, v in got.items():
+        name, bits = action.params[param_id]
+        if v >= 1 << bits:
+            return _wide(f"{action.name}.{name}", bits)
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# canonical form and keys
+
+
+def canonical(entry: p4runtime_pb2.TableEntry) -> p4runtime_pb2.TableEntry:
+    """``entry`` (valid) with shortest bytestrings and its match fields in id order."""
+    out = p4runtime_pb2.TableEntry()
+    out.CopyFrom(entry)
+    del out.match[:]
+    for fm in sorted(entry.match, key=lambda f: f.field_id):
+        copy = out.match.add()
+        copy.CopyFrom(fm)
+        if fm.HasField("ternary"):
+            copy.ternary.value = short(value(fm.ternary.value))
+            copy.ternary.mask = short(value(fm.ternary.mask))
+        elif fm.HasField("exact"):
+            copy.exact.value = short(value(fm.exact.value))
+    for param in out.action.action.params:
+        param.value = short(value(param.value))
+    return out
+
+
+EntryKey = tuple[int, int, tuple[tuple[int, int, int], ...]]
+
+
+def key(entry: p4runtime_pb2.TableEntry) -> EntryKey:
+    """What identifies an entry in its table: table, priority, match (by value)."""
+    match = sorted((fm.field_id, *_match_value(fm)) for fm in entry.match)
+    return entry.table_id, entry.priority, tuple(match)
+
+
+def _match_value(fm: p4runtime_pb2.FieldMatch) -> tuple[int, int]:
+    if fm.HasField("ternary"):
+        return value(fm.ternary.value), value(fm.ternary.mask)
+    return value(fm.exact.value), -1
