@@ -35,7 +35,8 @@ class Unrealisable(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dataplane:
     table_id: int
-    fields: dict[int, tuple[str, int]]  # id -> (name, bit width)
+    names: dict[int, str]  # match field id -> name
+    whole: dict[str, int]  # match field name -> its all-ones mask
     actions: dict[int, tuple[str, dict[int, str]]]  # id -> (name, {param id: name})
 
     @classmethod
@@ -47,7 +48,8 @@ class Dataplane:
             raise ValueError(f"the P4Info has no table {TABLE}") from None
         return cls(
             table_id=table.id,
-            fields={i: (name, bits) for i, (name, bits, _) in table.fields.items()},
+            names={i: name for i, (name, _, _) in table.fields.items()},
+            whole={name: (1 << bits) - 1 for name, bits, _ in table.fields.values()},
             actions={
                 a: (
                     pipeline.actions[a].name,
@@ -63,8 +65,9 @@ class Dataplane:
             raise Unrealisable(f"only {TABLE} has a dataplane")
         if entry.priority > MAX_OPENFLOW_PRIORITY:
             raise Unrealisable(f"priority {entry.priority} (OpenFlow's end at 65535)")
+        names = self.names
         found = {
-            self.fields[fm.field_id][0]: (value(fm.ternary.value), value(fm.ternary.mask))
+            names[fm.field_id]: (value(fm.ternary.value), value(fm.ternary.mask))
             for fm in entry.match
         }
         return FlowRule(
@@ -78,8 +81,7 @@ class Dataplane:
         if name not in found:
             return None
         v, mask = found.pop(name)
-        bits = next(b for n, b in self.fields.values() if n == name)
-        if mask != (1 << bits) - 1:
+        if mask != self.whole[name]:
             raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
         return v
 

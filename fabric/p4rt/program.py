@@ -21,6 +21,7 @@ from fabric.p4rt.proto import code_pb2, p4info_pb2, p4runtime_pb2
 
 DEFAULT_P4INFO = Path(__file__).resolve().parents[2] / "p4" / "reroute.p4info.txtpb"
 MatchType = p4info_pb2.MatchField
+EntryKey = tuple[int, int, tuple[tuple[int, int, int], ...]]  # table, priority, match
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +37,7 @@ class TableInfo:
     id: int
     name: str
     size: int
-    fields: dict[int, tuple[str, int, int]]  # id -> (name, bit width, match type)
+    fields: dict[int, tuple[str, int, str]]  # id -> (name, bit width, FieldMatch oneof name)
     actions: frozenset[int]
     needs_priority: bool  # a ternary, range or optional field: the entry has a priority
 
@@ -62,7 +63,7 @@ class Pipeline:
                 id=t.preamble.id,
                 name=t.preamble.name,
                 size=t.size,
-                fields={m.id: (m.name, m.bitwidth, m.match_type) for m in t.match_fields},
+                fields={m.id: (m.name, m.bitwidth, _kind(m)) for m in t.match_fields},
                 actions=frozenset(ref.id for ref in t.action_refs),
                 needs_priority=any(m.match_type in prioritised for m in t.match_fields),
             )
@@ -83,6 +84,11 @@ class Pipeline:
 
     def field_names(self, table_id: int) -> dict[int, str]:
         return {i: f[0] for i, f in self.tables[table_id].fields.items()}
+
+
+def _kind(field: p4info_pb2.MatchField) -> str:
+    """The ``p4.v1.FieldMatch`` oneof of a match field (``ternary``, ``exact``, ...)."""
+    return str(MatchType.MatchType.Name(field.match_type)).lower()
 
 
 def load(path: Path) -> p4info_pb2.P4Info:
@@ -108,25 +114,52 @@ def short(number: int) -> bytes:
 # checks
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Examined:
+    """A valid entry: its key, and whether its bytestrings are already canonical."""
+
+    key: EntryKey
+    canonical: bool
+
+
+def examine(
+    pipeline: Pipeline, entry: p4runtime_pb2.TableEntry, *, with_action: bool
+) -> Examined | Failure:
+    """The key of a valid ``entry``, or what P4Runtime says is wrong with it. One pass
+    over the entry: this runs for every update of every Write."""
+    table = pipeline.tables.get(entry.table_id)
+    if table is None:
+        return Failure(code=code_pb2.NOT_FOUND, message=f"no table {entry.table_id:#x}")
+    priority = entry.priority
+    if table.needs_priority and priority <= 0:
+        return _bad(f"{table.name}: a ternary table's entry needs a priority > 0")
+    if not table.needs_priority and priority != 0:
+        return _bad(f"{table.name}: an exact table's entry has no priority")
+    match: list[tuple[int, int, int]] = []
+    short_form = True
+    for fm in entry.match:
+        got = _field(table, fm)
+        if isinstance(got, Failure):
+            return got
+        match.append(got[0])
+        short_form = short_form and got[1]
+    if len({m[0] for m in match}) != len(match):
+        return _bad(f"{table.name}: a match field twice")
+    if with_action:
+        problem = _invalid_action(pipeline, table, entry.action)
+        if problem is not None:
+            return problem
+        short_form = short_form and all(_short(p.value) for p in entry.action.action.params)
+    match.sort()
+    return Examined(key=(entry.table_id, priority, tuple(match)), canonical=short_form)
+
+
 def invalid(
     pipeline: Pipeline, entry: p4runtime_pb2.TableEntry, *, with_action: bool
 ) -> Failure | None:
     """What P4Runtime says is wrong with ``entry`` (None: nothing)."""
-    table = pipeline.tables.get(entry.table_id)
-    if table is None:
-        return Failure(code=code_pb2.NOT_FOUND, message=f"no table {entry.table_id:#x}")
-    if table.needs_priority and entry.priority <= 0:
-        return _bad(f"{table.name}: a ternary table's entry needs a priority > 0")
-    if not table.needs_priority and entry.priority != 0:
-        return _bad(f"{table.name}: an exact table's entry has no priority")
-    seen: set[int] = set()
-    for fm in entry.match:
-        problem = _invalid_field(table, fm, seen)
-        if problem is not None:
-            return problem
-    if with_action:
-        return _invalid_action(pipeline, table, entry.action)
-    return None
+    got = examine(pipeline, entry, with_action=with_action)
+    return got if isinstance(got, Failure) else None
 
 
 def _bad(message: str) -> Failure:
@@ -137,31 +170,35 @@ def _wide(what: str, bits: int) -> Failure:
     return Failure(code=code_pb2.OUT_OF_RANGE, message=f"{what}: wider than {bits} bits")
 
 
-def _invalid_field(
-    table: TableInfo, fm: p4runtime_pb2.FieldMatch, seen: set[int]
-) -> Failure | None:
-    if fm.field_id not in table.fields:
+def _short(data: bytes) -> bool:
+    return len(data) == 1 or (len(data) > 1 and data[0] != 0)
+
+
+def _field(
+    table: TableInfo, fm: p4runtime_pb2.FieldMatch
+) -> tuple[tuple[int, int, int], bool] | Failure:
+    """((field id, value, mask), canonical?) of a valid field match."""
+    found = table.fields.get(fm.field_id)
+    if found is None:
         return _bad(f"{table.name}: no match field {fm.field_id}")
-    if fm.field_id in seen:
-        return _bad(f"{table.name}: match field {fm.field_id} twice")
-    seen.add(fm.field_id)
-    name, bits, kind = table.fields[fm.field_id]
+    name, bits, kind = found
     got = fm.WhichOneof("field_match_type")
-    if got != MatchType.MatchType.Name(kind).lower():
-        return _bad(f"{name} is {MatchType.MatchType.Name(kind)}, not {got}")
+    if got != kind:
+        return _bad(f"{name} is {kind.upper()}, not {got}")
     if got == "exact":
         v = value(fm.exact.value)
-        return _wide(name, bits) if v >= 1 << bits else None
+        return _wide(name, bits) if v >> bits else ((fm.field_id, v, -1), _short(fm.exact.value))
     if got != "ternary":
-        return None  # the emulator's programs have exact and ternary fields only
-    v, mask = value(fm.ternary.value), value(fm.ternary.mask)
+        return Failure(code=code_pb2.UNIMPLEMENTED, message=f"{name}: {got} (EMULATOR)")
+    raw_value, raw_mask = fm.ternary.value, fm.ternary.mask
+    v, mask = value(raw_value), value(raw_mask)
     if mask == 0:
         return _bad(f"{name}: a don't-care ternary field must be left out")
-    if v >= 1 << bits or mask >= 1 << bits:
+    if v >> bits or mask >> bits:
         return _wide(name, bits)
     if v & ~mask:
         return _bad(f"{name}: value {v:#x} has bits outside mask {mask:#x}")
-    return None
+    return (fm.field_id, v, mask), _short(raw_value) and _short(raw_mask)
 
 
 def _invalid_action(
@@ -172,12 +209,13 @@ def _invalid_action(
     action = pipeline.actions.get(table_action.action.action_id)
     if action is None or action.id not in table.actions:
         return _bad(f"{table.name}: action {table_action.action.action_id:#x} is not its")
-    got = {p.param_id: value(p.value) for p in table_action.action.params}
-    if len(table_action.action.params) != len(got) or set(got) != set(action.params):
+    params = table_action.action.params
+    got = {p.param_id: p.value for p in params}
+    if len(params) != len(got) or got.keys() != action.params.keys():
         return _bad(f"{action.name}: parameters {sorted(got)}, not {sorted(action.params)}")
-    for param_id, v in got.items():
+    for param_id, raw in got.items():
         name, bits = action.params[param_id]
-        if v >= 1 << bits:
+        if value(raw) >> bits:
             return _wide(f"{action.name}.{name}", bits)
     return None
 
@@ -202,9 +240,6 @@ def canonical(entry: p4runtime_pb2.TableEntry) -> p4runtime_pb2.TableEntry:
     for param in out.action.action.params:
         param.value = short(value(param.value))
     return out
-
-
-EntryKey = tuple[int, int, tuple[tuple[int, int, int], ...]]
 
 
 def key(entry: p4runtime_pb2.TableEntry) -> EntryKey:

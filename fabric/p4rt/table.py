@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected
 from fabric.p4rt.dataplane import Dataplane, Unrealisable
-from fabric.p4rt.program import EntryKey, Failure, Pipeline, canonical, invalid, key
+from fabric.p4rt.program import EntryKey, Failure, Pipeline, canonical, examine, key
 from fabric.p4rt.proto import code_pb2, p4runtime_pb2
 
 log = logging.getLogger("reroute.fabric.p4rt")
@@ -126,10 +126,10 @@ class Table:
             return Failure(code=code_pb2.INVALID_ARGUMENT, message="update type unspecified")
         entry = update.entity.table_entry
         deleting = update.type == Update.DELETE
-        problem = invalid(self.pipeline, entry, with_action=not deleting)
-        if problem is not None:
-            return problem
-        entry_key = key(entry)
+        examined = examine(self.pipeline, entry, with_action=not deleting)
+        if isinstance(examined, Failure):
+            return examined
+        entry_key = examined.key
         present = state.get(entry_key)
         if update.type == Update.INSERT and present is not None:
             return Failure(code=code_pb2.ALREADY_EXISTS, message="the entry exists")
@@ -145,7 +145,7 @@ class Table:
             flow = self.dataplane.flow(entry)
         except Unrealisable as exc:
             return Failure(code=code_pb2.UNIMPLEMENTED, message=f"the dataplane cannot: {exc}")
-        stored = Stored(entry=canonical(entry), flow=flow)
+        stored = Stored(entry=entry if examined.canonical else canonical(entry), flow=flow)
         return Planned(key=entry_key, stored=stored, change=FlowChange(op=FlowOp.ADD, rule=flow))
 
     def _size(self, entry: p4runtime_pb2.TableEntry) -> int:
