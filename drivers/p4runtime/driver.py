@@ -31,11 +31,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from drivers import batch
-from drivers.base import Capabilities, FlowChange, FlowRule, Identity, Session, register
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowRule,
+    Identity,
+    PortState,
+    Session,
+    register,
+)
 from drivers.errors import DeviceRejected, DriverError, ProtocolError
+from drivers.ovs import OvsDriver
 from drivers.p4runtime import mapping, program, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
@@ -61,13 +71,15 @@ class P4RuntimeDriver(Session):
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
-        "state (P4Runtime has none: that is gNMI's)",
+        "state (P4Runtime has none: that is gNMI's) unless an OpenFlow target of the same "
+        "switch is given as ports",
     )
 
     @classmethod
     def from_spec(cls, name: str, spec: P4RuntimeSpec, expect: Expect) -> P4RuntimeDriver:
         """The driver of an inventory entry (``drivers.p4runtime.spec``)."""
-        return cls(
+        kind = cls if spec.ports is None else P4RuntimeWithPorts
+        return kind(
             name,
             spec.target,
             device_id=spec.device_id,
@@ -76,6 +88,7 @@ class P4RuntimeDriver(Session):
             p4info=spec.p4info,
             pipeline=spec.pipeline,
             install_pipeline=spec.install_pipeline,
+            ports=spec.ports,
         )
 
     def __init__(
@@ -89,6 +102,7 @@ class P4RuntimeDriver(Session):
         p4info: Path | None = None,
         pipeline: Path | None = None,
         install_pipeline: bool = False,
+        ports: str | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -99,6 +113,7 @@ class P4RuntimeDriver(Session):
         self.pipeline = pipeline
         self.install_pipeline = install_pipeline
         self._program: program.Program | None = None
+        self._ports = None if ports is None else OvsDriver(name, ports, timeout=timeout)
         self._client = Client(name, address, timeout)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
@@ -115,6 +130,8 @@ class P4RuntimeDriver(Session):
             await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
             await self._arbitration.start()
             self._program = await self._load_program()
+            if self._ports is not None:
+                await self._ports.open()
         except BaseException:
             await self.close()
             raise
@@ -130,6 +147,8 @@ class P4RuntimeDriver(Session):
     async def close(self) -> None:
         await self._arbitration.stop()
         await self._client.close()
+        if self._ports is not None:
+            await self._ports.close()
 
     async def _load_program(self) -> program.Program:
         """The program the device runs (installed first when asked), its ids by name."""
@@ -322,6 +341,23 @@ class P4RuntimeDriver(Session):
             f"{first.name}: {first.message}{others}; the batch of {len(changes)} was undone",
             first.name,
         )
+
+
+class P4RuntimeWithPorts(P4RuntimeDriver):
+    """A P4Runtime switch whose port state an OpenFlow target of it reports (``ports``: the
+    management socket of the bridge under our EMULATOR, say): also a ``PortMonitor``."""
+
+    capabilities = replace(
+        P4RuntimeDriver.capabilities,
+        port_state=True,
+        notes=P4RuntimeDriver.capabilities.notes + "; port state from the ports OpenFlow target",
+    )
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Link state by port, from the ``ports`` OpenFlow target (P4Runtime has none)."""
+        if self._ports is None:
+            raise DriverError(self.name, "no ports target to read port state from")
+        return await self._ports.port_states()
 
 
 def _done(update: P4R.Update, status: UpdateStatus) -> bool:

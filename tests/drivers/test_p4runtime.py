@@ -476,3 +476,16 @@ def test_a_packet_follows_a_written_entry(p4rt: P4rtSite) -> None:
     assert ping(5) == 5
     asyncio.run(write(FlowOp.DELETE))
     assert ping(0) == 0
+
+
+def test_a_ports_target_makes_the_driver_a_port_monitor() -> None:
+    from drivers.base import PortMonitor
+    from drivers.p4runtime.spec import P4RuntimeSpec
+    from drivers.spec import Expect
+
+    plain = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559")
+    ported = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", ports="unix:/x.mgmt")
+    without = P4RuntimeDriver.from_spec("a", plain, Expect())
+    with_ports = P4RuntimeDriver.from_spec("b", ported, Expect())
+    assert not isinstance(without, PortMonitor) and not without.capabilities.port_state
+    assert isinstance(with_ports, PortMonitor) and with_ports.capabilities.port_state
