@@ -18,6 +18,7 @@ push_vlan_forward(v, p); ``(PopVlan(), Output(p))`` -> pop_vlan_forward(p).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from drivers.base import Action as RuleAction
 from drivers.base import FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
@@ -96,29 +97,40 @@ def _unsupported_actions(actions: tuple[RuleAction, ...]) -> str | None:
 
 def to_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """The table entry of ``rule`` (check ``unsupported`` first)."""
-    entry = p4r.TableEntry(
-        table_id=program.table_id,
-        priority=rule.priority,
-        metadata=rule.cookie.to_bytes(COOKIE_BYTES, "big"),
-    )
-    for field, value, mask in _ternaries(rule.match):
-        entry.match.add(
-            field_id=program.field_ids[field],
-            ternary=p4r.FieldMatch.Ternary(value=encode(value), mask=encode(mask)),
-        )
-    action_id, params = _action_of(rule.actions)
-    entry.action.action.action_id = program.action_ids[action_id]
-    for param_id, value in zip(program.param_ids[action_id], params, strict=True):
-        entry.action.action.params.add(param_id=param_id, value=encode(value))
-    return entry
+    return p4r.TableEntry(**entry_fields(program, rule))
 
 
 def key_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """Just the key of ``rule``'s entry (table, match, priority): what a DELETE carries."""
-    entry = to_entry(program, rule)
-    entry.ClearField("action")
-    entry.ClearField("metadata")
-    return entry
+    return p4r.TableEntry(**entry_fields(program, rule, key_only=True))
+
+
+def entry_fields(program: Program, rule: FlowRule, *, key_only: bool = False) -> dict[str, Any]:
+    """The fields of ``rule``'s table entry, as nested dicts: protobuf builds a message
+    from them in one call, several times faster than field by field (1000s per Write)."""
+    ids = program.field_ids
+    fields: dict[str, Any] = {
+        "table_id": program.table_id,
+        "priority": rule.priority,
+        "match": [
+            {"field_id": ids[field], "ternary": {"value": encode(value), "mask": encode(mask)}}
+            for field, value, mask in _ternaries(rule.match)
+        ],
+    }
+    if key_only:
+        return fields
+    action_id, params = _action_of(rule.actions)
+    fields["metadata"] = rule.cookie.to_bytes(COOKIE_BYTES, "big")
+    fields["action"] = {
+        "action": {
+            "action_id": program.action_ids[action_id],
+            "params": [
+                {"param_id": i, "value": encode(v)}
+                for i, v in zip(program.param_ids[action_id], params, strict=True)
+            ],
+        }
+    }
+    return fields
 
 
 def _ternaries(m: FlowMatch) -> Iterator[tuple[Field, int, int]]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from drivers.base import FlowChange, FlowOp
 from drivers.batch import Key, Table
-from drivers.p4runtime.mapping import key_entry, to_entry
+from drivers.p4runtime.mapping import entry_fields
 from drivers.p4runtime.program import Program
 from drivers.p4runtime.proto import p4runtime_pb2 as p4r
 
@@ -56,11 +56,12 @@ def _update(program: Program, table: Table, change: FlowChange) -> p4r.Update | 
     if change.op is FlowOp.DELETE:
         if present is None:
             return None
-        return p4r.Update(type=DELETE, entity=p4r.Entity(table_entry=key_entry(program, rule)))
+        entry = entry_fields(program, rule, key_only=True)
+        return p4r.Update(type=DELETE, entity={"table_entry": entry})
     if present == rule:
         return None
     kind = INSERT if present is None else MODIFY
-    return p4r.Update(type=kind, entity=p4r.Entity(table_entry=to_entry(program, rule)))
+    return p4r.Update(type=kind, entity={"table_entry": entry_fields(program, rule)})
 
 
 def runs(changes: Sequence[FlowChange]) -> list[list[FlowChange]]:

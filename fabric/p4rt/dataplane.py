@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
-from fabric.p4rt.program import Pipeline, value
+from fabric.p4rt.program import Examined, Pipeline, value
 from fabric.p4rt.proto import p4runtime_pb2
 
 TABLE = "MyIngress.reroute"
@@ -59,21 +59,19 @@ class Dataplane:
             },
         )
 
-    def flow(self, entry: p4runtime_pb2.TableEntry) -> FlowRule:
-        """The OpenFlow rule of a (valid) entry of the table."""
-        if entry.table_id != self.table_id:
+    def flow(self, entry: p4runtime_pb2.TableEntry, examined: Examined) -> FlowRule:
+        """The OpenFlow rule of a valid entry (``examine`` decoded its values)."""
+        table_id, priority, match = examined.key
+        if table_id != self.table_id:
             raise Unrealisable(f"only {TABLE} has a dataplane")
-        if entry.priority > MAX_OPENFLOW_PRIORITY:
-            raise Unrealisable(f"priority {entry.priority} (OpenFlow's end at 65535)")
+        if priority > MAX_OPENFLOW_PRIORITY:
+            raise Unrealisable(f"priority {priority} (OpenFlow's end at 65535)")
         names = self.names
-        found = {
-            names[fm.field_id]: (value(fm.ternary.value), value(fm.ternary.mask))
-            for fm in entry.match
-        }
+        found = {names[field_id]: (v, mask) for field_id, v, mask in match}
         return FlowRule(
             match=self._match(found),
-            priority=entry.priority,
-            actions=self._actions(entry.action.action),
+            priority=priority,
+            actions=self._actions(examined.action_id, examined.params),
             cookie=value(entry.metadata[-8:]),
         )
 
@@ -107,9 +105,9 @@ class Dataplane:
             raise Unrealisable(f"no OpenFlow match for {sorted(found)}")
         return match
 
-    def _actions(self, action: p4runtime_pb2.Action) -> tuple[Action, ...]:
-        name, param_names = self.actions[action.action_id]
-        p = {param_names[x.param_id]: value(x.value) for x in action.params}
+    def _actions(self, action_id: int, params: dict[int, int]) -> tuple[Action, ...]:
+        name, param_names = self.actions[action_id]
+        p = {param_names[i]: v for i, v in params.items()}
         match name.rsplit(".", 1)[-1]:
             case "forward":
                 return (Output(p["port"]),)

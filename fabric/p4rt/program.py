@@ -1,5 +1,5 @@
 """The EMULATOR's program: a P4Info file, indexed by id, and the checks P4Runtime asks of
-every table entry against it (``invalid``), whatever the program.
+every table entry against it (``examine``), whatever the program.
 
 Per update, as the P4Runtime spec gives them: an unknown table NOT_FOUND; an unknown,
 repeated or wrong-kind match field, a ternary mask of zero (a don't-care field must be
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from google.protobuf import text_format
 
@@ -114,12 +115,14 @@ def short(number: int) -> bytes:
 # checks
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Examined:
-    """A valid entry: its key, and whether its bytestrings are already canonical."""
+class Examined(NamedTuple):  # a tuple: thousands are made per Write
+    """A valid entry: its key, whether its bytestrings are already canonical, and its
+    action's id and parameter values (0 and {} for a DELETE's entry)."""
 
     key: EntryKey
     canonical: bool
+    action_id: int
+    params: dict[int, int]
 
 
 def examine(
@@ -145,13 +148,15 @@ def examine(
         short_form = short_form and got[1]
     if len({m[0] for m in match}) != len(match):
         return _bad(f"{table.name}: a match field twice")
+    action_id, params = 0, dict[int, int]()
     if with_action:
-        problem = _invalid_action(pipeline, table, entry.action)
-        if problem is not None:
-            return problem
-        short_form = short_form and all(_short(p.value) for p in entry.action.action.params)
+        got_action = _action(pipeline, table, entry.action)
+        if isinstance(got_action, Failure):
+            return got_action
+        action_id, params, short_params = got_action
+        short_form = short_form and short_params
     match.sort()
-    return Examined(key=(entry.table_id, priority, tuple(match)), canonical=short_form)
+    return Examined((entry.table_id, priority, tuple(match)), short_form, action_id, params)
 
 
 def invalid(
@@ -201,23 +206,26 @@ def _field(
     return (fm.field_id, v, mask), _short(raw_value) and _short(raw_mask)
 
 
-def _invalid_action(
+def _action(
     pipeline: Pipeline, table: TableInfo, table_action: p4runtime_pb2.TableAction
-) -> Failure | None:
+) -> tuple[int, dict[int, int], bool] | Failure:
+    """(action id, {param id: value}, canonical?) of a valid direct action."""
     if table_action.WhichOneof("type") != "action":
         return _bad(f"{table.name}: an entry needs a direct action")
-    action = pipeline.actions.get(table_action.action.action_id)
+    direct = table_action.action
+    action = pipeline.actions.get(direct.action_id)
     if action is None or action.id not in table.actions:
-        return _bad(f"{table.name}: action {table_action.action.action_id:#x} is not its")
-    params = table_action.action.params
-    got = {p.param_id: p.value for p in params}
-    if len(params) != len(got) or got.keys() != action.params.keys():
-        return _bad(f"{action.name}: parameters {sorted(got)}, not {sorted(action.params)}")
-    for param_id, raw in got.items():
+        return _bad(f"{table.name}: action {direct.action_id:#x} is not its")
+    raw = {p.param_id: p.value for p in direct.params}
+    if len(direct.params) != len(raw) or raw.keys() != action.params.keys():
+        return _bad(f"{action.name}: parameters {sorted(raw)}, not {sorted(action.params)}")
+    values = {}
+    for param_id, data in raw.items():
         name, bits = action.params[param_id]
-        if value(raw) >> bits:
+        values[param_id] = v = value(data)
+        if v >> bits:
             return _wide(f"{action.name}.{name}", bits)
-    return None
+    return action.id, values, all(_short(data) for data in raw.values())
 
 
 # --------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The EMULATOR's table entries: P4Runtime entries as state, one OVS flow each.
 
-``write`` checks each update against the installed P4Info (``program.invalid``: the
+``write`` checks each update against the installed P4Info (``program.examine``: the
 P4Runtime error codes per update; INSERT of an existing key ALREADY_EXISTS, MODIFY or
 DELETE of a missing one NOT_FOUND, a full table RESOURCE_EXHAUSTED), turns the valid ones
 into flow changes on the bridge (``dataplane``) and keeps the entries as written, in
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected
@@ -26,14 +26,12 @@ log = logging.getLogger("reroute.fabric.p4rt")
 Update = p4runtime_pb2.Update
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stored:
+class Stored(NamedTuple):  # tuples: thousands are made per Write
     entry: p4runtime_pb2.TableEntry  # canonical
     flow: FlowRule
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
+class Planned(NamedTuple):
     """One valid update: its key, what the table holds after it (None: deleted), and the
     flow change that carries it."""
 
@@ -142,7 +140,7 @@ class Table:
             change = FlowChange(op=FlowOp.DELETE, rule=present.flow)
             return Planned(key=entry_key, stored=None, change=change)
         try:
-            flow = self.dataplane.flow(entry)
+            flow = self.dataplane.flow(entry, examined)
         except Unrealisable as exc:
             return Failure(code=code_pb2.UNIMPLEMENTED, message=f"the dataplane cannot: {exc}")
         stored = Stored(entry=entry if examined.canonical else canonical(entry), flow=flow)

@@ -489,3 +489,66 @@ def test_a_ports_target_makes_the_driver_a_port_monitor() -> None:
     with_ports = P4RuntimeDriver.from_spec("b", ported, Expect())
     assert not isinstance(without, PortMonitor) and not without.capabilities.port_state
     assert isinstance(with_ports, PortMonitor) and with_ports.capabilities.port_state
+
+
+BAD, WIDE, GONE, NOPE = (
+    code_pb2.INVALID_ARGUMENT,
+    code_pb2.OUT_OF_RANGE,
+    code_pb2.NOT_FOUND,
+    code_pb2.UNIMPLEMENTED,
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ("table_id: 1234", GONE),
+        ("match { field_id: 42 ternary { value: '\\001' mask: '\\001' } }", BAD),
+        ("match { field_id: 2 exact { value: '\\001' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\001' mask: '\\000' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\003' mask: '\\001' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\020\\000' mask: '\\020\\000' } }", WIDE),
+        ("priority: 0", BAD),
+        ("action { action { action_id: 7 } }", BAD),
+        ("action { action { params { param_id: 1 value: '\\002\\000' } } }", WIDE),
+        ("action { action { params { param_id: 1 value: '\\001' } } }", BAD),  # twice
+        ("match { field_id: 6 ternary { value: '\\n\\000\\000\\001'"
+         " mask: '\\377\\000\\377\\377' } }", NOPE),  # valid, but no OpenFlow prefix
+    ],
+)  # fmt: skip
+def test_the_emulator_checks_each_update_against_its_p4info(change: str, code: int) -> None:
+    entry = mapping.to_entry(PROGRAM, OTHERS[1])  # in_port 2 -> drop
+    entry.ClearField("action")
+    entry.action.action.action_id = PROGRAM.action_ids[program.Action.FORWARD]
+    if "param_id: 1 value: '\\002" not in change:
+        entry.action.action.params.add(param_id=1, value=b"\x01")
+    text_format.Merge(change, entry)
+    update = P4R.Update(type=P4R.Update.INSERT, entity=P4R.Entity(table_entry=entry))
+
+    async def main() -> tuple[list[Any], list[FlowRule]]:
+        async with emulator() as (_, bridge, address):
+            async with raw_client(address, 2) as (stub, _, _):
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Write(write_request(2, update))
+            return info.value.trailing_metadata(), list(bridge.flows.values())
+
+    trailers, flows = asyncio.run(main())
+    assert [u.code for u in update_statuses(trailers)] == [code]
+    assert flows == []
+
+
+def test_the_emulator_reads_back_entries_in_canonical_form() -> None:
+    entry = mapping.to_entry(PROGRAM, OTHERS[1])
+    entry.match[0].ternary.value = b"\x00\x02"  # in_port 2, padded
+    entry.match[0].ternary.mask = b"\x01\xff"
+    update = P4R.Update(type=P4R.Update.INSERT, entity=P4R.Entity(table_entry=entry))
+
+    async def main() -> list[Any]:
+        async with emulator() as (_, _, address), raw_client(address, 2) as (stub, _, _):
+            await stub.Write(write_request(2, update))
+            request = P4R.ReadRequest(device_id=1)
+            request.entities.add(table_entry=P4R.TableEntry())
+            return [e.table_entry async for r in stub.Read(request) for e in r.entities]
+
+    (read,) = asyncio.run(main())
+    assert read == mapping.to_entry(PROGRAM, OTHERS[1])
