@@ -17,7 +17,7 @@ push_vlan_forward(v, p); ``(PopVlan(), Output(p))`` -> pop_vlan_forward(p).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from drivers.base import Action as RuleAction
@@ -58,18 +58,18 @@ def full(field: Field) -> int:
 def unsupported(rule: FlowRule) -> str | None:
     """Why the program cannot hold ``rule`` (None: it can)."""
     m = rule.match
-    checks = (
-        (rule.table != 0, f"table {rule.table} (the program has one table)"),
-        (not 0 < rule.priority <= MAX_PRIORITY, f"priority {rule.priority} (needs > 0)"),
-        (not 0 <= rule.cookie < 1 << 64, f"cookie {rule.cookie}"),
-        (m.eth_type not in (None, ETH_IPV4), f"eth_type {m.eth_type} (IPv4 only)"),
-        (not _fits(m.in_port, PORT_BITS), f"in_port {m.in_port} (9 bits)"),
-        (m.vlan_vid is not None and not 0 < m.vlan_vid < 0xFFF, f"vlan_vid {m.vlan_vid}"),
-        (_zero_prefix(m.ipv4_src) or _zero_prefix(m.ipv4_dst), "an IPv4 /0 prefix"),
-        (not _fits(m.ip_proto, 8), f"ip_proto {m.ip_proto}"),
-        (not _fits(m.l4_src, 16) or not _fits(m.l4_dst, 16), "an L4 port beyond 16 bits"),
+    checks: tuple[tuple[bool, Callable[[], str]], ...] = (  # why: formatted only when bad
+        (rule.table != 0, lambda: f"table {rule.table} (the program has one table)"),
+        (not 0 < rule.priority <= MAX_PRIORITY, lambda: f"priority {rule.priority} (needs > 0)"),
+        (not 0 <= rule.cookie < 1 << 64, lambda: f"cookie {rule.cookie}"),
+        (m.eth_type not in (None, ETH_IPV4), lambda: f"eth_type {m.eth_type} (IPv4 only)"),
+        (not _fits(m.in_port, PORT_BITS), lambda: f"in_port {m.in_port} (9 bits)"),
+        (m.vlan_vid is not None and not 0 < m.vlan_vid < 0xFFF, lambda: f"vlan_vid {m.vlan_vid}"),
+        (_zero_prefix(m.ipv4_src) or _zero_prefix(m.ipv4_dst), lambda: "an IPv4 /0 prefix"),
+        (not _fits(m.ip_proto, 8), lambda: f"ip_proto {m.ip_proto}"),
+        (not _fits(m.l4_src, 16) or not _fits(m.l4_dst, 16), lambda: "an L4 port beyond 16 bits"),
     )
-    why = next((text for bad, text in checks if bad), None)
+    why = next((text() for bad, text in checks if bad), None)
     return why or _unsupported_actions(rule.actions)
 
 
