@@ -26,6 +26,17 @@ from fabric.p4rt.proto import p4runtime_pb2
 TABLE = "MyIngress.reroute"
 ETH_IPV4 = 0x0800
 MAX_OPENFLOW_PRIORITY = 0xFFFF
+ROLES = {  # match field name -> FlowMatch field ($: a validity bit)
+    "standard_metadata.ingress_port": "in_port",
+    "hdr.vlan.$valid$": "$vlan",
+    "hdr.vlan.vid": "vlan_vid",
+    "hdr.ipv4.$valid$": "$ipv4",
+    "hdr.ipv4.srcAddr": "ipv4_src",
+    "hdr.ipv4.dstAddr": "ipv4_dst",
+    "hdr.ipv4.protocol": "ip_proto",
+    "meta.l4_src": "l4_src",
+    "meta.l4_dst": "l4_dst",
+}
 
 
 class Unrealisable(ValueError):
@@ -75,35 +86,30 @@ class Dataplane:
             cookie=value(entry.metadata[-8:]),
         )
 
-    def _whole(self, found: dict[str, tuple[int, int]], name: str) -> int | None:
-        if name not in found:
-            return None
-        v, mask = found.pop(name)
-        if mask != self.whole[name]:
-            raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
-        return v
-
     def _match(self, found: dict[str, tuple[int, int]]) -> FlowMatch:
-        vlan_valid = self._whole(found, "hdr.vlan.$valid$")
-        vid = self._whole(found, "hdr.vlan.vid")
-        if (vlan_valid, vid is None) not in ((None, True), (1, False)):
+        whole: dict[str, int] = {}
+        kwargs: dict[str, int | Prefix] = {}
+        for name, (v, mask) in found.items():
+            role = ROLES.get(name)
+            if role is None:
+                raise Unrealisable(f"no OpenFlow match for {name}")
+            if role in ("ipv4_src", "ipv4_dst"):
+                kwargs[role] = _prefix(name, v, mask)
+            elif mask != self.whole[name]:
+                raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
+            elif role.startswith("$"):
+                whole[role] = v
+            else:
+                kwargs[role] = v
+        vlan_valid = whole.get("$vlan")
+        if (vlan_valid, "vlan_vid" in kwargs) not in ((None, False), (1, True)):
             raise Unrealisable("a VLAN match needs hdr.vlan.$valid$ 1 and a whole hdr.vlan.vid")
-        ipv4_valid = self._whole(found, "hdr.ipv4.$valid$")
+        ipv4_valid = whole.get("$ipv4")
         if ipv4_valid == 0:
             raise Unrealisable("hdr.ipv4.$valid$ 0 (non-IPv4 packets only)")
-        match = FlowMatch(
-            in_port=self._whole(found, "standard_metadata.ingress_port"),
-            eth_type=None if ipv4_valid is None else ETH_IPV4,
-            vlan_vid=vid,
-            ipv4_src=_prefix(found, "hdr.ipv4.srcAddr"),
-            ipv4_dst=_prefix(found, "hdr.ipv4.dstAddr"),
-            ip_proto=self._whole(found, "hdr.ipv4.protocol"),
-            l4_src=self._whole(found, "meta.l4_src"),
-            l4_dst=self._whole(found, "meta.l4_dst"),
-        )
-        if found:
-            raise Unrealisable(f"no OpenFlow match for {sorted(found)}")
-        return match
+        if ipv4_valid == 1:
+            kwargs["eth_type"] = ETH_IPV4
+        return FlowMatch(**kwargs)  # type: ignore[arg-type]
 
     def _actions(self, action_id: int, params: dict[int, int]) -> tuple[Action, ...]:
         name, param_names = self.actions[action_id]
@@ -125,10 +131,7 @@ def _action(pipeline: Pipeline, action_id: int) -> tuple[str, dict[int, str]]:
     return action.name, {i: name for i, (name, _) in action.params.items()}
 
 
-def _prefix(found: dict[str, tuple[int, int]], name: str) -> Prefix | None:
-    if name not in found:
-        return None
-    v, mask = found.pop(name)
+def _prefix(name: str, v: int, mask: int) -> Prefix:
     plen = mask.bit_count()
     if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF:
         raise Unrealisable(f"{name}: mask {mask:#x} is not a prefix")

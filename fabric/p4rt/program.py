@@ -140,8 +140,18 @@ def examine(
         return _bad(f"{table.name}: an exact table's entry has no priority")
     match: list[tuple[int, int, int]] = []
     short_form = True
+    fields = table.fields
     for fm in entry.match:
-        got = _field(table, fm)
+        # fast path: a valid ternary field (its mask is set only when the oneof is ternary)
+        field_id, ternary = fm.field_id, fm.ternary
+        spec, raw_value, raw_mask = fields.get(field_id), ternary.value, ternary.mask
+        if spec is not None and raw_mask and spec[2] == "ternary":
+            v, mask = int.from_bytes(raw_value, "big"), int.from_bytes(raw_mask, "big")
+            if mask and not (v >> spec[1] or mask >> spec[1] or v & ~mask):
+                match.append((field_id, v, mask))
+                short_form = short_form and _short(raw_value) and _short(raw_mask)
+                continue
+        got = _field(table, fm)  # the other kinds, and every error
         if isinstance(got, Failure):
             return got
         match.append(got[0])
@@ -216,16 +226,20 @@ def _action(
     action = pipeline.actions.get(direct.action_id)
     if action is None or action.id not in table.actions:
         return _bad(f"{table.name}: action {direct.action_id:#x} is not its")
-    raw = {p.param_id: p.value for p in direct.params}
-    if len(direct.params) != len(raw) or raw.keys() != action.params.keys():
-        return _bad(f"{action.name}: parameters {sorted(raw)}, not {sorted(action.params)}")
-    values = {}
-    for param_id, data in raw.items():
-        name, bits = action.params[param_id]
-        values[param_id] = v = value(data)
-        if v >> bits:
-            return _wide(f"{action.name}.{name}", bits)
-    return action.id, values, all(_short(data) for data in raw.values())
+    declared = action.params
+    values, short_form = {}, True
+    for param in direct.params:
+        param_id, data = param.param_id, param.value
+        spec = declared.get(param_id)
+        if spec is None or param_id in values:
+            return _bad(f"{action.name}: parameter {param_id} unknown or twice")
+        values[param_id] = v = int.from_bytes(data, "big")
+        if v >> spec[1]:
+            return _wide(f"{action.name}.{spec[0]}", spec[1])
+        short_form = short_form and _short(data)
+    if len(values) != len(declared):
+        return _bad(f"{action.name}: parameters {sorted(values)}, not {sorted(declared)}")
+    return action.id, values, short_form
 
 
 # --------------------------------------------------------------------------------------
