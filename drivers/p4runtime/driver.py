@@ -33,6 +33,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from drivers import batch
 from drivers.base import (
@@ -276,17 +277,17 @@ class P4RuntimeDriver(Session):
         except mapping.MappingError as exc:
             raise ProtocolError(self.name, f"table entry: {exc}") from exc
 
-    async def _write(self, update_list: list[P4R.Update]) -> None:
-        """One Write; WriteFailed unless every update is done (a DELETE of a missing entry
-        is done)."""
+    async def _write(self, update_list: list[dict[str, Any]]) -> None:
+        """One Write of ``updates.plan``'s updates; WriteFailed unless every update is done
+        (a DELETE of a missing entry is done)."""
         if not update_list:
             return
         request = P4R.WriteRequest(
             device_id=self.device_id,
             election_id=election(self.election_id),
             atomicity=P4R.WriteRequest.CONTINUE_ON_ERROR,
+            updates=update_list,
         )
-        request.updates.extend(update_list)
         try:
             await self._client.unary("Write", request)
         except WriteFailed as exc:
@@ -360,8 +361,9 @@ class P4RuntimeWithPorts(P4RuntimeDriver):
         return await self._ports.port_states()
 
 
-def _done(update: P4R.Update, status: UpdateStatus) -> bool:
-    return status.ok or (update.type == P4R.Update.DELETE and status.code == code_pb2.NOT_FOUND)
+def _done(update: dict[str, Any], status: UpdateStatus) -> bool:
+    deleting = update["type"] == P4R.Update.DELETE
+    return status.ok or (deleting and status.code == code_pb2.NOT_FOUND)
 
 
 def _after(table: batch.Table, changes: Sequence[FlowChange]) -> dict[batch.Key, FlowRule]:
