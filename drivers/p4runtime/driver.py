@@ -45,7 +45,7 @@ from drivers.base import (
     Session,
     register,
 )
-from drivers.errors import DeviceRejected, DriverError, ProtocolError
+from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
 from drivers.ovs import OvsDriver
 from drivers.p4runtime import mapping, program, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
@@ -90,6 +90,7 @@ class P4RuntimeDriver(Session):
             pipeline=spec.pipeline,
             install_pipeline=spec.install_pipeline,
             ports=spec.ports,
+            tls=spec.tls,
         )
 
     def __init__(
@@ -104,6 +105,7 @@ class P4RuntimeDriver(Session):
         pipeline: Path | None = None,
         install_pipeline: bool = False,
         ports: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -115,7 +117,7 @@ class P4RuntimeDriver(Session):
         self.install_pipeline = install_pipeline
         self._program: program.Program | None = None
         self._ports = None if ports is None else OvsDriver(name, ports, timeout=timeout)
-        self._client = Client(name, address, timeout)
+        self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
 
@@ -153,38 +155,54 @@ class P4RuntimeDriver(Session):
 
     async def _load_program(self) -> program.Program:
         """The program the device runs (installed first when asked), its ids by name."""
-        got = await self._client.unary(
-            "GetForwardingPipelineConfig",
-            P4R.GetForwardingPipelineConfigRequest(
-                device_id=self.device_id,
-                response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
-            ),
-        )
-        info = got.config.p4info
+        info = await self._device_p4info()
         if self.p4info is not None:
             info = await self._file_program(info)
         elif not info.tables:
             raise DeviceRejected(
-                self.name, "the device runs no program: name the p4info (and pipeline) "
-                "file and set install_pipeline", "no-pipeline",
+                self.name, f"device {self.device_id} runs no P4 program; nothing was changed. "
+                "Name its p4info (and pipeline) file and say install_pipeline: true in the "
+                "inventory to have it pushed", "PIPELINE_MISMATCH",
             )  # fmt: skip
         try:
             return program.Program.of(info)
         except program.ProgramError as exc:
-            raise DeviceRejected(self.name, f"the device's program: {exc}", "program") from exc
+            raise DeviceRejected(
+                self.name, f"device {self.device_id} does not run the reroute program: {exc}; "
+                "nothing was changed", "PIPELINE_MISMATCH",
+            ) from exc  # fmt: skip
+
+    async def _device_p4info(self) -> p4info_pb2.P4Info:
+        """The P4Info the device runs (empty when it runs none)."""
+        try:
+            got = await self._client.unary(
+                "GetForwardingPipelineConfig",
+                P4R.GetForwardingPipelineConfigRequest(
+                    device_id=self.device_id,
+                    response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+                ),
+            )
+        except DeviceRejected as exc:
+            if exc.code != "FAILED_PRECONDITION":  # some targets: no pipeline yet
+                raise
+            return p4info_pb2.P4Info()
+        info: p4info_pb2.P4Info = got.config.p4info
+        return info
 
     async def _file_program(self, device: p4info_pb2.P4Info) -> p4info_pb2.P4Info:
         assert self.p4info is not None
         try:
             want = program.load(self.p4info)
         except program.ProgramError as exc:
-            raise DriverError(self.name, str(exc)) from exc
-        if device == want:
-            return want
+            raise ConfigError(f"{self.name}: {exc}") from exc
+        if device == want or _same_ids(device, want):
+            return device
         if not self.install_pipeline:
             raise DeviceRejected(
-                self.name, f"the device runs another program than {self.p4info} (or none); "
-                "installing it resets its tables: set install_pipeline", "other-program",
+                self.name, f"device {self.device_id} runs another program than "
+                f"{self.p4info} (or none); nothing was changed. Say install_pipeline: true "
+                "in the inventory to have it pushed (this resets its tables)",
+                "PIPELINE_MISMATCH",
             )  # fmt: skip
         config = P4R.ForwardingPipelineConfig(p4info=want)
         if self.pipeline is not None:
@@ -205,23 +223,6 @@ class P4RuntimeDriver(Session):
         if self._program is None:
             raise DriverError(self.name, "not connected (call open() first)")
         return self._program
-
-    async def _device_p4info(self) -> p4info_pb2.P4Info:
-        """The P4Info the device runs (empty when it runs none)."""
-        try:
-            got = await self._client.unary(
-                "GetForwardingPipelineConfig",
-                P4R.GetForwardingPipelineConfigRequest(
-                    device_id=self.device_id,
-                    response_type=P4R.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
-                ),
-            )
-        except DeviceRejected as exc:
-            if exc.code != "FAILED_PRECONDITION":  # some targets: no pipeline yet
-                raise
-            return p4info_pb2.P4Info()
-        info: p4info_pb2.P4Info = got.config.p4info
-        return info
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
@@ -361,6 +362,17 @@ class P4RuntimeWithPorts(P4RuntimeDriver):
         return await self._ports.port_states()
 
 
+def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info) -> bool:
+    """Whether the device's program gives our names the ids the file gives them (then it
+    runs the file's program, whatever else differs: nothing to install)."""
+    try:
+        a, b = program.Program.of(device), program.Program.of(want)
+    except program.ProgramError:
+        return False
+    ids = (a.table_id, a.field_ids, a.action_ids, a.param_ids)
+    return ids == (b.table_id, b.field_ids, b.action_ids, b.param_ids)
+
+
 def _done(update: dict[str, Any], status: UpdateStatus) -> bool:
     deleting = update["type"] == P4R.Update.DELETE
     return status.ok or (deleting and status.code == code_pb2.NOT_FOUND)
@@ -369,29 +381,3 @@ def _done(update: dict[str, Any], status: UpdateStatus) -> bool:
 def _after(table: batch.Table, changes: Sequence[FlowChange]) -> dict[batch.Key, FlowRule]:
     state = {**table, **batch.expected(table, changes)}
     return {k: r for k, r in state.items() if r is not None}
-
-
-def read_file(device: str, path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{device}: cannot read its {what} file {path}: {exc.strerror}") from exc
-
-
-def load_p4info(device: str, path: Path) -> p4info_pb2.P4Info:
-    """A P4Info file, text (``.txt``/``.txtpb``, as p4c writes it) or binary protobuf."""
-    from google.protobuf import text_format  # after drivers.p4runtime.proto chose its backend
-    from google.protobuf.message import DecodeError
-
-    raw = read_file(device, path, "p4info")
-    info = p4info_pb2.P4Info()
-    try:
-        text_format.Parse(raw.decode(), info)
-        return info
-    except (UnicodeDecodeError, text_format.ParseError):
-        info.Clear()
-    try:
-        info.ParseFromString(raw)
-    except DecodeError as exc:
-        raise ConfigError(f"{device}: {path} is not a P4Info (text or binary)") from exc
-    return info

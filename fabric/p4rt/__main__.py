@@ -39,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
     add("--device-id", type=int, default=1)
     add("--p4info", type=Path, default=DEFAULT_P4INFO, help="the program's P4Info file")
     add("--no-pipeline", action="store_true", help="start without a program installed")
+    add("--installed", action="store_true", help="start with the program (the default)")
     add("--ready-file", type=Path, help="write the gRPC port here once serving")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p

@@ -48,6 +48,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         self.table = table
         self.arbiter = Arbiter(device_id)
         self.config: Any = None  # the committed ForwardingPipelineConfig
+        self.pipelines_set = 0  # SetForwardingPipelineConfig commits so far
         if installed:
             self.config = P4R.ForwardingPipelineConfig(p4info=table.pipeline.info)
         self._lock = asyncio.Lock()
@@ -127,6 +128,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
                 await self.table.clear()
             self.config = P4R.ForwardingPipelineConfig()
             self.config.CopyFrom(request.config)
+            self.pipelines_set += 1
         log.info("pipeline committed: %s", request.config.p4info.pkg_info.name)
         return P4R.SetForwardingPipelineConfigResponse()
 
@@ -179,19 +181,6 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         if entry.table_id != 0 and entry.table_id not in self.table.pipeline.tables:
             await _abort(context, grpc.StatusCode.NOT_FOUND, f"no table {entry.table_id:#x}")
         return self.table.read(entry)
-
-
-def _not_reroute(p4info: Any) -> str:
-    """The first table or action of the reroute program ``p4info`` lacks, by name and id
-    ('' when it has them all)."""
-    names = {(t.preamble.name, t.preamble.id) for t in p4info.tables}
-    names |= {(a.preamble.name, a.preamble.id) for a in p4info.actions}
-    reroute = program.p4info()
-    wanted = [(t.preamble.name, t.preamble.id) for t in reroute.tables]
-    wanted += [(a.preamble.name, a.preamble.id) for a in reroute.actions]
-    return next(
-        (f"{name} ({ident:#x})" for name, ident in wanted if (name, ident) not in names), ""
-    )
 
 
 async def _abort(context: Any, code: grpc.StatusCode, message: str, trailers: Any = ()) -> NoReturn:

@@ -24,7 +24,6 @@ from drivers.base import (
     DeviceRejected,
     DeviceUnreachable,
     DriverError,
-    Expect,
     FlowChange,
     FlowMatch,
     FlowOp,
@@ -35,19 +34,18 @@ from drivers.base import (
     PushVlan,
 )
 from drivers.batch import Key
-from drivers.errors import ConfigError
-from drivers.p4runtime import P4RuntimeDriver, compat, mapping, program
-from drivers.p4runtime.driver import load_p4info
+from drivers.p4runtime import P4RuntimeDriver, mapping, program
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
     code_pb2,
     election,
-    p4info_pb2,
     p4runtime_pb2,
     p4runtime_pb2_grpc,
     status_pb2,
 )
 from drivers.p4runtime.rpc import update_statuses
+from drivers.p4runtime.spec import P4RuntimeSpec
+from drivers.spec import Expect, TlsFiles
 from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
@@ -205,10 +203,18 @@ class Recording(P4RuntimeEmulator):
 
 
 @contextlib.asynccontextmanager
-async def emulator(*, installed: bool = True) -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
+async def emulator(
+    *,
+    installed: bool = True,
+    info: Any = None,
+    tls: tuple[bytes, bytes, bytes | None] | None = None,
+) -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
+    """The EMULATOR in this event loop, running ``info`` (default: p4/reroute.p4's P4Info),
+    installed from the start or not."""
     bridge = FakeBridge()
-    servicer = Recording(Table(bridge, Pipeline.of(load(DEFAULT_P4INFO))), installed=installed)
-    server, port = await serve(servicer, "127.0.0.1:0")
+    pipeline = Pipeline.of(load(DEFAULT_P4INFO) if info is None else info)
+    servicer = Recording(Table(bridge, pipeline), installed=installed)
+    server, port = await serve(servicer, "127.0.0.1:0", tls)
     try:
         yield servicer, bridge, f"127.0.0.1:{port}"
     finally:
@@ -394,7 +400,7 @@ def test_the_driver_installs_the_named_program_only_when_asked_and_only_once() -
             return codes, installed, by_file, by_device
 
     codes, installed, by_file, by_device = asyncio.run(main())
-    assert codes == ["no-pipeline", "other-program"]
+    assert codes == ["PIPELINE_MISMATCH", "PIPELINE_MISMATCH"]
     assert installed == PROGRAM.info
     assert by_file == by_device == [RULE]
 
@@ -552,3 +558,102 @@ def test_the_emulator_reads_back_entries_in_canonical_form() -> None:
 
     (read,) = asyncio.run(main())
     assert read == mapping.to_entry(PROGRAM, OTHERS[1])
+
+
+def test_the_driver_installs_the_program_only_when_the_inventory_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "reroute.json"
+    config.write_bytes(b'{"target": "bmv2"}')
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:1", install_pipeline=True, pipeline=config,
+        p4info=DEFAULT_P4INFO,
+    )  # fmt: skip
+
+    async def main() -> tuple[DeviceRejected, Any, int, bytes, list[FlowRule]]:
+        async with emulator(installed=False) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()  # no pipeline, not asked
+            untouched = servicer.config
+            built = P4RuntimeDriver.from_spec(
+                "dut", spec.model_copy(update={"target": address}), Expect()
+            )
+            async with built as driver:
+                await driver.apply([add(RULE)])
+            async with built as driver:  # it now runs ours: no second install, entries kept
+                table = await driver.read()
+            return (
+                info.value, untouched, servicer.pipelines_set, servicer.config.p4_device_config,
+                table,
+            )  # fmt: skip
+
+    error, untouched, installs, device_config, table = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and "runs no P4 program" in str(error)
+    assert "install_pipeline: true" in str(error) and "nothing was changed" in str(error)
+    assert untouched is None
+    assert (installs, device_config, table) == (1, b'{"target": "bmv2"}', [RULE])
+
+
+def test_a_program_differing_only_in_bytes_is_used_as_it_is() -> None:
+    theirs = load(DEFAULT_P4INFO)
+    theirs.pkg_info.version = "2.0-built-elsewhere"
+    theirs.tables[0].preamble.annotations.append('@brief("reroute entries")')
+    extra = theirs.tables.add()
+    extra.preamble.id, extra.preamble.name = 0x0200_0099, "MyIngress.acl"
+    assert theirs != load(DEFAULT_P4INFO)
+    named: dict[str, Any] = {"p4info": DEFAULT_P4INFO, "install_pipeline": True}
+
+    async def main() -> tuple[int, list[FlowRule]]:
+        async with emulator(info=theirs) as (servicer, _, address):
+            async with P4RuntimeDriver("dut", address, **named) as driver:
+                await driver.apply([add(RULE)])
+            async with P4RuntimeDriver("dut", address, **named) as driver:
+                return servicer.pipelines_set, await driver.read()
+
+    assert asyncio.run(main()) == (0, [RULE])
+
+
+def test_another_program_is_refused_naming_what_differs() -> None:
+    other = load(DEFAULT_P4INFO)
+    forward = next(a for a in other.actions if a.preamble.name == "MyIngress.forward")
+    forward.params[0].bitwidth = 16
+
+    async def main() -> tuple[DeviceRejected, int]:
+        async with emulator(info=other) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()
+            return info.value, servicer.pipelines_set
+
+    error, installs = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and installs == 0
+    assert "MyIngress.forward" in str(error) and "nothing was changed" in str(error)
+
+
+def test_an_inventory_p4info_file_is_read_as_text_or_binary(tmp_path: Path) -> None:
+    binary = tmp_path / "p.bin"
+    binary.write_bytes(load(DEFAULT_P4INFO).SerializeToString())
+    assert program.load(binary) == program.load(DEFAULT_P4INFO) == load(DEFAULT_P4INFO)
+    (tmp_path / "bad").write_bytes(b"\xff\x00 not a p4info")
+    with pytest.raises(program.ProgramError, match="not a readable P4Info"):
+        program.load(tmp_path / "bad")
+
+
+def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
+    pki = Pki.make(tmp_path / "pki")
+    server = pki.issue("p4switch", ips=["127.0.0.1"])
+    client = pki.issue("reroute")
+    other = Pki.make(tmp_path / "other", name="other-ca")
+    files = TlsFiles(private_key=client.key, certificate=client.cert, ca_certificate=pki.ca)
+    tls = (server.key.read_bytes(), server.cert.read_bytes(), pki.ca.read_bytes())
+
+    async def main() -> tuple[list[FlowRule], DriverError]:
+        async with emulator(tls=tls) as (_, _, address):
+            async with P4RuntimeDriver("dut", address, tls=files) as driver:
+                await driver.apply([add(RULE)])
+                table = await driver.read()
+            wrong = files.model_copy(update={"ca_certificate": other.ca})
+            with pytest.raises(DriverError) as info:
+                await P4RuntimeDriver("dut", address, tls=wrong, timeout=2).open()
+            return table, info.value
+
+    table, error = asyncio.run(main())
+    assert table == [RULE]
+    assert isinstance(error, DeviceUnreachable), error
