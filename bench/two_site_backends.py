@@ -3,8 +3,9 @@
 Run as root: ``.venv/bin/python bench/two_site_backends.py [--runs 3] [--degradation rtt]``.
 For each backend (ovs: OpenFlow 1.3 to the bridges; dpctl: ovs-ofctl OpenFlow 1.0 to
 switches playing HP switches; odl: RESTCONF to the OpenDaylight northbound emulator, 3 s
-statistics poll; ryu: ofctl_rest to the Ryu emulator, read back from /stats/flow) it
-runs the two-site scenario (experiments/twosite.py): one service
+statistics poll; ryu: ofctl_rest to the Ryu emulator, read back from /stats/flow;
+p4runtime: P4Runtime to a switch EMULATOR per bridge running p4/reroute.p4) it runs the
+two-site scenario (experiments/twosite.py): one service
 and one rtt monitor per site, the degradation injected, both sites failing over to standby.
 Reported per backend (medians over runs and both sites): detection (first bad sample to
 trigger), trigger to the site's traffic on standby (the service's answer), and crossing to
@@ -29,6 +30,7 @@ BACKENDS = {
     "dpctl": "two-site-dpctl.yaml",
     "odl": "two-site-odl.yaml",
     "ryu": "two-site-ryu.yaml",
+    "p4runtime": "two-site-p4.yaml",
 }
 
 

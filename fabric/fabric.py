@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical, ryusite
+from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical, p4rtsite, ryusite
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
@@ -101,6 +101,7 @@ EMULATED = {
     "hp_dpctl": "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)",
     "odl": "an OVS bridge controlled by the OpenDaylight northbound EMULATOR",
     "ryu_rest": "an OVS bridge controlled by the Ryu ofctl_rest EMULATOR (OpenFlow 1.3)",
+    "p4runtime": "an OVS bridge as the dataplane of a P4Runtime switch EMULATOR (p4/reroute.p4)",
 }
 
 
@@ -149,9 +150,10 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
     hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
     odl = [s for s in topo.switches if s.driver == "odl"]
     ryu = [s for s in topo.switches if s.driver == "ryu_rest"]
+    p4 = [s for s in topo.switches if s.driver == "p4runtime"]
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
-        if bridge not in {s.name for s in odl + ryu}:  # those come through their controller
+        if bridge not in {s.name for s in odl + ryu + p4}:  # through their controller, P4Runtime
             push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
     if hp or odl or ryu:
         progress("management link (root namespace <-> fabric namespace)")
@@ -171,6 +173,11 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
         targets |= ryusite.start(state, fab.ovs, ryu, mgmt.addresses(state.name)[0])
         progress("baseline flows of the Ryu switches, through ofctl_rest")
         ryusite.install_baseline(topo, ryu, targets)
+    if p4:
+        progress(f"P4Runtime switch emulators (p4/reroute.p4) on {', '.join(s.name for s in p4)}")
+        targets |= p4rtsite.start(state, fab.ovs, p4)
+        progress("baseline flows of the P4Runtime switches, as table entries")
+        p4rtsite.install_baseline(topo, fab.ovs, p4, targets)
     return targets
 
 

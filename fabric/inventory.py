@@ -8,6 +8,8 @@ the driver the topology chose for it and the target the fabric made for it:
 - ``hp_dpctl``: the bridge's passive OpenFlow 1.0 listener on the management link (``tcp:``);
 - ``odl``: the ODL northbound emulator's URL, the node id, the password file;
 - ``ryu_rest``: the Ryu ofctl_rest emulator's URL and the datapath id;
+- ``p4runtime``: the P4Runtime switch emulator's gRPC address, the P4Info file, and the
+  bridge's management socket for port state;
 - ``polatis_scpi``: the SCPI emulator's socket (``TCPIP0::127.0.0.1::PORT::SOCKET``);
 - any other kind: the target the fabric recorded for it (``state.targets``).
 
@@ -25,6 +27,7 @@ from typing import Any
 import yaml
 
 from drivers.base import Driver
+from fabric import p4rtsite
 from fabric.errors import FabricError
 from fabric.ovs import OvsInstance
 from fabric.state import FabricState
@@ -67,6 +70,8 @@ def _switch(switch: Switch, state: FabricState, ovs: OvsInstance) -> dict[str, A
         }
     if switch.driver == "ryu_rest":
         return {"driver": "ryu_rest", "target": target, "dpid": switch.dpid}
+    if switch.driver == "p4runtime":
+        return p4rtsite.inventory_entry(switch, target, ovs)
     return {"driver": switch.driver, "target": target}
 
 

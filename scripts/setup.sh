@@ -34,3 +34,14 @@ if [[ ! -f $stamp ]]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# The p4runtime wheel's generated modules need the slow pure-Python protobuf: regenerate them.
+if ! grep -q "NO CHECKED-IN PROTOBUF GENCODE" "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/p4/v1/p4runtime_pb2.py" 2>/dev/null; then
+  .venv/bin/python scripts/p4stubs.py
+fi
+# p4runtime-shell pins protobuf < 3.21: a venv of its own, for the interop test and the bench.
+if [[ ! -x .venv-p4shell/bin/python ]] || [[ ! -f .venv-p4shell/.installed ]]; then
+  echo "setup: creating .venv-p4shell (p4runtime-shell)"
+  "$PY" -m venv .venv-p4shell
+  .venv-p4shell/bin/pip install -q p4runtime-shell==0.0.6
+  touch .venv-p4shell/.installed
+fi

@@ -52,3 +52,26 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     sneaky = tmp_path / "m.py"
     sneaky.write_text("def f():\n    from fabric import state\n    import experiments.demo\n")
     assert imported(sneaky) == [(2, "fabric"), (3, "experiments")]
+
+
+EMULATORS = {  # an EMULATOR never reuses the code of the driver it is tested against
+    "fabric/p4rt": "drivers.p4runtime",
+    "fabric/odl": "drivers.odl",
+    "fabric/polatis": "drivers.polatis_scpi",
+}
+
+
+@pytest.mark.parametrize("emulator", sorted(EMULATORS))
+def test_emulators_do_not_import_their_driver(emulator: str) -> None:
+    driver = EMULATORS[emulator]
+    bad = []
+    for path in sorted((ROOT / emulator).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names
+                    if n == driver or n.startswith(driver + ".")]  # fmt: skip
+    assert bad == []

@@ -1,7 +1,7 @@
 """P4Runtime v1 (gRPC). Importing registers the kind ``p4runtime``.
 
-Needs the ``p4rt`` extra (grpcio, p4runtime, protobuf >= 4); the generated P4Runtime
-modules run on protobuf's pure-Python implementation (see ``proto``).
+Needs the ``p4rt`` extra (grpcio, p4runtime, grpcio-tools); ``make setup`` regenerates
+the P4Runtime modules for protobuf's C implementation (see ``proto``).
 """
 
 from drivers.p4runtime.driver import P4RuntimeDriver

@@ -1,14 +1,13 @@
 """``P4RuntimeDriver``: flows as entries of ``MyIngress.reroute`` (``program``) on a
 P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``fabric.p4rt``).
 
-``open``: a gRPC channel (TLS with ``tls``); ``Capabilities`` (the server answers);
-arbitration on the ``StreamChannel`` as the primary client (``stream``); then the device's
-P4Info is read and compared with the program's by names, bit widths and ids
-(``compat``), not byte for byte. A device running a program that does not fit is refused
-(``DeviceRejected`` code ``PIPELINE_MISMATCH``, listing what differs, nothing changed)
-unless the inventory says ``install_pipeline: true``: only then is a pipeline pushed with
-``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT; the inventory's P4Info, else ours,
-and its ``pipeline`` file as ``p4_device_config``), which resets the device's tables.
+``open``: a gRPC channel; ``Capabilities`` (the server answers); arbitration on the
+``StreamChannel`` as the primary client (``stream``); then the program: the device's
+P4Info (``GetForwardingPipelineConfig``), or the ``p4info`` file when one is named. A
+device that runs another program than the file's (or none) gets it with
+``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT, with the ``pipeline`` file as device
+config) only when ``install_pipeline`` is set, since that resets its tables; otherwise
+``open`` fails. Every id is then looked up by name in that P4Info (``program.Program``).
 
 ``apply`` (one ``Write`` per batch; P4Runtime applies the updates of a Write in any
 order and a failure leaves the others applied, so ``atomic_batch`` is False):
@@ -32,12 +31,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from drivers import batch
-from drivers.base import Capabilities, FlowChange, FlowRule, Identity, Session, register
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowRule,
+    Identity,
+    PortState,
+    Session,
+    register,
+)
 from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
-from drivers.p4runtime import compat, mapping, program, updates
+from drivers.ovs import OvsDriver
+from drivers.p4runtime import mapping, program, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
@@ -62,22 +72,25 @@ class P4RuntimeDriver(Session):
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
-        "state (P4Runtime has none: that is gNMI's)",
+        "state (P4Runtime has none: that is gNMI's) unless an OpenFlow target of the same "
+        "switch is given as ports",
     )
 
     @classmethod
     def from_spec(cls, name: str, spec: P4RuntimeSpec, expect: Expect) -> P4RuntimeDriver:
         """The driver of an inventory entry (``drivers.p4runtime.spec``)."""
-        return cls(
+        kind = cls if spec.ports is None else P4RuntimeWithPorts
+        return kind(
             name,
             spec.target,
             device_id=spec.device_id,
             election_id=spec.election_id,
             timeout=spec.timeout_s,
-            tls=spec.tls,
+            p4info=spec.p4info,
+            pipeline=spec.pipeline,
             install_pipeline=spec.install_pipeline,
-            p4info=load_p4info(name, spec.p4info) if spec.p4info else None,
-            device_config=read_file(name, spec.pipeline, "pipeline") if spec.pipeline else b"",
+            ports=spec.ports,
+            tls=spec.tls,
         )
 
     def __init__(
@@ -88,21 +101,22 @@ class P4RuntimeDriver(Session):
         device_id: int = 1,
         election_id: int = 1,
         timeout: float = 5.0,
-        tls: TlsFiles | None = None,
+        p4info: Path | None = None,
+        pipeline: Path | None = None,
         install_pipeline: bool = False,
-        p4info: p4info_pb2.P4Info | None = None,
-        device_config: bytes = b"",
+        ports: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.name = name
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.timeout = timeout
+        self.p4info = p4info
+        self.pipeline = pipeline
         self.install_pipeline = install_pipeline
-        self.p4info = p4info or program.p4info()  # what we install, when asked to
-        self.device_config = device_config
-        if problems := compat.differences(self.p4info, program.p4info()):
-            raise ConfigError(f"{name}: its p4info is not the reroute program: {problems[0]}")
+        self._program: program.Program | None = None
+        self._ports = None if ports is None else OvsDriver(name, ports, timeout=timeout)
         self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
@@ -118,7 +132,9 @@ class P4RuntimeDriver(Session):
         try:
             await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
             await self._arbitration.start()
-            await self._install_program()
+            self._program = await self._load_program()
+            if self._ports is not None:
+                await self._ports.open()
         except BaseException:
             await self.close()
             raise
@@ -134,33 +150,27 @@ class P4RuntimeDriver(Session):
     async def close(self) -> None:
         await self._arbitration.stop()
         await self._client.close()
+        if self._ports is not None:
+            await self._ports.close()
 
-    async def _install_program(self) -> None:
-        """Refuse a device whose program does not fit ours; install ours only when asked."""
-        problems = compat.differences(await self._device_p4info(), program.p4info())
-        if not problems:
-            return
-        if not self.install_pipeline:
-            shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+    async def _load_program(self) -> program.Program:
+        """The program the device runs (installed first when asked), its ids by name."""
+        info = await self._device_p4info()
+        if self.p4info is not None:
+            info = await self._file_program(info)
+        elif not info.tables:
             raise DeviceRejected(
-                self.name,
-                f"device {self.device_id} does not run the reroute program ({shown}); "
-                "nothing was changed. Install it there, or say install_pipeline: true in "
-                "the inventory to have it pushed (this resets the device's tables)",
-                "PIPELINE_MISMATCH",
-            )
-        log.info("%s: installing the reroute program (resets the device's tables)", self.name)
-        await self._client.unary(
-            "SetForwardingPipelineConfig",
-            P4R.SetForwardingPipelineConfigRequest(
-                device_id=self.device_id,
-                election_id=election(self.election_id),
-                action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
-                config=P4R.ForwardingPipelineConfig(
-                    p4info=self.p4info, p4_device_config=self.device_config
-                ),
-            ),
-        )
+                self.name, f"device {self.device_id} runs no P4 program; nothing was changed. "
+                "Name its p4info (and pipeline) file and say install_pipeline: true in the "
+                "inventory to have it pushed", "PIPELINE_MISMATCH",
+            )  # fmt: skip
+        try:
+            return program.Program.of(info)
+        except program.ProgramError as exc:
+            raise DeviceRejected(
+                self.name, f"device {self.device_id} does not run the reroute program: {exc}; "
+                "nothing was changed", "PIPELINE_MISMATCH",
+            ) from exc  # fmt: skip
 
     async def _device_p4info(self) -> p4info_pb2.P4Info:
         """The P4Info the device runs (empty when it runs none)."""
@@ -179,6 +189,41 @@ class P4RuntimeDriver(Session):
         info: p4info_pb2.P4Info = got.config.p4info
         return info
 
+    async def _file_program(self, device: p4info_pb2.P4Info) -> p4info_pb2.P4Info:
+        assert self.p4info is not None
+        try:
+            want = program.load(self.p4info)
+        except program.ProgramError as exc:
+            raise ConfigError(f"{self.name}: {exc}") from exc
+        if device == want or _same_ids(device, want):
+            return device
+        if not self.install_pipeline:
+            raise DeviceRejected(
+                self.name, f"device {self.device_id} runs another program than "
+                f"{self.p4info} (or none); nothing was changed. Say install_pipeline: true "
+                "in the inventory to have it pushed (this resets its tables)",
+                "PIPELINE_MISMATCH",
+            )  # fmt: skip
+        config = P4R.ForwardingPipelineConfig(p4info=want)
+        if self.pipeline is not None:
+            config.p4_device_config = self.pipeline.read_bytes()
+        log.info("%s: installing %s (resets the device's tables)", self.name, self.p4info)
+        await self._client.unary(
+            "SetForwardingPipelineConfig",
+            P4R.SetForwardingPipelineConfigRequest(
+                device_id=self.device_id,
+                election_id=election(self.election_id),
+                action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                config=config,
+            ),
+        )
+        return want
+
+    def _loaded(self) -> program.Program:
+        if self._program is None:
+            raise DriverError(self.name, "not connected (call open() first)")
+        return self._program
+
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
 
@@ -189,7 +234,7 @@ class P4RuntimeDriver(Session):
         self._check(changes)
         async with self._lock:
             before = batch.index(await self._read_all())
-            planned = updates.plan(before, changes)
+            planned = updates.plan(self._loaded(), before, changes)
             try:
                 await self._write(planned.updates)
             except WriteFailed as exc:
@@ -224,25 +269,26 @@ class P4RuntimeDriver(Session):
             )  # fmt: skip
 
     async def _read_all(self) -> list[FlowRule]:
+        loaded = self._loaded()
         request = P4R.ReadRequest(device_id=self.device_id)
-        request.entities.add(table_entry=P4R.TableEntry(table_id=program.TABLE_ID))
+        request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
         entities = await self._client.read(request)
         try:
-            return [mapping.to_rule(e.table_entry) for e in entities]
+            return [mapping.to_rule(loaded, e.table_entry) for e in entities]
         except mapping.MappingError as exc:
             raise ProtocolError(self.name, f"table entry: {exc}") from exc
 
-    async def _write(self, update_list: list[P4R.Update]) -> None:
-        """One Write; WriteFailed unless every update is done (a DELETE of a missing entry
-        is done)."""
+    async def _write(self, update_list: list[dict[str, Any]]) -> None:
+        """One Write of ``updates.plan``'s updates; WriteFailed unless every update is done
+        (a DELETE of a missing entry is done)."""
         if not update_list:
             return
         request = P4R.WriteRequest(
             device_id=self.device_id,
             election_id=election(self.election_id),
             atomicity=P4R.WriteRequest.CONTINUE_ON_ERROR,
+            updates=update_list,
         )
-        request.updates.extend(update_list)
         try:
             await self._client.unary("Write", request)
         except WriteFailed as exc:
@@ -269,7 +315,7 @@ class P4RuntimeDriver(Session):
             if undo:
                 log.warning("%s: undoing %d change(s) after: %s", self.name, len(undo), error)
             for run in updates.runs(undo):
-                await self._write(updates.plan(now, run).updates)
+                await self._write(updates.plan(self._loaded(), now, run).updates)
                 now = _after(now, run)
             wrong = batch.mismatches(
                 {k: before.get(k) for k in keys}, batch.index(await self._read_all())
@@ -299,36 +345,39 @@ class P4RuntimeDriver(Session):
         )
 
 
-def _done(update: P4R.Update, status: UpdateStatus) -> bool:
-    return status.ok or (update.type == P4R.Update.DELETE and status.code == code_pb2.NOT_FOUND)
+class P4RuntimeWithPorts(P4RuntimeDriver):
+    """A P4Runtime switch whose port state an OpenFlow target of it reports (``ports``: the
+    management socket of the bridge under our EMULATOR, say): also a ``PortMonitor``."""
+
+    capabilities = replace(
+        P4RuntimeDriver.capabilities,
+        port_state=True,
+        notes=P4RuntimeDriver.capabilities.notes + "; port state from the ports OpenFlow target",
+    )
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Link state by port, from the ``ports`` OpenFlow target (P4Runtime has none)."""
+        if self._ports is None:
+            raise DriverError(self.name, "no ports target to read port state from")
+        return await self._ports.port_states()
+
+
+def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info) -> bool:
+    """Whether the device's program gives our names the ids the file gives them (then it
+    runs the file's program, whatever else differs: nothing to install)."""
+    try:
+        a, b = program.Program.of(device), program.Program.of(want)
+    except program.ProgramError:
+        return False
+    ids = (a.table_id, a.field_ids, a.action_ids, a.param_ids)
+    return ids == (b.table_id, b.field_ids, b.action_ids, b.param_ids)
+
+
+def _done(update: dict[str, Any], status: UpdateStatus) -> bool:
+    deleting = update["type"] == P4R.Update.DELETE
+    return status.ok or (deleting and status.code == code_pb2.NOT_FOUND)
 
 
 def _after(table: batch.Table, changes: Sequence[FlowChange]) -> dict[batch.Key, FlowRule]:
     state = {**table, **batch.expected(table, changes)}
     return {k: r for k, r in state.items() if r is not None}
-
-
-def read_file(device: str, path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{device}: cannot read its {what} file {path}: {exc.strerror}") from exc
-
-
-def load_p4info(device: str, path: Path) -> p4info_pb2.P4Info:
-    """A P4Info file, text (``.txt``/``.txtpb``, as p4c writes it) or binary protobuf."""
-    from google.protobuf import text_format  # after drivers.p4runtime.proto chose its backend
-    from google.protobuf.message import DecodeError
-
-    raw = read_file(device, path, "p4info")
-    info = p4info_pb2.P4Info()
-    try:
-        text_format.Parse(raw.decode(), info)
-        return info
-    except (UnicodeDecodeError, text_format.ParseError):
-        info.Clear()
-    try:
-        info.ParseFromString(raw)
-    except DecodeError as exc:
-        raise ConfigError(f"{device}: {path} is not a P4Info (text or binary)") from exc
-    return info

@@ -1,5 +1,7 @@
 """``FlowRule`` <-> ``p4.v1.TableEntry`` of ``MyIngress.reroute`` (see ``program``), exact
-both ways on what the program can express; ``unsupported`` names what it cannot.
+both ways on what the program can express; ``unsupported`` names what it cannot. Every id
+(table, field, action, parameter) comes from the ``Program`` passed in, which looked it up
+by name in the device's P4Info.
 
 Match: every field is ternary (value, mask); a wildcard field is left out of the entry, as
 P4Runtime requires. ``in_port`` -> ingress_port/0x1ff; ``vlan_vid`` -> vlan.$valid$ 1/1
@@ -15,10 +17,12 @@ push_vlan_forward(v, p); ``(PopVlan(), Output(p))`` -> pop_vlan_forward(p).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
-from drivers.p4runtime.program import ACTIONS, FIELDS, PORT_BITS, TABLE_ID, ActionId, Field
+from drivers.base import Action as RuleAction
+from drivers.base import FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from drivers.p4runtime.program import PARAMS, PORT_BITS, WIDTHS, Action, Field, Program
 from drivers.p4runtime.proto import p4runtime_pb2 as p4r
 
 ETH_IPV4 = 0x0800
@@ -44,7 +48,7 @@ def decode(data: bytes) -> int:
 
 
 def full(field: Field) -> int:
-    return (1 << FIELDS[field][1]) - 1
+    return (1 << WIDTHS[field]) - 1
 
 
 # --------------------------------------------------------------------------------------
@@ -54,18 +58,18 @@ def full(field: Field) -> int:
 def unsupported(rule: FlowRule) -> str | None:
     """Why the program cannot hold ``rule`` (None: it can)."""
     m = rule.match
-    checks = (
-        (rule.table != 0, f"table {rule.table} (the program has one table)"),
-        (not 0 < rule.priority <= MAX_PRIORITY, f"priority {rule.priority} (needs > 0)"),
-        (not 0 <= rule.cookie < 1 << 64, f"cookie {rule.cookie}"),
-        (m.eth_type not in (None, ETH_IPV4), f"eth_type {m.eth_type} (IPv4 only)"),
-        (not _fits(m.in_port, PORT_BITS), f"in_port {m.in_port} (9 bits)"),
-        (m.vlan_vid is not None and not 0 < m.vlan_vid < 0xFFF, f"vlan_vid {m.vlan_vid}"),
-        (_zero_prefix(m.ipv4_src) or _zero_prefix(m.ipv4_dst), "an IPv4 /0 prefix"),
-        (not _fits(m.ip_proto, 8), f"ip_proto {m.ip_proto}"),
-        (not _fits(m.l4_src, 16) or not _fits(m.l4_dst, 16), "an L4 port beyond 16 bits"),
+    checks: tuple[tuple[bool, Callable[[], str]], ...] = (  # why: formatted only when bad
+        (rule.table != 0, lambda: f"table {rule.table} (the program has one table)"),
+        (not 0 < rule.priority <= MAX_PRIORITY, lambda: f"priority {rule.priority} (needs > 0)"),
+        (not 0 <= rule.cookie < 1 << 64, lambda: f"cookie {rule.cookie}"),
+        (m.eth_type not in (None, ETH_IPV4), lambda: f"eth_type {m.eth_type} (IPv4 only)"),
+        (not _fits(m.in_port, PORT_BITS), lambda: f"in_port {m.in_port} (9 bits)"),
+        (m.vlan_vid is not None and not 0 < m.vlan_vid < 0xFFF, lambda: f"vlan_vid {m.vlan_vid}"),
+        (_zero_prefix(m.ipv4_src) or _zero_prefix(m.ipv4_dst), lambda: "an IPv4 /0 prefix"),
+        (not _fits(m.ip_proto, 8), lambda: f"ip_proto {m.ip_proto}"),
+        (not _fits(m.l4_src, 16) or not _fits(m.l4_dst, 16), lambda: "an L4 port beyond 16 bits"),
     )
-    why = next((text for bad, text in checks if bad), None)
+    why = next((text() for bad, text in checks if bad), None)
     return why or _unsupported_actions(rule.actions)
 
 
@@ -77,12 +81,12 @@ def _zero_prefix(prefix: Prefix | None) -> bool:
     return prefix is not None and prefix.plen == 0
 
 
-def _unsupported_actions(actions: tuple[Action, ...]) -> str | None:
+def _unsupported_actions(actions: tuple[RuleAction, ...]) -> str | None:
     try:
         action_id, params = _action_of(actions)
     except MappingError as exc:
         return str(exc)
-    if not all(_fits(v, bits) for v, (_, bits) in zip(params, ACTIONS[action_id][1], strict=True)):
+    if not all(_fits(v, bits) for v, (_, bits) in zip(params, PARAMS[action_id], strict=True)):
         return f"actions {actions}: a port beyond 9 bits or a VLAN id beyond 12"
     return None
 
@@ -91,30 +95,42 @@ def _unsupported_actions(actions: tuple[Action, ...]) -> str | None:
 # rule -> entry
 
 
-def to_entry(rule: FlowRule) -> p4r.TableEntry:
+def to_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """The table entry of ``rule`` (check ``unsupported`` first)."""
-    entry = p4r.TableEntry(
-        table_id=TABLE_ID,
-        priority=rule.priority,
-        metadata=rule.cookie.to_bytes(COOKIE_BYTES, "big"),
-    )
-    for field, value, mask in _ternaries(rule.match):
-        entry.match.add(
-            field_id=field, ternary=p4r.FieldMatch.Ternary(value=encode(value), mask=encode(mask))
-        )
-    action_id, params = _action_of(rule.actions)
-    entry.action.action.action_id = action_id
-    for param_id, value in enumerate(params, start=1):
-        entry.action.action.params.add(param_id=param_id, value=encode(value))
-    return entry
+    return p4r.TableEntry(**entry_fields(program, rule))
 
 
-def key_entry(rule: FlowRule) -> p4r.TableEntry:
+def key_entry(program: Program, rule: FlowRule) -> p4r.TableEntry:
     """Just the key of ``rule``'s entry (table, match, priority): what a DELETE carries."""
-    entry = to_entry(rule)
-    entry.ClearField("action")
-    entry.ClearField("metadata")
-    return entry
+    return p4r.TableEntry(**entry_fields(program, rule, key_only=True))
+
+
+def entry_fields(program: Program, rule: FlowRule, *, key_only: bool = False) -> dict[str, Any]:
+    """The fields of ``rule``'s table entry, as nested dicts: protobuf builds a message
+    from them in one call, several times faster than field by field (1000s per Write)."""
+    ids = program.field_ids
+    fields: dict[str, Any] = {
+        "table_id": program.table_id,
+        "priority": rule.priority,
+        "match": [
+            {"field_id": ids[field], "ternary": {"value": encode(value), "mask": encode(mask)}}
+            for field, value, mask in _ternaries(rule.match)
+        ],
+    }
+    if key_only:
+        return fields
+    action_id, params = _action_of(rule.actions)
+    fields["metadata"] = rule.cookie.to_bytes(COOKIE_BYTES, "big")
+    fields["action"] = {
+        "action": {
+            "action_id": program.action_ids[action_id],
+            "params": [
+                {"param_id": i, "value": encode(v)}
+                for i, v in zip(program.param_ids[action_id], params, strict=True)
+            ],
+        }
+    }
+    return fields
 
 
 def _ternaries(m: FlowMatch) -> Iterator[tuple[Field, int, int]]:
@@ -136,16 +152,16 @@ def _ternaries(m: FlowMatch) -> Iterator[tuple[Field, int, int]]:
         yield Field.L4_DST, m.l4_dst, full(Field.L4_DST)
 
 
-def _action_of(actions: tuple[Action, ...]) -> tuple[ActionId, tuple[int, ...]]:
+def _action_of(actions: tuple[RuleAction, ...]) -> tuple[Action, tuple[int, ...]]:
     match actions:
         case ():
-            return ActionId.DROP, ()
+            return Action.DROP, ()
         case (Output(port=port),):
-            return ActionId.FORWARD, (port,)
+            return Action.FORWARD, (port,)
         case (PushVlan(vid=vid), Output(port=port)):
-            return ActionId.PUSH_VLAN_FORWARD, (vid, port)
+            return Action.PUSH_VLAN_FORWARD, (vid, port)
         case (PopVlan(), Output(port=port)):
-            return ActionId.POP_VLAN_FORWARD, (port,)
+            return Action.POP_VLAN_FORWARD, (port,)
     text = ",".join(map(str, actions))
     raise MappingError(f"actions {text} (the program has forward, push/pop_vlan_forward, drop)")
 
@@ -154,28 +170,28 @@ def _action_of(actions: tuple[Action, ...]) -> tuple[ActionId, tuple[int, ...]]:
 # entry -> rule
 
 
-def to_rule(entry: p4r.TableEntry) -> FlowRule:
+def to_rule(program: Program, entry: p4r.TableEntry) -> FlowRule:
     """The flow rule of a table entry; MappingError when the program's rules cannot say it."""
-    if entry.table_id != TABLE_ID:
-        raise MappingError(f"table id {entry.table_id:#x} is not {TABLE_ID:#x}")
+    if entry.table_id != program.table_id:
+        raise MappingError(f"table id {entry.table_id:#x} is not {program.table_id:#x}")
     if len(entry.metadata) > COOKIE_BYTES:
         raise MappingError(f"metadata of {len(entry.metadata)} bytes (a cookie has 8)")
     return FlowRule(
-        match=_match(_ternary_fields(entry)),
+        match=_match(_ternary_fields(program, entry)),
         priority=entry.priority,
-        actions=_actions(entry.action),
+        actions=_actions(program, entry.action),
         cookie=decode(entry.metadata),
     )
 
 
-def _ternary_fields(entry: p4r.TableEntry) -> dict[Field, tuple[int, int]]:
+def _ternary_fields(program: Program, entry: p4r.TableEntry) -> dict[Field, tuple[int, int]]:
     found: dict[Field, tuple[int, int]] = {}
     for fm in entry.match:
-        if fm.field_id not in FIELDS or fm.WhichOneof("field_match_type") != "ternary":
+        field = program.fields.get(fm.field_id)
+        if field is None or fm.WhichOneof("field_match_type") != "ternary":
             raise MappingError(f"match field {fm.field_id} is not a ternary field of the table")
-        field = Field(fm.field_id)
         if field in found:
-            raise MappingError(f"match field {FIELDS[field][0]} twice")
+            raise MappingError(f"match field {field} twice")
         found[field] = decode(fm.ternary.value), decode(fm.ternary.mask)
     return found
 
@@ -205,7 +221,7 @@ def _exact(f: dict[Field, tuple[int, int]], field: Field) -> int | None:
         return None
     value, mask = f[field]
     if mask != full(field):
-        raise MappingError(f"{FIELDS[field][0]}: mask {mask:#x} (only whole values)")
+        raise MappingError(f"{field}: mask {mask:#x} (only whole values)")
     return value
 
 
@@ -215,29 +231,29 @@ def _prefix(f: dict[Field, tuple[int, int]], field: Field) -> Prefix | None:
     value, mask = f[field]
     plen = mask.bit_count()
     if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF or plen == 0 or value & ~mask:
-        raise MappingError(f"{FIELDS[field][0]}: {value:#x}/{mask:#x} is not a prefix")
+        raise MappingError(f"{field}: {value:#x}/{mask:#x} is not a prefix")
     return Prefix(value, plen)
 
 
-def _actions(table_action: p4r.TableAction) -> tuple[Action, ...]:
+def _actions(program: Program, table_action: p4r.TableAction) -> tuple[RuleAction, ...]:
     if table_action.WhichOneof("type") != "action":
         raise MappingError("an entry without a direct action")
     action = table_action.action
-    if action.action_id not in ACTIONS:
+    action_id = program.actions.get(action.action_id)
+    if action_id is None:
         raise MappingError(f"action id {action.action_id:#x} is not an action of the table")
-    action_id = ActionId(action.action_id)
     got = {p.param_id: decode(p.value) for p in action.params}
-    want = range(1, len(ACTIONS[action_id][1]) + 1)
-    if sorted(got) != list(want):
-        raise MappingError(f"{ACTIONS[action_id][0]}: parameters {sorted(got)}")
+    want = program.param_ids[action_id]
+    if sorted(got) != sorted(want):
+        raise MappingError(f"{action_id}: parameters {sorted(got)}")
     return _action_tuple(action_id, [got[i] for i in want])
 
 
-def _action_tuple(action_id: ActionId, params: list[int]) -> tuple[Action, ...]:
-    if action_id is ActionId.FORWARD:
+def _action_tuple(action_id: Action, params: list[int]) -> tuple[RuleAction, ...]:
+    if action_id is Action.FORWARD:
         return (Output(params[0]),)
-    if action_id is ActionId.PUSH_VLAN_FORWARD:
+    if action_id is Action.PUSH_VLAN_FORWARD:
         return (PushVlan(params[0]), Output(params[1]))
-    if action_id is ActionId.POP_VLAN_FORWARD:
+    if action_id is Action.POP_VLAN_FORWARD:
         return (PopVlan(), Output(params[0]))
     return ()

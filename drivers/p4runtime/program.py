@@ -1,109 +1,168 @@
-"""The P4 program the ``p4runtime`` driver programs: its P4Info, written by hand (no p4c).
+"""The P4 program the ``p4runtime`` driver programs, known by NAME: ``p4/reroute.p4``.
 
-The program (v1model) has one ternary table, ``MyIngress.reroute``, whose entries are the
-driver's flow rules; the table misses to ``MyIngress.drop``::
+Its ids are the compiler's business (p4c hashes the names), so the driver never holds
+one: ``Program.of`` looks each name up in a P4Info (the device's, from
+GetForwardingPipelineConfig, or the file the inventory names, ``load``) and checks that
+the table has the keys, match kinds, widths and actions the driver's rules need::
 
-    table reroute {
-        key = {
-            standard_metadata.ingress_port : ternary;  // 9 bits
-            hdr.vlan.isValid()             : ternary;  // "hdr.vlan.$valid$", 1 bit
-            hdr.vlan.vid                   : ternary;  // 12 bits
-            hdr.ipv4.isValid()             : ternary;  // "hdr.ipv4.$valid$", 1 bit
-            hdr.ipv4.srcAddr               : ternary;  // 32 bits
-            hdr.ipv4.dstAddr               : ternary;
-            hdr.ipv4.protocol              : ternary;  // 8 bits
-            meta.l4_src                    : ternary;  // 16 bits, TCP or UDP source port
-            meta.l4_dst                    : ternary;
-        }
-        actions = { forward; push_vlan_forward; pop_vlan_forward; drop; }
-        const default_action = drop();
-        size = 65536;
+    table MyIngress.reroute {            // ternary keys:
+        standard_metadata.ingress_port   //  9 bits
+        hdr.vlan.$valid$, hdr.vlan.vid   //  1, 12   (hdr.vlan.isValid())
+        hdr.ipv4.$valid$                 //  1
+        hdr.ipv4.srcAddr, .dstAddr       // 32, 32
+        hdr.ipv4.protocol                //  8
+        meta.l4_src, meta.l4_dst         // 16, 16   (TCP or UDP ports)
+        actions: forward(port), push_vlan_forward(vid, port),
+                 pop_vlan_forward(port), drop()
     }
 
-    action forward(bit<9> port)                       // out of port
-    action push_vlan_forward(bit<12> vid, bit<9> port) // push an 802.1Q tag, out of port
-    action pop_vlan_forward(bit<9> port)               // pop the outer tag, out of port
-    action drop()
-
-Each entry's controller ``metadata`` (8 bytes, big-endian) is the flow rule's cookie.
+A P4Info with more (other tables, more keys of other names) is fine; a missing or
+different one is a ``ProgramError``. Each entry's controller ``metadata`` (8 bytes,
+big-endian) is the flow rule's cookie.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
 
 from drivers.p4runtime.proto import p4info_pb2
 
 TABLE = "MyIngress.reroute"
-TABLE_ID = 0x0200_0001
-TABLE_SIZE = 65536
+DEFAULT_P4INFO = Path(__file__).resolve().parents[2] / "p4" / "reroute.p4info.txtpb"
 
 
-class Field(IntEnum):
-    """Match field ids of ``MyIngress.reroute``."""
+class Field(StrEnum):
+    """The table's match fields, by their P4Info names."""
 
-    INGRESS_PORT = 1
-    VLAN_VALID = 2
-    VLAN_VID = 3
-    IPV4_VALID = 4
-    IPV4_SRC = 5
-    IPV4_DST = 6
-    IPV4_PROTO = 7
-    L4_SRC = 8
-    L4_DST = 9
+    INGRESS_PORT = "standard_metadata.ingress_port"
+    VLAN_VALID = "hdr.vlan.$valid$"
+    VLAN_VID = "hdr.vlan.vid"
+    IPV4_VALID = "hdr.ipv4.$valid$"
+    IPV4_SRC = "hdr.ipv4.srcAddr"
+    IPV4_DST = "hdr.ipv4.dstAddr"
+    IPV4_PROTO = "hdr.ipv4.protocol"
+    L4_SRC = "meta.l4_src"
+    L4_DST = "meta.l4_dst"
 
 
-FIELDS: dict[Field, tuple[str, int]] = {  # id -> (name, bit width)
-    Field.INGRESS_PORT: ("standard_metadata.ingress_port", 9),
-    Field.VLAN_VALID: ("hdr.vlan.$valid$", 1),
-    Field.VLAN_VID: ("hdr.vlan.vid", 12),
-    Field.IPV4_VALID: ("hdr.ipv4.$valid$", 1),
-    Field.IPV4_SRC: ("hdr.ipv4.srcAddr", 32),
-    Field.IPV4_DST: ("hdr.ipv4.dstAddr", 32),
-    Field.IPV4_PROTO: ("hdr.ipv4.protocol", 8),
-    Field.L4_SRC: ("meta.l4_src", 16),
-    Field.L4_DST: ("meta.l4_dst", 16),
+WIDTHS: dict[Field, int] = {
+    Field.INGRESS_PORT: 9,
+    Field.VLAN_VALID: 1,
+    Field.VLAN_VID: 12,
+    Field.IPV4_VALID: 1,
+    Field.IPV4_SRC: 32,
+    Field.IPV4_DST: 32,
+    Field.IPV4_PROTO: 8,
+    Field.L4_SRC: 16,
+    Field.L4_DST: 16,
 }
 
 
-class ActionId(IntEnum):
-    FORWARD = 0x0100_0001
-    PUSH_VLAN_FORWARD = 0x0100_0002
-    POP_VLAN_FORWARD = 0x0100_0003
-    DROP = 0x0100_0004
+class Action(StrEnum):
+    FORWARD = "MyIngress.forward"
+    PUSH_VLAN_FORWARD = "MyIngress.push_vlan_forward"
+    POP_VLAN_FORWARD = "MyIngress.pop_vlan_forward"
+    DROP = "MyIngress.drop"
 
 
 PORT_BITS, VID_BITS = 9, 12
-ACTIONS: dict[ActionId, tuple[str, tuple[tuple[str, int], ...]]] = {  # params: (name, bits)
-    ActionId.FORWARD: ("MyIngress.forward", (("port", PORT_BITS),)),
-    ActionId.PUSH_VLAN_FORWARD: (
-        "MyIngress.push_vlan_forward",
-        (("vid", VID_BITS), ("port", PORT_BITS)),
-    ),
-    ActionId.POP_VLAN_FORWARD: ("MyIngress.pop_vlan_forward", (("port", PORT_BITS),)),
-    ActionId.DROP: ("MyIngress.drop", ()),
+PARAMS: dict[Action, tuple[tuple[str, int], ...]] = {  # in the order of the rule's values
+    Action.FORWARD: (("port", PORT_BITS),),
+    Action.PUSH_VLAN_FORWARD: (("vid", VID_BITS), ("port", PORT_BITS)),
+    Action.POP_VLAN_FORWARD: (("port", PORT_BITS),),
+    Action.DROP: (),
 }
 
 
-def p4info() -> p4info_pb2.P4Info:
-    """The program's P4Info (a new message each call)."""
-    info = p4info_pb2.P4Info()
-    info.pkg_info.name = "reroute"
-    info.pkg_info.arch = "v1model"
-    table = info.tables.add()
-    table.preamble.id, table.preamble.name = TABLE_ID, TABLE
-    table.preamble.alias = TABLE.rsplit(".", 1)[-1]
-    for field_id, (name, bits) in FIELDS.items():
-        table.match_fields.add(
-            id=field_id, name=name, bitwidth=bits, match_type=p4info_pb2.MatchField.TERNARY
+class ProgramError(ValueError):
+    """A P4Info without what the driver needs, or a file that is no P4Info."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Program:
+    """The ids of one P4Info for the names above (``of``)."""
+
+    info: p4info_pb2.P4Info
+    table_id: int
+    size: int
+    field_ids: dict[Field, int]
+    fields: dict[int, Field]  # id -> name
+    action_ids: dict[Action, int]
+    actions: dict[int, Action]
+    param_ids: dict[Action, tuple[int, ...]]  # in PARAMS order
+
+    @classmethod
+    def of(cls, info: p4info_pb2.P4Info) -> Program:
+        table = _one(info.tables, TABLE, "table")
+        field_ids = {f: _field(table, f) for f in Field}
+        refs = {ref.id for ref in table.action_refs}
+        action_ids, param_ids = {}, {}
+        for action in Action:
+            found = _one(info.actions, action, "action")
+            if found.preamble.id not in refs:
+                raise ProgramError(f"{action} is not an action of {TABLE}")
+            action_ids[action] = found.preamble.id
+            param_ids[action] = _params(found, action)
+        return cls(
+            info=info,
+            table_id=table.preamble.id,
+            size=table.size,
+            field_ids=field_ids,
+            fields={i: f for f, i in field_ids.items()},
+            action_ids=action_ids,
+            actions={i: a for a, i in action_ids.items()},
+            param_ids=param_ids,
         )
-    table.action_refs.extend(p4info_pb2.ActionRef(id=a) for a in ActionId)
-    table.const_default_action_id = ActionId.DROP
-    table.size = TABLE_SIZE
-    for action_id, (name, params) in ACTIONS.items():
-        action = info.actions.add()
-        action.preamble.id, action.preamble.name = action_id, name
-        action.preamble.alias = name.rsplit(".", 1)[-1]
-        for param_id, (pname, bits) in enumerate(params, start=1):
-            action.params.add(id=param_id, name=pname, bitwidth=bits)
+
+
+def _one(items: object, name: str, what: str) -> p4info_pb2.Table:
+    found = [x for x in items if x.preamble.name == name]  # type: ignore[attr-defined]
+    if len(found) != 1:
+        raise ProgramError(f"the P4Info has {len(found)} {what}s named {name} (needs one)")
+    return found[0]
+
+
+def _field(table: p4info_pb2.Table, field: Field) -> int:
+    found = [m for m in table.match_fields if m.name == field]
+    if len(found) != 1:
+        raise ProgramError(f"{TABLE} has {len(found)} match fields named {field}")
+    got = found[0]
+    if got.match_type != p4info_pb2.MatchField.TERNARY or got.bitwidth != WIDTHS[field]:
+        raise ProgramError(
+            f"{TABLE}.{field}: {p4info_pb2.MatchField.MatchType.Name(got.match_type)} "
+            f"bit<{got.bitwidth}>, not TERNARY bit<{WIDTHS[field]}>"
+        )
+    return int(got.id)
+
+
+def _params(found: p4info_pb2.Action, action: Action) -> tuple[int, ...]:
+    have = {(p.name, p.bitwidth): p.id for p in found.params}
+    want = PARAMS[action]
+    if len(found.params) != len(want) or any(p not in have for p in want):
+        got = [(p.name, p.bitwidth) for p in found.params]
+        raise ProgramError(f"{action}: parameters {got}, not {list(want)}")
+    return tuple(int(have[p]) for p in want)
+
+
+def load(path: Path) -> p4info_pb2.P4Info:
+    """A P4Info file: text format (``.txt``, ``.txtpb``, ``.pbtxt``) or binary."""
+    info = p4info_pb2.P4Info()
+    try:
+        data = path.read_bytes()
+        if path.suffix in (".txt", ".txtpb", ".pbtxt", ".textproto"):
+            text_format.Parse(data.decode(), info)
+        else:
+            info.ParseFromString(data)
+    except (OSError, UnicodeDecodeError, text_format.ParseError, DecodeError) as exc:
+        raise ProgramError(f"{path}: not a readable P4Info ({exc})") from exc
     return info
+
+
+def default() -> Program:
+    """The program of ``p4/reroute.p4info.txtpb`` (the repository's)."""
+    return Program.of(load(DEFAULT_P4INFO))

@@ -1,32 +1,23 @@
-"""The generated P4Runtime modules (PyPI ``p4runtime``), imported in one place.
+"""The P4Runtime protobuf modules (``p4.v1``, ``p4.config.v1``, ``google.rpc``), imported
+in one place.
 
-The ``p4runtime`` wheel's generated code predates protobuf 4's C implementation (upb) and
-only loads with the pure-Python one: ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python``.
-protobuf reads that variable when ``google.protobuf`` is first imported, so this module
-sets it (unless already set) before importing anything of protobuf, and fails with a clear
-message when protobuf was already loaded with another implementation. Import the P4Runtime
-messages only from here (``drivers.p4runtime`` and ``fabric.p4rt`` do).
+They run on protobuf's C implementation (upb): ``make setup`` regenerates the
+``p4runtime`` wheel's modules, which only the slow pure-Python protobuf could load, with
+grpcio-tools (``scripts/p4stubs.py``). Nothing here changes protobuf's implementation.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-
-from google.protobuf.internal import api_implementation
-
-if api_implementation.Type() != "python":  # pragma: no cover - depends on import order
-    raise ImportError(
-        "the p4runtime protobuf modules need PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python, "
-        f"but protobuf was already loaded with the {api_implementation.Type()!r} "
-        "implementation: set the variable in the environment, or import drivers.p4runtime "
-        "before anything that imports google.protobuf"
-    )
-
 from google.rpc import code_pb2, status_pb2
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+try:
+    from p4.config.v1 import p4info_pb2
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+except TypeError as exc:  # pragma: no cover - a venv set up before scripts/p4stubs.py
+    raise ImportError(
+        "the installed p4runtime modules predate this protobuf: regenerate them with "
+        "`python scripts/p4stubs.py` (make setup does)"
+    ) from exc
 
 __all__ = ["code_pb2", "p4info_pb2", "p4runtime_pb2", "p4runtime_pb2_grpc", "status_pb2"]
 

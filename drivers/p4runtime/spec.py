@@ -9,6 +9,12 @@ Stratum, Tofino, or our emulator.
       p4info: ../p4/reroute.p4info.txtpb   # the program the device runs (names -> ids)
       pipeline: ../build/reroute.json        # device config, only to install it
       install_pipeline: false                # never reset a live device's tables unasked
+      ports: unix:/run/bmv2/br0.mgmt         # optional: where its port state is read
+
+P4Runtime has no port state (that is gNMI's). ``ports`` names an OpenFlow target
+(``ovs-ofctl`` form) of the same switch that reports it, such as the management socket of
+the Open vSwitch bridge that is the dataplane of our EMULATOR: with it the driver is a
+``PortMonitor`` (the optical MBB waits on it for a new circuit's lock).
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ class P4RuntimeSpec(DeviceSpec):
         "runs another program: this resets its tables",
     )
     tls: TlsFiles | None = Field(default=None, description="TLS to the gRPC server")
+    ports: str | None = Field(
+        default=None,
+        description="an OpenFlow target (tcp:, ssl:, unix:) of the same switch that reports "
+        "its port state (P4Runtime has none)",
+    )
 
     @field_validator("target")
     @classmethod

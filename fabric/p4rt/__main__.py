@@ -1,7 +1,10 @@
 """``python -m fabric.p4rt``: run the P4Runtime switch EMULATOR until SIGTERM or SIGINT.
 
     python -m fabric.p4rt --listen 127.0.0.1:0 --bridge-mgmt unix:/run/x/br.mgmt \\
-        --device-id 1 --ready-file /run/x/p4rt.port
+        --device-id 1 --p4info p4/reroute.p4info.txtpb --ready-file /run/x/p4rt.port
+
+The program is the P4Info file's (``p4/reroute.p4``'s by default), installed from the
+start unless ``--no-pipeline`` (then a client must set it first).
 
 The bridge (OpenFlow 1.3 enabled, ``fail_mode=secure``) is the dataplane: its flows are
 emptied at start, and then belong to the emulator. Once serving, ``--ready-file`` gets
@@ -15,9 +18,9 @@ import asyncio
 import logging
 from pathlib import Path
 
-import drivers.p4runtime.proto  # noqa: F401  (protobuf's implementation, first)
 from drivers.ovs import OvsDriver
 from fabric.daemons import stop_requested, write_ready
+from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
 
@@ -34,11 +37,9 @@ def parser() -> argparse.ArgumentParser:
     add("--listen", default="127.0.0.1:9559", metavar="HOST:PORT", help="gRPC (0: any port)")
     add("--bridge-mgmt", required=True, metavar="TARGET", help="unix:/path/br.mgmt or tcp:")
     add("--device-id", type=int, default=1)
-    add(
-        "--installed",
-        action="store_true",
-        help="start with the reroute program committed (as a deployed switch); else none",
-    )
+    add("--p4info", type=Path, default=DEFAULT_P4INFO, help="the program's P4Info file")
+    add("--no-pipeline", action="store_true", help="start without a program installed")
+    add("--installed", action="store_true", help="start with the program (the default)")
     add("--ready-file", type=Path, help="write the gRPC port here once serving")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -53,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
 async def _run(args: argparse.Namespace) -> int:
     stop = stop_requested()
     async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
-        table = Table(bridge)
+        table = Table(bridge, Pipeline.of(load(args.p4info)))
         await table.clear()
-        servicer = P4RuntimeEmulator(args.device_id, table, installed=args.installed or None)
+        servicer = P4RuntimeEmulator(args.device_id, table, installed=not args.no_pipeline)
         server, port = await serve(servicer, args.listen)
         try:
             log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from drivers.p4runtime.proto import code_pb2, election, p4runtime_pb2, status_pb2
+from fabric.p4rt.proto import code_pb2, election, p4runtime_pb2, status_pb2
 
 
 @dataclass(eq=False, slots=True)

@@ -1,22 +1,19 @@
-"""The P4Runtime service of the EMULATOR (grpc.aio): one device, the ``reroute`` program.
+"""The P4Runtime service of the EMULATOR (grpc.aio): one device, one program.
 
-RPC checks, as P4Runtime v1 asks: an unknown ``device_id`` is NOT_FOUND; Write and
-SetForwardingPipelineConfig need the primary's election id (else PERMISSION_DENIED);
-Write and Read need a pipeline (else FAILED_PRECONDITION); a pipeline without the
-``reroute`` program's table and actions (by name: a P4Info may differ in bytes, e.g. its
-``pkg_info``) is INVALID_ARGUMENT; a Write whose updates partly fail is UNKNOWN
-with one ``p4.v1.Error`` per update (OK for the ones applied) in the
-``grpc-status-details-bin`` trailer.
-
-``installed``: the device starts with a pipeline committed, as a switch whose program was
-pushed when it was deployed (a P4Info given, or the reroute program's). ``serve`` takes
-TLS files (key, certificate, and a CA to require client certificates).
+The emulator owns its program: the P4Info file it was started with (``p4/reroute.p4``'s
+by default), installed from the start as a switch booted with its program would be, or
+not (``installed=False``) until a client sets it. RPC checks, as P4Runtime v1 asks: an
+unknown ``device_id`` is NOT_FOUND; Write and SetForwardingPipelineConfig need the
+primary's election id (else PERMISSION_DENIED); Write and Read need a pipeline (else
+FAILED_PRECONDITION); a P4Info other than its own is INVALID_ARGUMENT (it cannot run
+another program); VERIFY_AND_COMMIT empties the tables, RECONCILE_AND_COMMIT of the same
+program keeps them; a Write whose updates partly fail is UNKNOWN with one ``p4.v1.Error``
+per update (OK for the ones applied) in the ``grpc-status-details-bin`` trailer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
@@ -24,8 +21,9 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf import any_pb2
 
-from drivers.p4runtime import program
-from drivers.p4runtime.proto import (
+from fabric.p4rt.arbitration import Arbiter, ArbitrationError, Stream
+from fabric.p4rt.program import Failure
+from fabric.p4rt.proto import (
     STATUS_DETAILS_KEY,
     code_pb2,
     election_value,
@@ -33,8 +31,7 @@ from drivers.p4runtime.proto import (
     p4runtime_pb2_grpc,
     status_pb2,
 )
-from fabric.p4rt.arbitration import Arbiter, ArbitrationError, Stream
-from fabric.p4rt.table import Failure, Table, entry_rule
+from fabric.p4rt.table import Table
 
 log = logging.getLogger("reroute.fabric.p4rt")
 API_VERSION = "1.3.0"
@@ -46,16 +43,14 @@ Pipeline = P4R.GetForwardingPipelineConfigRequest
 class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
     """The servicer; ``Table`` holds the entries and programs the bridge."""
 
-    def __init__(self, device_id: int, table: Table, *, installed: Any = None) -> None:
+    def __init__(self, device_id: int, table: Table, *, installed: bool = True) -> None:
         self.device_id = device_id
         self.table = table
         self.arbiter = Arbiter(device_id)
         self.config: Any = None  # the committed ForwardingPipelineConfig
         self.pipelines_set = 0  # SetForwardingPipelineConfig commits so far
-        if installed is not None:
-            self.config = P4R.ForwardingPipelineConfig(
-                p4info=program.p4info() if installed is True else installed
-            )
+        if installed:
+            self.config = P4R.ForwardingPipelineConfig(p4info=table.pipeline.info)
         self._lock = asyncio.Lock()
 
     # ----------------------------------------------------------------------------------
@@ -117,20 +112,24 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         await self._device(request.device_id, context)
         await self._primary(request.election_id, context)
         actions = P4R.SetForwardingPipelineConfigRequest
-        if request.action not in (actions.VERIFY, actions.VERIFY_AND_COMMIT):
-            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only VERIFY(_AND_COMMIT)")
-        if missing := _not_reroute(request.config.p4info):
+        known = (actions.VERIFY, actions.VERIFY_AND_COMMIT, actions.RECONCILE_AND_COMMIT)
+        if request.action not in known:
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only VERIFY, *_AND_COMMIT")
+        if request.config.p4info != self.table.pipeline.info:
             await _abort(
                 context, grpc.StatusCode.INVALID_ARGUMENT,
-                f"this EMULATOR runs only the reroute program: {missing} missing",
+                "this EMULATOR runs only its own program "
+                f"({self.table.pipeline.info.pkg_info.name or 'its P4Info file'})",
             )  # fmt: skip
-        if request.action == actions.VERIFY_AND_COMMIT:
-            async with self._lock:
+        if request.action == actions.VERIFY:
+            return P4R.SetForwardingPipelineConfigResponse()
+        async with self._lock:
+            if request.action == actions.VERIFY_AND_COMMIT or self.config is None:
                 await self.table.clear()
-                self.config = P4R.ForwardingPipelineConfig()
-                self.config.CopyFrom(request.config)
-                self.pipelines_set += 1
-            log.info("pipeline committed: %s", request.config.p4info.pkg_info.name)
+            self.config = P4R.ForwardingPipelineConfig()
+            self.config.CopyFrom(request.config)
+            self.pipelines_set += 1
+        log.info("pipeline committed: %s", request.config.p4info.pkg_info.name)
         return P4R.SetForwardingPipelineConfigResponse()
 
     async def GetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
@@ -179,27 +178,9 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         if entity.WhichOneof("entity") != "table_entry":
             await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "only table entries")
         entry = entity.table_entry
-        if entry.table_id not in (0, program.TABLE_ID):
+        if entry.table_id != 0 and entry.table_id not in self.table.pipeline.tables:
             await _abort(context, grpc.StatusCode.NOT_FOUND, f"no table {entry.table_id:#x}")
-        if not entry.match and not entry.priority:
-            return self.table.read()
-
-        with contextlib.suppress(ValueError):
-            return self.table.read(entry_rule(entry).key)
-        return []
-
-
-def _not_reroute(p4info: Any) -> str:
-    """The first table or action of the reroute program ``p4info`` lacks, by name and id
-    ('' when it has them all)."""
-    names = {(t.preamble.name, t.preamble.id) for t in p4info.tables}
-    names |= {(a.preamble.name, a.preamble.id) for a in p4info.actions}
-    reroute = program.p4info()
-    wanted = [(t.preamble.name, t.preamble.id) for t in reroute.tables]
-    wanted += [(a.preamble.name, a.preamble.id) for a in reroute.actions]
-    return next(
-        (f"{name} ({ident:#x})" for name, ident in wanted if (name, ident) not in names), ""
-    )
+        return self.table.read(entry)
 
 
 async def _abort(context: Any, code: grpc.StatusCode, message: str, trailers: Any = ()) -> NoReturn:

@@ -24,7 +24,6 @@ from drivers.base import (
     DeviceRejected,
     DeviceUnreachable,
     DriverError,
-    Expect,
     FlowChange,
     FlowMatch,
     FlowOp,
@@ -35,21 +34,19 @@ from drivers.base import (
     PushVlan,
 )
 from drivers.batch import Key
-from drivers.errors import ConfigError
-from drivers.p4runtime import P4RuntimeDriver, compat, mapping, program
-from drivers.p4runtime.driver import load_p4info
+from drivers.p4runtime import P4RuntimeDriver, mapping, program
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
     code_pb2,
     election,
-    p4info_pb2,
     p4runtime_pb2,
     p4runtime_pb2_grpc,
     status_pb2,
 )
 from drivers.p4runtime.rpc import update_statuses
 from drivers.p4runtime.spec import P4RuntimeSpec
-from drivers.spec import TlsFiles
+from drivers.spec import Expect, TlsFiles
+from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
 from fabric.run import run
@@ -57,6 +54,7 @@ from tests.drivers.p4rt_site import NS, P4rtSite
 from tests.pki import Pki
 
 P4R = p4runtime_pb2
+PROGRAM = program.default()  # the ids of p4/reroute.p4info.txtpb, by name
 
 RULE = FlowRule(
     match=FlowMatch(
@@ -66,14 +64,14 @@ RULE = FlowRule(
     priority=200, actions=(PushVlan(10), Output(2)), cookie=0xC1,
 )  # fmt: skip
 RULE_ENTRY = """
-table_id: 0x02000001
+table_id: 39628224  # MyIngress.reroute, as p4c numbers it
 match { field_id: 1 ternary { value: "\\001" mask: "\\001\\377" } }
 match { field_id: 4 ternary { value: "\\001" mask: "\\001" } }
 match { field_id: 5 ternary { value: "\\n\\000\\000\\000" mask: "\\377\\377\\377\\000" } }
 match { field_id: 6 ternary { value: "\\n\\001\\002\\003" mask: "\\377\\377\\377\\377" } }
 match { field_id: 7 ternary { value: "\\006" mask: "\\377" } }
 match { field_id: 9 ternary { value: "P" mask: "\\377\\377" } }
-action { action { action_id: 0x01000002
+action { action { action_id: 26366270  # MyIngress.push_vlan_forward
                   params { param_id: 1 value: "\\n" } params { param_id: 2 value: "\\002" } } }
 priority: 200
 metadata: "\\000\\000\\000\\000\\000\\000\\000\\301"
@@ -107,20 +105,20 @@ def host(i: int, *, port: int = 2, priority: int = 100, cookie: int = 0xB0) -> F
 
 def test_a_rule_maps_to_the_exact_table_entry_and_back() -> None:
     want = text_format.Parse(RULE_ENTRY, P4R.TableEntry())
-    assert mapping.to_entry(RULE) == want
-    assert mapping.to_rule(want) == RULE
+    assert mapping.to_entry(PROGRAM, RULE) == want
+    assert mapping.to_rule(PROGRAM, want) == RULE
 
 
 @pytest.mark.parametrize("rule", [RULE, *OTHERS], ids=str)
 def test_every_expressible_rule_round_trips(rule: FlowRule) -> None:
     assert mapping.unsupported(rule) is None
-    entry = mapping.to_entry(rule)
+    entry = mapping.to_entry(PROGRAM, rule)
     wire = P4R.TableEntry.FromString(entry.SerializeToString())
-    assert mapping.to_rule(wire) == rule
+    assert mapping.to_rule(PROGRAM, wire) == rule
 
 
 def test_a_delete_carries_only_the_key() -> None:
-    entry = mapping.key_entry(RULE)
+    entry = mapping.key_entry(PROGRAM, RULE)
     assert not entry.HasField("action") and entry.metadata == b""
     assert entry.priority == 200 and len(entry.match) == 6
 
@@ -155,10 +153,10 @@ def test_what_the_program_cannot_express_is_named(rule: FlowRule) -> None:
     ],
 )
 def test_an_entry_rules_cannot_say_is_a_mapping_error(change: str) -> None:
-    entry = mapping.to_entry(OTHERS[1])
+    entry = mapping.to_entry(PROGRAM, OTHERS[1])
     text_format.Merge(change, entry)
     with pytest.raises(mapping.MappingError):
-        mapping.to_rule(entry)
+        mapping.to_rule(PROGRAM, entry)
 
 
 # --------------------------------------------------------------------------------------
@@ -195,7 +193,7 @@ class FakeBridge:
 class Recording(P4RuntimeEmulator):
     """The emulator, keeping every Write request it gets."""
 
-    def __init__(self, table: Table, installed: Any = True) -> None:
+    def __init__(self, table: Table, *, installed: bool = True) -> None:
         super().__init__(1, table, installed=installed)
         self.writes: list[Any] = []
 
@@ -206,12 +204,16 @@ class Recording(P4RuntimeEmulator):
 
 @contextlib.asynccontextmanager
 async def emulator(
-    installed: Any = True, tls: tuple[bytes, bytes, bytes | None] | None = None
+    *,
+    installed: bool = True,
+    info: Any = None,
+    tls: tuple[bytes, bytes, bytes | None] | None = None,
 ) -> AsyncIterator[tuple[Recording, FakeBridge, str]]:
-    """The EMULATOR in this event loop; ``installed``: its pipeline at start (True: the
-    reroute program, None: none, or a P4Info)."""
+    """The EMULATOR in this event loop, running ``info`` (default: p4/reroute.p4's P4Info),
+    installed from the start or not."""
     bridge = FakeBridge()
-    servicer = Recording(Table(bridge), installed)
+    pipeline = Pipeline.of(load(DEFAULT_P4INFO) if info is None else info)
+    servicer = Recording(Table(bridge, pipeline), installed=installed)
     server, port = await serve(servicer, "127.0.0.1:0", tls)
     try:
         yield servicer, bridge, f"127.0.0.1:{port}"
@@ -241,7 +243,7 @@ def write_request(election_id: int, *updates: Any) -> Any:
 
 
 def insert(rule: FlowRule, kind: int = P4R.Update.INSERT) -> Any:
-    return P4R.Update(type=kind, entity=P4R.Entity(table_entry=mapping.to_entry(rule)))
+    return P4R.Update(type=kind, entity=P4R.Entity(table_entry=mapping.to_entry(PROGRAM, rule)))
 
 
 def test_one_write_per_batch_with_exactly_the_updates_an_mbb_shift_needs() -> None:
@@ -264,7 +266,9 @@ def test_one_write_per_batch_with_exactly_the_updates_an_mbb_shift_needs() -> No
     assert list(request.updates) == [
         insert(new),
         insert(shifted, P4R.Update.MODIFY),
-        P4R.Update(type=P4R.Update.DELETE, entity=P4R.Entity(table_entry=mapping.key_entry(old))),
+        P4R.Update(
+            type=P4R.Update.DELETE, entity=P4R.Entity(table_entry=mapping.key_entry(PROGRAM, old))
+        ),
     ]  # the unchanged ``same`` and the absent host(9) send nothing
     assert set(table) == {new, same, shifted}
 
@@ -376,121 +380,72 @@ def test_unsupported_rules_and_twice_touched_keys_are_refused_before_sending() -
     assert asyncio.run(main()) == (["UNSUPPORTED", "UNSUPPORTED"], 0)
 
 
-def test_the_driver_installs_the_program_only_when_the_inventory_says_so(tmp_path: Path) -> None:
-    config, p4info = tmp_path / "reroute.json", tmp_path / "reroute.p4info.txtpb"
-    config.write_bytes(b'{"target": "bmv2"}')
-    p4info.write_text(text_format.MessageToString(program.p4info()))
-    spec = P4RuntimeSpec(
-        driver="p4runtime", target="127.0.0.1:1", install_pipeline=True, pipeline=config,
-        p4info=p4info,
-    )  # fmt: skip
-
-    async def main() -> tuple[DeviceRejected, Any, int, bytes, list[FlowRule]]:
-        async with emulator(installed=None) as (servicer, _, address):
-            with pytest.raises(DeviceRejected) as info:
-                await P4RuntimeDriver("dut", address).open()  # no pipeline, not asked
-            untouched = servicer.config
-            built = P4RuntimeDriver.from_spec(
-                "dut", spec.model_copy(update={"target": address}), Expect()
-            )
-            async with built as driver:
+def test_the_driver_installs_the_named_program_only_when_asked_and_only_once() -> None:
+    async def main() -> tuple[list[str], Any, list[FlowRule], list[FlowRule]]:
+        codes = []
+        async with emulator(installed=False) as (servicer, _, address):
+            for kwargs in ({}, {"p4info": DEFAULT_P4INFO}):  # no program, and not allowed to
+                with pytest.raises(DeviceRejected) as info:
+                    async with P4RuntimeDriver("dut", address, **kwargs):
+                        pass
+                codes.append(info.value.code)
+            named: dict[str, Any] = {"p4info": DEFAULT_P4INFO, "install_pipeline": True}
+            async with P4RuntimeDriver("dut", address, **named) as driver:
                 await driver.apply([add(RULE)])
-            async with built as driver:  # it now runs ours: no second install, entries kept
-                table = await driver.read()
-            return (
-                info.value,
-                untouched,
-                servicer.pipelines_set,
-                servicer.config.p4_device_config,
-                table,
-            )
+            installed = servicer.config.p4info
+            async with P4RuntimeDriver("dut", address, **named) as driver:  # no reset
+                by_file = await driver.read()
+            async with P4RuntimeDriver("dut", address) as driver:  # the device's P4Info
+                by_device = await driver.read()
+            return codes, installed, by_file, by_device
 
-    error, untouched, installs, device_config, table = asyncio.run(main())
-    assert error.code == "PIPELINE_MISMATCH" and "runs no P4 program" in str(error)
-    assert "install_pipeline: true" in str(error) and "nothing was changed" in str(error)
-    assert untouched is None
-    assert (installs, device_config, table) == (1, b'{"target": "bmv2"}', [RULE])
+    codes, installed, by_file, by_device = asyncio.run(main())
+    assert codes == ["PIPELINE_MISMATCH", "PIPELINE_MISMATCH"]
+    assert installed == PROGRAM.info
+    assert by_file == by_device == [RULE]
 
 
-def test_a_program_differing_only_in_bytes_is_used_as_it_is() -> None:
-    theirs = program.p4info()
-    theirs.pkg_info.version = "2.0-built-elsewhere"
-    theirs.tables[0].preamble.annotations.append('@brief("reroute entries")')
-    extra = theirs.tables.add()
-    extra.preamble.id, extra.preamble.name = 0x0200_0099, "MyIngress.acl"
-    assert theirs != program.p4info()
-
-    async def main() -> tuple[int, list[FlowRule]]:
-        async with emulator(installed=theirs) as (servicer, _, address):
-            async with P4RuntimeDriver("dut", address, install_pipeline=True) as driver:
-                await driver.apply([add(RULE)])
-            async with P4RuntimeDriver("dut", address, install_pipeline=True) as driver:
-                return servicer.pipelines_set, await driver.read()
-
-    assert asyncio.run(main()) == (0, [RULE])
-
-
-def test_another_program_is_refused_naming_what_differs() -> None:
-    other = program.p4info()
-    other.tables[0].preamble.name = "MyIngress.ipv4_lpm"
-    other.actions[0].params[0].bitwidth = 16
-
-    async def main() -> tuple[DeviceRejected, int]:
-        async with emulator(installed=other) as (servicer, _, address):
-            with pytest.raises(DeviceRejected) as info:
-                await P4RuntimeDriver("dut", address).open()
-            return info.value, servicer.pipelines_set
-
-    error, installs = asyncio.run(main())
-    assert error.code == "PIPELINE_MISMATCH" and installs == 0
-    assert "no table MyIngress.reroute" in str(error) and "MyIngress.forward" in str(error)
+def test_ids_are_looked_up_by_name_in_whatever_p4info_the_device_runs() -> None:
+    info = load(DEFAULT_P4INFO)
+    for table in info.tables:
+        table.preamble.id ^= 0x77
+    for action in info.actions:
+        action.preamble.id ^= 0x55
+    for table in info.tables:
+        table.const_default_action_id ^= 0x55
+        for ref in table.action_refs:
+            ref.id ^= 0x55
+        table.match_fields.reverse()  # other field ids for the same names
+        for i, field in enumerate(table.match_fields, start=1):
+            field.id = i
+    moved = program.Program.of(info)
+    entry = mapping.to_entry(moved, RULE)
+    assert entry.table_id == PROGRAM.table_id ^ 0x77
+    assert mapping.to_rule(moved, entry) == RULE
+    assert entry != mapping.to_entry(PROGRAM, RULE)
 
 
-def test_compat_compares_names_widths_and_ids() -> None:
-    ours = program.p4info()
-    assert compat.differences(ours, ours) == []
-    moved = program.p4info()
-    moved.tables[0].preamble.id = 0x0200_0007
-    moved.tables[0].match_fields[0].bitwidth = 16
-    found = compat.differences(moved, ours)
-    assert any("has id 0x2000007, ours 0x2000001" in d for d in found)
-    assert any("standard_metadata.ingress_port" in d and "16 bits" in d for d in found)
-    assert compat.differences(p4info_pb2.P4Info(), ours) == [
-        "the device runs no P4 program (its P4Info is empty)"
-    ]
-
-
-def test_an_inventory_p4info_file_is_read_as_text_or_binary(tmp_path: Path) -> None:
-    text, binary = tmp_path / "p.txtpb", tmp_path / "p.bin"
-    text.write_text(text_format.MessageToString(program.p4info()))
-    binary.write_bytes(program.p4info().SerializeToString())
-    assert load_p4info("dut", text) == load_p4info("dut", binary) == program.p4info()
-    (tmp_path / "bad").write_bytes(b"\xff\x00 not a p4info")
-    with pytest.raises(ConfigError, match="not a P4Info"):
-        load_p4info("dut", tmp_path / "bad")
-
-
-def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
-    pki = Pki.make(tmp_path / "pki")
-    server = pki.issue("p4switch", ips=["127.0.0.1"])
-    client = pki.issue("reroute")
-    other = Pki.make(tmp_path / "other", name="other-ca")
-    files = TlsFiles(private_key=client.key, certificate=client.cert, ca_certificate=pki.ca)
-    tls = (server.key.read_bytes(), server.cert.read_bytes(), pki.ca.read_bytes())
-
-    async def main() -> tuple[list[FlowRule], DriverError]:
-        async with emulator(tls=tls) as (_, _, address):
-            async with P4RuntimeDriver("dut", address, tls=files) as driver:
-                await driver.apply([add(RULE)])
-                table = await driver.read()
-            wrong = files.model_copy(update={"ca_certificate": other.ca})
-            with pytest.raises(DriverError) as info:
-                await P4RuntimeDriver("dut", address, tls=wrong, timeout=2).open()
-            return table, info.value
-
-    table, error = asyncio.run(main())
-    assert table == [RULE]
-    assert isinstance(error, DeviceUnreachable), error
+@pytest.mark.parametrize(
+    "change",
+    [
+        "tables { match_fields { name: 'hdr.ipv4.dstAddr' match_type: LPM } }",
+        "actions { params { bitwidth: 16 } }",
+        "tables { preamble { name: 'MyIngress.other' } }",
+    ],
+)
+def test_a_p4info_without_what_the_driver_needs_is_refused(change: str) -> None:
+    info = load(DEFAULT_P4INFO)
+    patch = text_format.Parse(change, program.p4info_pb2.P4Info())
+    if patch.tables and patch.tables[0].match_fields:
+        next(m for m in info.tables[0].match_fields if m.name == "hdr.ipv4.dstAddr").match_type = (
+            patch.tables[0].match_fields[0].match_type
+        )
+    elif patch.actions:
+        info.actions[0].params[0].bitwidth = 16
+    else:
+        info.tables[0].preamble.name = "MyIngress.other"
+    with pytest.raises(program.ProgramError):
+        program.Program.of(info)
 
 
 # --------------------------------------------------------------------------------------
@@ -527,3 +482,178 @@ def test_a_packet_follows_a_written_entry(p4rt: P4rtSite) -> None:
     assert ping(5) == 5
     asyncio.run(write(FlowOp.DELETE))
     assert ping(0) == 0
+
+
+def test_a_ports_target_makes_the_driver_a_port_monitor() -> None:
+    from drivers.base import PortMonitor
+    from drivers.p4runtime.spec import P4RuntimeSpec
+    from drivers.spec import Expect
+
+    plain = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559")
+    ported = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", ports="unix:/x.mgmt")
+    without = P4RuntimeDriver.from_spec("a", plain, Expect())
+    with_ports = P4RuntimeDriver.from_spec("b", ported, Expect())
+    assert not isinstance(without, PortMonitor) and not without.capabilities.port_state
+    assert isinstance(with_ports, PortMonitor) and with_ports.capabilities.port_state
+
+
+BAD, WIDE, GONE, NOPE = (
+    code_pb2.INVALID_ARGUMENT,
+    code_pb2.OUT_OF_RANGE,
+    code_pb2.NOT_FOUND,
+    code_pb2.UNIMPLEMENTED,
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ("table_id: 1234", GONE),
+        ("match { field_id: 42 ternary { value: '\\001' mask: '\\001' } }", BAD),
+        ("match { field_id: 2 exact { value: '\\001' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\001' mask: '\\000' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\003' mask: '\\001' } }", BAD),
+        ("match { field_id: 3 ternary { value: '\\020\\000' mask: '\\020\\000' } }", WIDE),
+        ("priority: 0", BAD),
+        ("action { action { action_id: 7 } }", BAD),
+        ("action { action { params { param_id: 1 value: '\\002\\000' } } }", WIDE),
+        ("action { action { params { param_id: 1 value: '\\001' } } }", BAD),  # twice
+        ("match { field_id: 6 ternary { value: '\\n\\000\\000\\001'"
+         " mask: '\\377\\000\\377\\377' } }", NOPE),  # valid, but no OpenFlow prefix
+    ],
+)  # fmt: skip
+def test_the_emulator_checks_each_update_against_its_p4info(change: str, code: int) -> None:
+    entry = mapping.to_entry(PROGRAM, OTHERS[1])  # in_port 2 -> drop
+    entry.ClearField("action")
+    entry.action.action.action_id = PROGRAM.action_ids[program.Action.FORWARD]
+    if "param_id: 1 value: '\\002" not in change:
+        entry.action.action.params.add(param_id=1, value=b"\x01")
+    text_format.Merge(change, entry)
+    update = P4R.Update(type=P4R.Update.INSERT, entity=P4R.Entity(table_entry=entry))
+
+    async def main() -> tuple[list[Any], list[FlowRule]]:
+        async with emulator() as (_, bridge, address):
+            async with raw_client(address, 2) as (stub, _, _):
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Write(write_request(2, update))
+            return info.value.trailing_metadata(), list(bridge.flows.values())
+
+    trailers, flows = asyncio.run(main())
+    assert [u.code for u in update_statuses(trailers)] == [code]
+    assert flows == []
+
+
+def test_the_emulator_reads_back_entries_in_canonical_form() -> None:
+    entry = mapping.to_entry(PROGRAM, OTHERS[1])
+    entry.match[0].ternary.value = b"\x00\x02"  # in_port 2, padded
+    entry.match[0].ternary.mask = b"\x01\xff"
+    update = P4R.Update(type=P4R.Update.INSERT, entity=P4R.Entity(table_entry=entry))
+
+    async def main() -> list[Any]:
+        async with emulator() as (_, _, address), raw_client(address, 2) as (stub, _, _):
+            await stub.Write(write_request(2, update))
+            request = P4R.ReadRequest(device_id=1)
+            request.entities.add(table_entry=P4R.TableEntry())
+            return [e.table_entry async for r in stub.Read(request) for e in r.entities]
+
+    (read,) = asyncio.run(main())
+    assert read == mapping.to_entry(PROGRAM, OTHERS[1])
+
+
+def test_the_driver_installs_the_program_only_when_the_inventory_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "reroute.json"
+    config.write_bytes(b'{"target": "bmv2"}')
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:1", install_pipeline=True, pipeline=config,
+        p4info=DEFAULT_P4INFO,
+    )  # fmt: skip
+
+    async def main() -> tuple[DeviceRejected, Any, int, bytes, list[FlowRule]]:
+        async with emulator(installed=False) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()  # no pipeline, not asked
+            untouched = servicer.config
+            built = P4RuntimeDriver.from_spec(
+                "dut", spec.model_copy(update={"target": address}), Expect()
+            )
+            async with built as driver:
+                await driver.apply([add(RULE)])
+            async with built as driver:  # it now runs ours: no second install, entries kept
+                table = await driver.read()
+            return (
+                info.value, untouched, servicer.pipelines_set, servicer.config.p4_device_config,
+                table,
+            )  # fmt: skip
+
+    error, untouched, installs, device_config, table = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and "runs no P4 program" in str(error)
+    assert "install_pipeline: true" in str(error) and "nothing was changed" in str(error)
+    assert untouched is None
+    assert (installs, device_config, table) == (1, b'{"target": "bmv2"}', [RULE])
+
+
+def test_a_program_differing_only_in_bytes_is_used_as_it_is() -> None:
+    theirs = load(DEFAULT_P4INFO)
+    theirs.pkg_info.version = "2.0-built-elsewhere"
+    theirs.tables[0].preamble.annotations.append('@brief("reroute entries")')
+    extra = theirs.tables.add()
+    extra.preamble.id, extra.preamble.name = 0x0200_0099, "MyIngress.acl"
+    assert theirs != load(DEFAULT_P4INFO)
+    named: dict[str, Any] = {"p4info": DEFAULT_P4INFO, "install_pipeline": True}
+
+    async def main() -> tuple[int, list[FlowRule]]:
+        async with emulator(info=theirs) as (servicer, _, address):
+            async with P4RuntimeDriver("dut", address, **named) as driver:
+                await driver.apply([add(RULE)])
+            async with P4RuntimeDriver("dut", address, **named) as driver:
+                return servicer.pipelines_set, await driver.read()
+
+    assert asyncio.run(main()) == (0, [RULE])
+
+
+def test_another_program_is_refused_naming_what_differs() -> None:
+    other = load(DEFAULT_P4INFO)
+    forward = next(a for a in other.actions if a.preamble.name == "MyIngress.forward")
+    forward.params[0].bitwidth = 16
+
+    async def main() -> tuple[DeviceRejected, int]:
+        async with emulator(info=other) as (servicer, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address).open()
+            return info.value, servicer.pipelines_set
+
+    error, installs = asyncio.run(main())
+    assert error.code == "PIPELINE_MISMATCH" and installs == 0
+    assert "MyIngress.forward" in str(error) and "nothing was changed" in str(error)
+
+
+def test_an_inventory_p4info_file_is_read_as_text_or_binary(tmp_path: Path) -> None:
+    binary = tmp_path / "p.bin"
+    binary.write_bytes(load(DEFAULT_P4INFO).SerializeToString())
+    assert program.load(binary) == program.load(DEFAULT_P4INFO) == load(DEFAULT_P4INFO)
+    (tmp_path / "bad").write_bytes(b"\xff\x00 not a p4info")
+    with pytest.raises(program.ProgramError, match="not a readable P4Info"):
+        program.load(tmp_path / "bad")
+
+
+def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
+    pki = Pki.make(tmp_path / "pki")
+    server = pki.issue("p4switch", ips=["127.0.0.1"])
+    client = pki.issue("reroute")
+    other = Pki.make(tmp_path / "other", name="other-ca")
+    files = TlsFiles(private_key=client.key, certificate=client.cert, ca_certificate=pki.ca)
+    tls = (server.key.read_bytes(), server.cert.read_bytes(), pki.ca.read_bytes())
+
+    async def main() -> tuple[list[FlowRule], DriverError]:
+        async with emulator(tls=tls) as (_, _, address):
+            async with P4RuntimeDriver("dut", address, tls=files) as driver:
+                await driver.apply([add(RULE)])
+                table = await driver.read()
+            wrong = files.model_copy(update={"ca_certificate": other.ca})
+            with pytest.raises(DriverError) as info:
+                await P4RuntimeDriver("dut", address, tls=wrong, timeout=2).open()
+            return table, info.value
+
+    table, error = asyncio.run(main())
+    assert table == [RULE]
+    assert isinstance(error, DeviceUnreachable), error

@@ -25,10 +25,15 @@ SECONDS = 4  # the demo's probe per run
 
 
 @pytest.mark.fabric
-def test_demo_bbm_loses_mbb_does_not_and_nothing_is_left(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "topology",
+    [NGNCS, NGNCS.with_name("ngncs-ost-p4.yaml")],  # OpenFlow bridges; P4Runtime switches
+    ids=["openflow", "p4runtime"],
+)
+def test_demo_bbm_loses_mbb_does_not_and_nothing_is_left(tmp_path: Path, topology: Path) -> None:
     numbers = tmp_path / "demo.json"
-    proc = reroute("demo", "--topology", str(NGNCS), "--json", str(numbers), check=False)
-    assert leftovers("ngncs-ost") == []  # torn down whatever happened
+    proc = reroute("demo", "--topology", str(topology), "--json", str(numbers), check=False)
+    assert leftovers(topology.stem) == []  # torn down whatever happened
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     shown = ("[2/7] BBM", "[5/7] MBB", "[6/7] tearing down", "seed 003 MBB", "UDP packets lost")
     assert all(line in proc.stdout for line in shown), proc.stdout

@@ -16,10 +16,12 @@ TOPOLOGIES = {
     "dpctl": ROOT / "topologies" / "two-site-dpctl.yaml",
     "odl": ROOT / "topologies" / "two-site-odl.yaml",
     "ryu": ROOT / "topologies" / "two-site-ryu.yaml",
+    "p4runtime": ROOT / "topologies" / "two-site-p4.yaml",
 }
 CASES = [(b, d) for b in ("ovs", "dpctl") for d in ("path", "rtt", "oneway")]
 CASES.append(("odl", "rtt"))  # each ODL step waits out a 3 s statistics poll: one case
 CASES.append(("ryu", "rtt"))
+CASES.append(("p4runtime", "rtt"))
 
 
 @pytest.mark.parametrize(("backend", "degradation"), CASES)

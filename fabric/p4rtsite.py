@@ -1,0 +1,68 @@
+"""Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``fabric.p4rt``)
+per bridge, running ``p4/reroute.p4`` with the bridge as its dataplane; the engine
+programs them through P4Runtime (``drivers.p4runtime``) and reads their port state from
+the bridge's management socket (P4Runtime has none).
+
+Each emulator runs in the root namespace and reaches its bridge at the bridge's unix
+management socket; its gRPC server listens on 127.0.0.1 (device id 1). It empties the
+bridge's flow table when it starts: the initial paths' rules then go in as table entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from drivers.base import FlowChange, FlowOp
+from fabric import daemons
+from fabric.ovs import OvsInstance
+from fabric.state import FabricState
+from services.reroute.rules import initial_rules
+from services.reroute.topology import Switch, Topology
+
+MODULE = "fabric.p4rt"
+DEVICE_ID = 1
+ELECTION_ID = 10  # the engine's: p4runtime-shell at a lower id can watch as a backup
+# the program's P4Info (drivers.p4runtime needs the p4rt extra: imported only when used)
+P4INFO = Path(__file__).resolve().parents[1] / "p4" / "reroute.p4info.txtpb"
+
+
+def start(state: FabricState, ovs: OvsInstance, switches: list[Switch]) -> dict[str, str]:
+    """An emulator per switch; returns each switch's P4Runtime target (``HOST:PORT``)."""
+    targets = {}
+    for s in switches:
+        args = ["--listen", "127.0.0.1:0", "--bridge-mgmt", ovs.mgmt(s.name)]
+        args += ["--device-id", str(DEVICE_ID), "--p4info", str(P4INFO)]
+        port = daemons.start(state.dir, f"p4rt-{s.name}", MODULE, args, timeout=15.0)
+        targets[s.name] = f"127.0.0.1:{port}"
+    return targets
+
+
+def install_baseline(
+    topo: Topology, ovs: OvsInstance, switches: list[Switch], targets: dict[str, str]
+) -> None:
+    """The initial paths' rules, written as table entries through P4Runtime."""
+    from drivers.p4runtime import P4RuntimeDriver
+
+    rules = initial_rules(topo)
+
+    async def push() -> None:
+        for s in switches:
+            driver = P4RuntimeDriver(
+                s.name, targets[s.name], device_id=DEVICE_ID, election_id=ELECTION_ID
+            )
+            async with driver:
+                await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
+
+    asyncio.run(push())
+
+
+def inventory_entry(switch: Switch, target: str, ovs: OvsInstance) -> dict[str, object]:
+    return {
+        "driver": "p4runtime",
+        "target": target,
+        "device_id": DEVICE_ID,
+        "election_id": ELECTION_ID,
+        "p4info": str(P4INFO),
+        "ports": ovs.mgmt(switch.name),
+    }
