@@ -25,6 +25,7 @@ test: lint typecheck
 experiments-quick: setup
 	$(BIN)/reroute experiment run ost-vs-mbb --quick
 	$(BIN)/reroute experiment run rto-sweep --quick
+	$(BIN)/reroute experiment run bandwidth-steering --quick
 
 unit: setup
 	$(BIN)/python -m pytest -m "not fabric"
