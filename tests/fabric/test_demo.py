@@ -47,11 +47,12 @@ def test_demo_bbm_loses_mbb_does_not_and_nothing_is_left(tmp_path: Path, topolog
     control = doc["control"]["udp"]
     assert mbb["udp"]["lost"] <= mbb["fabric_drops"], f"MBB {mbb}; nothing moved: {control}"
     assert bbm["udp"]["lost"] > 0, bbm
-    # BBM is dark for switching + lock; MBB waited for the lock before it moved the traffic
+    # BBM is dark at least for the lock (switching overlaps the gap's start by up to its
+    # 25 ms); MBB waited for the lock before it moved the traffic
     dark = bbm["timing"]["dark_ms"]
     # (+150: the first packets after the light comes back cross a busy userspace fabric; seen
     # +93 ms at load average 4 on 2 cores)
-    assert dark - 5 <= bbm["udp"]["longest_gap_ms"] <= dark + 150, bbm
+    assert bbm["timing"]["lock_ms"] - 5 <= bbm["udp"]["longest_gap_ms"] <= dark + 150, bbm
     assert mbb["timing"]["new_path_ms"] >= mbb["timing"]["dark_ms"], mbb
     assert bbm["tcp"]["min_mbps"] < 0.5 * bbm["tcp"]["median_mbps"], bbm["tcp"]
 
