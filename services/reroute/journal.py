@@ -177,8 +177,26 @@ class Journal:
         """A journal in the file ``path``; ``None`` keeps it in memory (nothing to recover)."""
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         where = ":memory:" if path is None else path
-        self.db = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
+        try:
+            self.db = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as exc:
+            raise self._unwritable(exc) from exc
+        try:
+            self._open()
+        except sqlite3.OperationalError as exc:  # e.g. its disk is full: "disk I/O error"
+            self.db.close()
+            raise self._unwritable(exc) from exc
+
+    def _unwritable(self, exc: sqlite3.OperationalError) -> JournalError:
+        return JournalError(
+            f"journal {self.path or ':memory:'} cannot be written ({exc}): "
+            "reroute refused, nothing changed"
+        )
+
+    def _open(self) -> None:
+        path = self.path
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
@@ -201,7 +219,15 @@ class Journal:
     def create(self, reroute_id: str, plan: Plan) -> None:
         """The reroute starts running ``plan``: a new row, or its ``pending`` row updated."""
         now = time.time()
-        cur = self.db.execute(
+        try:
+            cur = self._insert_running(reroute_id, plan, now)
+        except sqlite3.OperationalError as exc:  # its disk is full: before any device changes
+            raise self._unwritable(exc) from exc
+        if cur.rowcount != 1:
+            raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
+
+    def _insert_running(self, reroute_id: str, plan: Plan, now: float) -> sqlite3.Cursor:
+        return self.db.execute(
             "INSERT INTO reroutes (id, created, started, summary, plan_text, origins, touched, "
             "state, intent, flows, step_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
@@ -223,8 +249,6 @@ class Journal:
                 RerouteState.PENDING,
             ),
         )
-        if cur.rowcount != 1:
-            raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
 
     def enqueue(
         self,

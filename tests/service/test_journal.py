@@ -89,3 +89,15 @@ def test_a_format_2_journal_is_upgraded(tmp_path: Path) -> None:
 
 def _host_intent() -> Intent:
     return Intent(flows=(FlowSpec.parse("10.0.0.2>10.0.0.3"),), to_path="temporary")
+
+
+def test_an_unwritable_journal_refuses_the_reroute(topo: Topology, tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.db")
+    the_plan = plan(topo, tables_from(initial_rules(topo)), _host_intent(), now=time.time())
+    journal.db.execute("PRAGMA query_only = 1")  # every write fails, as on a full disk
+    with pytest.raises(JournalError, match=r"cannot be written .* reroute refused"):
+        journal.create("r1", the_plan)
+    journal.close()
+    (tmp_path / "dir").mkdir()  # a directory where the journal's file would be
+    with pytest.raises(JournalError, match="cannot be written"):
+        Journal(tmp_path / "dir")
