@@ -26,6 +26,7 @@ experiments-quick: setup
 	$(BIN)/reroute experiment run ost-vs-mbb --quick
 	$(BIN)/reroute experiment run rto-sweep --quick
 	$(BIN)/reroute experiment run bandwidth-steering --quick
+	$(BIN)/reroute experiment run mptcp --quick
 
 unit: setup
 	$(BIN)/python -m pytest -m "not fabric"

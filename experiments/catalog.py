@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from experiments.bandwidth_steering import BandwidthSteering
+from experiments.mptcp import Mptcp
 from experiments.ost_vs_mbb import OstVsMbb
 from experiments.rto_sweep import RtoSweep
 from experiments.runner import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e for e in (OstVsMbb(), RtoSweep(), BandwidthSteering())
+    e.name: e for e in (OstVsMbb(), RtoSweep(), BandwidthSteering(), Mptcp())
 }
 PLANNED = {  # issue 10's other experiments, not built yet
     "impulse-response": "n periodic degradations, response mean with bootstrap band (seed 000 V)",
-    "mptcp": "MPTCP over two disjoint paths vs plain TCP under failures (seed 002)",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from experiments.bandwidth_steering import rate_around
+from experiments.mptcp import mptcp_missing, phase_mbps
 from tests.fabric.conftest import ROOT, leftovers, reroute
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
@@ -118,3 +119,29 @@ def test_bandwidth_steering_quick(tmp_path: Path) -> None:
     after = [rate_around(r["bystander"], 1500, 2500) or 0.0 for r in raws.values()]
     assert sum(after) > sum(before), (before, after)
     assert "## Both streams, BBM vs MBB" in (out / "report.md").read_text()
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(240)
+def test_mptcp_quick(tmp_path: Path) -> None:
+    why = mptcp_missing()
+    if why is not None:
+        pytest.skip(why)
+    out = tmp_path / "mptcp"
+    proc = reroute("experiment", "run", "mptcp", "--quick", "--out", str(out), timeout=200)
+    assert leftovers("ngncs-ost") == []
+    assert "4/4 repetitions" in proc.stdout, proc.stdout
+    raws = _raws(out)
+    assert set(raws) == {
+        f"{c}-{p}-01" for c in ("fail-10s", "fail-100ms") for p in ("mptcp", "tcp")
+    }
+    for r in raws.values():
+        assert phase_mbps(r, "before") > 0, r["series_mbps"]
+        assert r["subflows"] == (2 if r["proto"] == "mptcp" else 1)
+    # the second subflow's path stays up: MPTCP carries on through the failure, TCP stalls
+    mptcp, tcp = raws["fail-10s-mptcp-01"], raws["fail-10s-tcp-01"]
+    assert phase_mbps(mptcp, "during") > 0, mptcp["series_mbps"]
+    assert phase_mbps(mptcp, "during") > phase_mbps(tcp, "during")
+    report = (out / "report.md").read_text()
+    assert "## fail-10s" in report and "## fail-100ms" in report
+    assert (out / "mptcp_fail-10s.png").exists() and (out / "mptcp_fail-100ms.png").exists()
