@@ -16,7 +16,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -45,6 +44,7 @@ PORT = 5601
 CASES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
     "fail-10s": ((30.0, 10.0, 10.0), (9.0, 3.0, 3.0)),
     "fail-100ms": ((20.0, 10.0, 0.1), (6.0, 3.0, 0.1)),
+    "mbb-reroute": ((20.0, 10.0, 0.0), (6.0, 3.0, 0.0)),  # (c): no link down; fail_s unused
 }
 FULL_RUNS, QUICK_RUNS = 3, 1
 COLORS = {"mptcp": "tab:blue", "tcp": "tab:red"}
@@ -81,6 +81,7 @@ class Mptcp:
                 for proto in PROTOS:
                     params = {
                         "case": case,
+                        "kind": "reroute" if case == "mbb-reroute" else "link-down",
                         "proto": proto,
                         "stream_s": stream_s,
                         "fail_at_s": fail_at,
@@ -101,6 +102,7 @@ class Mptcp:
         p = rep.params
         doc = _stream(
             session,
+            str(p["kind"]),
             str(p["proto"]),
             float(p["stream_s"]),
             float(p["fail_at_s"]),
@@ -118,9 +120,11 @@ class Mptcp:
             " receiver in 100 ms windows. MPTCP: one subflow on the short circuit br2 -> ost1"
             " -> br3, one (from vm2's second address) on the disjoint temporary path br2 ->"
             " br1 -> br4 -> br3. TCP: the short circuit only. The link br2 -> ost1 goes down"
-            " (`ip link set down`) for the case's time. *during* is the mean goodput while it"
-            " is down (for 100 ms: the second from the failure on), *after* from 1 s after"
-            " it is back to the end.\n",
+            " (`ip link set down`) for the case's time; in *mbb-reroute* no link fails, vm2 ->"
+            " vm3 (the first subflow, or TCP) is moved by MBB from the short circuit to the long"
+            " path via the temporary one (ost1 reconfigured) and back after the run. *during*"
+            " is the mean goodput while the link is down or the reroute runs (at least the"
+            " second from its start), *after* from 1 s after it to the end.\n",
         ]
         for case in CASES:
             runs = [r for r in raws.values() if r["params"]["case"] == case]
@@ -134,12 +138,8 @@ class Mptcp:
 def _two_paths(say: Say, seed: int) -> Iterator[ostbench.Bench]:
     with ostbench.bench(say, seed=seed) as b:
         say("vm2 -> vm3 onto the short circuit (MBB via the temporary path)")
-        move = Intent(flows=b.flows, to_path=demo.SHORT, via=demo.TEMPORARY, drain_s=demo.DRAIN_S)
-        asyncio.run(demo.reroute(b.topo, b.inv, move))
+        _move(b, demo.SHORT)
         temporary = b.topo.paths[demo.TEMPORARY]
-        second = FlowSpec.parse(f"{SECOND_ADDRESS}>{temporary.dst_ip}")
-        for bridge, rules in path_rules(b.topo, temporary, [second]).items():
-            push_flows(b.fab.ovs, bridge, [ofctl_line(r) for r in rules], "OpenFlow13")
         src, dst = b.fab.host_ns(temporary.src), b.fab.host_ns(temporary.dst)
         mac = json.loads(run_cmd(["ip", "-j", "link", "show", "eth0"], ns=src))[0]["address"]
         run_cmd(["ip", "addr", "add", f"{SECOND_ADDRESS}/24", "dev", "eth0"], ns=src)
@@ -154,8 +154,23 @@ def _two_paths(say: Say, seed: int) -> Iterator[ostbench.Bench]:
         yield b
 
 
+def _move(b: ostbench.Bench, to: str) -> None:
+    """vm2 -> vm3 (subflow 1, or the TCP stream) moved by MBB via the temporary path; the
+    second subflow's rules are written again after it (the engine owns the temporary path)."""
+    move = Intent(flows=b.flows, to_path=to, via=demo.TEMPORARY, drain_s=demo.DRAIN_S)
+    asyncio.run(demo.reroute(b.topo, b.inv, move))
+    _second_subflow_rules(b)
+
+
+def _second_subflow_rules(b: ostbench.Bench) -> None:
+    temporary = b.topo.paths[demo.TEMPORARY]
+    second = FlowSpec.parse(f"{SECOND_ADDRESS}>{temporary.dst_ip}")
+    for bridge, rules in path_rules(b.topo, temporary, [second]).items():
+        push_flows(b.fab.ovs, bridge, [ofctl_line(r) for r in rules], "OpenFlow13")
+
+
 def _stream(
-    b: ostbench.Bench, proto: str, stream_s: float, fail_at: float, fail_s: float
+    b: ostbench.Bench, kind: str, proto: str, stream_s: float, fail_at: float, fail_s: float
 ) -> dict[str, Any]:
     short = b.topo.paths[demo.SHORT]
     src, dst = b.fab.host_ns(short.src), b.fab.host_ns(short.dst)
@@ -182,17 +197,18 @@ def _stream(
         t0 = time.monotonic()
         marks: dict[str, float] = {}
 
-        def fail() -> None:
+        if kind == "reroute":  # (c): subflow 1's path (short) moved by MBB to long
+            time.sleep(max(0.0, fail_at - (time.monotonic() - t0)))
+            marks["down_s"] = time.monotonic() - t0
+            _move(b, demo.LONG)
+            marks["up_s"] = time.monotonic() - t0
+        else:
             time.sleep(max(0.0, fail_at - (time.monotonic() - t0)))
             run_cmd(["ip", "link", "set", link, "down"], ns=fabric_ns)
             marks["down_s"] = time.monotonic() - t0
             time.sleep(max(0.0, fail_at + fail_s - (time.monotonic() - t0)))
             run_cmd(["ip", "link", "set", link, "up"], ns=fabric_ns)
             marks["up_s"] = time.monotonic() - t0
-
-        failer = threading.Thread(target=fail)
-        failer.start()
-        failer.join()
         send.wait(timeout=stream_s + 10)
         out, err = recv.communicate(timeout=stream_s + 10)
     finally:
@@ -200,6 +216,8 @@ def _stream(
             recv.kill()
             recv.wait()
         run_cmd(["ip", "link", "set", link, "up"], ns=fabric_ns)
+        if kind == "reroute":
+            _move(b, demo.SHORT)  # back, without traffic
     got = json.loads(out.strip().splitlines()[-1])
     step = float(got["window_s"])
     series = [n * 8 / step / 1e6 for n in got["bytes"]]

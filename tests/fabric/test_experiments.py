@@ -130,11 +130,10 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     out = tmp_path / "mptcp"
     proc = reroute("experiment", "run", "mptcp", "--quick", "--out", str(out), timeout=200)
     assert leftovers("ngncs-ost") == []
-    assert "4/4 repetitions" in proc.stdout, proc.stdout
+    assert "6/6 repetitions" in proc.stdout, proc.stdout
     raws = _raws(out)
-    assert set(raws) == {
-        f"{c}-{p}-01" for c in ("fail-10s", "fail-100ms") for p in ("mptcp", "tcp")
-    }
+    cases = ("fail-10s", "fail-100ms", "mbb-reroute")
+    assert set(raws) == {f"{c}-{p}-01" for c in cases for p in ("mptcp", "tcp")}
     for r in raws.values():
         assert phase_mbps(r, "before") > 0, r["series_mbps"]
         assert r["subflows"] == (2 if r["proto"] == "mptcp" else 1)
@@ -143,5 +142,5 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     assert phase_mbps(mptcp, "during") > 0, mptcp["series_mbps"]
     assert phase_mbps(mptcp, "during") > phase_mbps(tcp, "during")
     report = (out / "report.md").read_text()
-    assert "## fail-10s" in report and "## fail-100ms" in report
-    assert (out / "mptcp_fail-10s.png").exists() and (out / "mptcp_fail-100ms.png").exists()
+    for case in cases:
+        assert f"## {case}" in report and (out / f"mptcp_{case}.png").exists()
