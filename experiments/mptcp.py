@@ -184,6 +184,7 @@ def _stream(
         text=True,
         cwd=cwd,
     )
+    send: subprocess.Popen[bytes] | None = None
     try:
         assert recv.stderr is not None
         recv.stderr.readline()  # "listening"
@@ -212,9 +213,10 @@ def _stream(
         send.wait(timeout=stream_s + 10)
         out, err = recv.communicate(timeout=stream_s + 10)
     finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.wait()
+        for proc in (recv, send):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
         run_cmd(["ip", "link", "set", link, "up"], ns=fabric_ns)
         if kind == "reroute":
             _move(b, demo.SHORT)  # back, without traffic
