@@ -250,6 +250,14 @@ def phase_mbps(r: Raw, phase: str) -> float:
     return mean(inside) if inside else 0.0
 
 
+def stalled_ms(r: Raw) -> float:
+    """Time (ms) from the failure's start on with goodput below half the sender's pace."""
+    step, series = float(r["window_s"]), r["series_mbps"]
+    first = int(float(r["down_s"]) / step)
+    slow = [v for v in series[first:] if v < float(r["rate_mbps"]) / 2]
+    return len(slow) * step * 1000
+
+
 def _table(runs: Sequence[Raw]) -> str:
     header = ["metric"]
     for proto in PROTOS:
@@ -266,12 +274,16 @@ def _table(runs: Sequence[Raw]) -> str:
             cells = md.stat_cells(md.values(mine, partial(phase_mbps, phase=phase)), 1)
             row += [cells[0], cells[3]]
         rows.append(row)
-    row = ["subflows"]
-    for proto in PROTOS:
-        mine = [r for r in runs if r["proto"] == proto]
-        cells = md.stat_cells(md.values(mine, lambda r: float(r["subflows"])), 1)
-        row += [cells[0], cells[3]]
-    rows.append(row)
+    for label, get in (
+        ("time below half the pace from the failure on (ms)", stalled_ms),
+        ("subflows", lambda r: float(r["subflows"])),
+    ):
+        row = [label]
+        for proto in PROTOS:
+            mine = [r for r in runs if r["proto"] == proto]
+            cells = md.stat_cells(md.values(mine, get), 0)
+            row += [cells[0], cells[3]]
+        rows.append(row)
     return md.table(header, rows)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from experiments import mptcp
-from experiments.mptcp import Mptcp, phase_mbps
+from experiments.mptcp import Mptcp, phase_mbps, stalled_ms
 from experiments.runner import Options, Skipped
 
 
@@ -21,6 +21,7 @@ def _raw(case: str, proto: str, during: float) -> dict[str, Any]:
         "params": {"case": case, "proto": proto},
         "proto": proto,
         "subflows": 2 if proto == "mptcp" else 1,
+        "rate_mbps": 40,
         "window_s": 0.1,
         "series_mbps": series,
         "down_s": 3.0,
@@ -44,6 +45,8 @@ def test_goodput_phases() -> None:
     assert phase_mbps(r, "before") == pytest.approx(40.0)
     assert phase_mbps(r, "during") == pytest.approx(12.0)
     assert phase_mbps(r, "after") == pytest.approx(40.0)
+    assert stalled_ms(r) == pytest.approx(1000.0)
+    assert stalled_ms(_raw("fail-10s", "mptcp", 25.0)) == 0.0
 
 
 def test_report_has_a_table_and_plot_per_case(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from experiments.bandwidth_steering import rate_around
-from experiments.mptcp import mptcp_missing, phase_mbps
+from experiments.mptcp import mptcp_missing, phase_mbps, stalled_ms
 from tests.fabric.conftest import ROOT, leftovers, reroute
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
@@ -141,6 +141,7 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     mptcp, tcp = raws["fail-10s-mptcp-01"], raws["fail-10s-tcp-01"]
     assert phase_mbps(mptcp, "during") > 0, mptcp["series_mbps"]
     assert phase_mbps(mptcp, "during") > phase_mbps(tcp, "during")
+    assert stalled_ms(mptcp) < stalled_ms(tcp)
     report = (out / "report.md").read_text()
     for case in cases:
         assert f"## {case}" in report and (out / f"mptcp_{case}.png").exists()
