@@ -251,10 +251,11 @@ def phase_mbps(r: Raw, phase: str) -> float:
 
 
 def stalled_ms(r: Raw) -> float:
-    """Time (ms) from the failure's start on with goodput below half the sender's pace."""
+    """Time (ms) from the failure's start to the sender's end with goodput below half the
+    sender's pace."""
     step, series = float(r["window_s"]), r["series_mbps"]
-    first = int(float(r["down_s"]) / step)
-    slow = [v for v in series[first:] if v < float(r["rate_mbps"]) / 2]
+    first, end = int(float(r["down_s"]) / step), int(float(r["stream_s"]) / step)
+    slow = [v for v in series[first:end] if v < float(r["rate_mbps"]) / 2]
     return len(slow) * step * 1000
 
 
