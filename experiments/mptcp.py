@@ -6,7 +6,8 @@ temporary path br2 -> br1 -> br4 -> br3, which shares no link with it. The kerne
 path manager (``ip mptcp endpoint ... subflow``) opens the second subflow from that
 address, so the MPTCP connection has one subflow per path; plain TCP runs on the short path
 only. The link br2 -> ost1 (the short path) then fails: (a) for 10 s (quick: 3 s), (b) for
-100 ms; or (c) vm2 -> vm3 (the first subflow, or TCP) is moved by MBB to the long path. Goodput is what the receiver reads (100 ms windows). The kernel must have MPTCP
+100 ms; or (c) vm2 -> vm3 (the first subflow, or TCP) is moved by MBB to the long path.
+Goodput is what the receiver reads (100 ms windows). The kernel must have MPTCP
 (``net.mptcp.enabled``); where it has not, the experiment is skipped and says so.
 """
 
