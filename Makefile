@@ -34,3 +34,10 @@ unit: setup
 clean:
 	-$(BIN)/reroute fabric down --all
 	rm -rf $(VENV) .venv-p4shell .mypy_cache .pytest_cache .ruff_cache
+
+# The two sites as containers (docker/two-site/): build the image (cached layers; from the
+# committed tree), bring the deployment up, fail both sites over, kill and restart a site
+# mid-failover; the tests take everything down (only the images stay).
+containers-test: setup
+	docker/build.sh
+	REROUTE_CONTAINERS=1 $(BIN)/python -m pytest -m containers tests/containers -v -s
