@@ -33,7 +33,7 @@ from pathlib import Path
 from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix
 from drivers.p4runtime import P4RuntimeDriver
 from fabric import daemons, netns
-from fabric.ovs import OvsInstance
+from fabric.vswitch import OvsInstance
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "rr-bench-p4rt"

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from drivers import batch
+from drivers import batch, gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -148,6 +148,7 @@ class P4RuntimeDriver(Session):
         )
 
     async def close(self) -> None:
+        """Stop the arbitration stream and close the gRPC channel."""
         await self._arbitration.stop()
         await self._client.close()
         if self._ports is not None:
@@ -231,12 +232,16 @@ class P4RuntimeDriver(Session):
         """One Write for the batch; undone on a partial failure (module docstring)."""
         if not changes:
             return
-        self._check(changes)
+        with gcpause.paused():  # 1000s of entries: see drivers.gcpause
+            self._check(changes)
         async with self._lock:
-            before = batch.index(await self._read_all())
-            planned = updates.plan(self._loaded(), before, changes)
+            rules = await self._read_all()
+            with gcpause.paused():
+                before = batch.index(rules)
+                planned = updates.plan(self._loaded(), before, changes)
+                request = self._request(planned.updates)
             try:
-                await self._write(planned.updates)
+                await self._send(request, planned.updates)
             except WriteFailed as exc:
                 await self._recover(before, changes, planned, exc)
 
@@ -274,21 +279,29 @@ class P4RuntimeDriver(Session):
         request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
         entities = await self._client.read(request)
         try:
-            return [mapping.to_rule(loaded, e.table_entry) for e in entities]
+            with gcpause.paused():
+                return [mapping.to_rule(loaded, e.table_entry) for e in entities]
         except mapping.MappingError as exc:
             raise ProtocolError(self.name, f"table entry: {exc}") from exc
 
     async def _write(self, update_list: list[dict[str, Any]]) -> None:
         """One Write of ``updates.plan``'s updates; WriteFailed unless every update is done
         (a DELETE of a missing entry is done)."""
-        if not update_list:
-            return
-        request = P4R.WriteRequest(
+        if update_list:
+            await self._send(self._request(update_list), update_list)
+
+    def _request(self, update_list: list[dict[str, Any]]) -> P4R.WriteRequest:
+        return P4R.WriteRequest(
             device_id=self.device_id,
             election_id=election(self.election_id),
             atomicity=P4R.WriteRequest.CONTINUE_ON_ERROR,
             updates=update_list,
         )
+
+    async def _send(self, request: P4R.WriteRequest, update_list: list[dict[str, Any]]) -> None:
+        """The Write of ``request`` (``update_list``'s updates); see ``_write``."""
+        if not update_list:
+            return
         try:
             await self._client.unary("Write", request)
         except WriteFailed as exc:

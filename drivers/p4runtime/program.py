@@ -98,6 +98,7 @@ class Program:
 
     @classmethod
     def of(cls, info: p4info_pb2.P4Info) -> Program:
+        """The reroute program's ids, read from its P4Info (ConfigError if something is missing)."""
         table = _one(info.tables, TABLE, "table")
         field_ids = {f: _field(table, f) for f in Field}
         refs = {ref.id for ref in table.action_refs}

@@ -54,10 +54,12 @@ class UpdateStatus:
 
     @property
     def ok(self) -> bool:
+        """The update succeeded."""
         return bool(self.code == code_pb2.OK)
 
     @property
     def name(self) -> str:
+        """The gRPC code's name."""
         return code_name(self.code)
 
 
@@ -76,6 +78,7 @@ class WriteFailed(DeviceRejected):
 
 
 def oneline(message: Any) -> str:
+    """A protobuf message as one line of text."""
     return str(text_format.MessageToString(message, as_one_line=True))
 
 
@@ -96,6 +99,7 @@ class Client:
         self.stub: Any = None
 
     def open(self) -> None:
+        """Open the gRPC channel (TLS when configured)."""
         if self.tls is None:
             self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         else:
@@ -117,11 +121,13 @@ class Client:
         return credentials, options
 
     async def close(self) -> None:
+        """Close the gRPC channel."""
         channel, self._channel, self.stub = self._channel, None, None
         if channel is not None:
             await channel.close()
 
     def connected_stub(self) -> Any:
+        """The stub, or DeviceUnreachable before ``open``."""
         if self.stub is None:
             raise DeviceUnreachable(self.name, "not connected (call open() first)")
         return self.stub

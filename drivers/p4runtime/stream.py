@@ -72,6 +72,7 @@ class Arbitration:
         self.primary = False
 
     async def stop(self) -> None:
+        """End the stream channel and its watcher."""
         call, self._call = self._call, None
         watch, self._watch = self._watch, None
         if call is not None:

@@ -44,6 +44,7 @@ def twice(changes: Sequence[FlowChange]) -> Key | None:
 
 
 def plan(program: Program, table: Table, changes: Sequence[FlowChange]) -> Planned:
+    """The P4Runtime updates of ``changes`` on ``table``."""
     updates: list[dict[str, Any]] = []
     indices: list[int] = []
     for i, change in enumerate(changes):

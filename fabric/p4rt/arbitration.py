@@ -39,13 +39,16 @@ class Arbiter:
         self.streams: list[Stream] = []
 
     def primary(self) -> int | None:
+        """The highest election id of the open streams, or None."""
         ids = [s.election_id for s in self.streams if s.election_id is not None]
         return max(ids, default=None)
 
     def is_primary(self, election_id: int) -> bool:
+        """``election_id`` is the primary's (0 never is)."""
         return election_id != 0 and election_id == self.primary()
 
     def join(self, stream: Stream, device_id: int, election_id: int) -> None:
+        """Add ``stream`` with ``election_id`` and tell every stream who is primary."""
         if device_id != self.device_id:
             raise ArbitrationError(code_pb2.NOT_FOUND, f"no device {device_id}")
         if any(s.election_id == election_id for s in self.streams if s is not stream):
@@ -59,6 +62,7 @@ class Arbiter:
         self._notify(self.streams if self.primary() != before else [stream])
 
     def leave(self, stream: Stream) -> None:
+        """Remove ``stream``; tell the others if the primary changed."""
         if stream not in self.streams:
             return
         before = self.primary()

@@ -11,8 +11,12 @@ tag, output; ``pop_vlan_forward(port)`` -> pop, output; ``drop()`` -> no action.
 entry's priority is the flow's; its controller metadata (up to 8 bytes) the cookie.
 
 What a valid entry asks and OpenFlow cannot say here (a partial mask on a port, a
-non-prefix address mask, untagged-only) is ``Unrealisable``: the update fails
-UNIMPLEMENTED.
+non-prefix address mask, untagged-only, an IPv4 field without ``hdr.ipv4.$valid$`` 1 or
+an L4 port without protocol 6 or 17: OpenFlow's prerequisites) is ``Unrealisable``: the
+update fails UNIMPLEMENTED. So distinct entries are distinct flows: the mapping from an
+entry's key (priority, match) to the flow's (priority, match) is one-to-one (each
+``$valid$`` bit has one realisable value, every other field maps to its own OXM field),
+and no entry can replace or delete another's flow.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from fabric.p4rt.proto import p4runtime_pb2
 TABLE = "MyIngress.reroute"
 ETH_IPV4 = 0x0800
 MAX_OPENFLOW_PRIORITY = 0xFFFF
+L4_PROTOS = (6, 17)  # TCP, UDP
 ROLES = {  # match field name -> FlowMatch field ($: a validity bit)
     "standard_metadata.ingress_port": "in_port",
     "hdr.vlan.$valid$": "$vlan",
@@ -46,8 +51,7 @@ class Unrealisable(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dataplane:
     table_id: int
-    names: dict[int, str]  # match field id -> name
-    whole: dict[str, int]  # match field name -> its all-ones mask
+    fields: dict[int, tuple[str, str | None, int]]  # match field id -> (name, role, all-ones)
     actions: dict[int, tuple[str, dict[int, str]]]  # id -> (name, {param id: name})
 
     @classmethod
@@ -59,8 +63,10 @@ class Dataplane:
             raise ValueError(f"the P4Info has no table {TABLE}") from None
         return cls(
             table_id=table.id,
-            names={i: name for i, (name, _, _) in table.fields.items()},
-            whole={name: (1 << bits) - 1 for name, bits, _ in table.fields.values()},
+            fields={
+                i: (name, ROLES.get(name), (1 << bits) - 1)
+                for i, (name, bits, _) in table.fields.items()
+            },
             actions={
                 a: (
                     pipeline.actions[a].name,
@@ -77,25 +83,25 @@ class Dataplane:
             raise Unrealisable(f"only {TABLE} has a dataplane")
         if priority > MAX_OPENFLOW_PRIORITY:
             raise Unrealisable(f"priority {priority} (OpenFlow's end at 65535)")
-        names = self.names
-        found = {names[field_id]: (v, mask) for field_id, v, mask in match}
         return FlowRule(
-            match=self._match(found),
+            match=self._match(match),
             priority=priority,
             actions=self._actions(examined.action_id, examined.params),
             cookie=value(entry.metadata[-8:]),
         )
 
-    def _match(self, found: dict[str, tuple[int, int]]) -> FlowMatch:
+    def _match(self, match: tuple[tuple[int, int, int], ...]) -> FlowMatch:
+        """The OpenFlow match of an entry's (field id, value, mask)s, one pass."""
         whole: dict[str, int] = {}
         kwargs: dict[str, int | Prefix] = {}
-        for name, (v, mask) in found.items():
-            role = ROLES.get(name)
+        fields = self.fields
+        for field_id, v, mask in match:
+            name, role, all_ones = fields[field_id]
             if role is None:
                 raise Unrealisable(f"no OpenFlow match for {name}")
             if role in ("ipv4_src", "ipv4_dst"):
                 kwargs[role] = _prefix(name, v, mask)
-            elif mask != self.whole[name]:
+            elif mask != all_ones:
                 raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
             elif role.startswith("$"):
                 whole[role] = v
@@ -109,6 +115,7 @@ class Dataplane:
             raise Unrealisable("hdr.ipv4.$valid$ 0 (non-IPv4 packets only)")
         if ipv4_valid == 1:
             kwargs["eth_type"] = ETH_IPV4
+        _prerequisites(kwargs)
         return FlowMatch(**kwargs)  # type: ignore[arg-type]
 
     def _actions(self, action_id: int, params: dict[int, int]) -> tuple[Action, ...]:
@@ -124,6 +131,18 @@ class Dataplane:
             case "drop":
                 return ()
         raise Unrealisable(f"no OpenFlow actions for {name}")
+
+
+def _prerequisites(kwargs: dict[str, int | Prefix]) -> None:
+    """OpenFlow's match prerequisites, checked here rather than left to the bridge: an
+    IPv4 field needs eth_type 0x0800 (``hdr.ipv4.$valid$`` 1), an L4 port ip_proto 6 or
+    17. Without them the entry is still a valid P4 entry, but the flow would be refused
+    (and with them added silently, two distinct entries could become one flow)."""
+    ipv4 = "ipv4_src" in kwargs or "ipv4_dst" in kwargs or "ip_proto" in kwargs
+    if ipv4 and "eth_type" not in kwargs:
+        raise Unrealisable("an IPv4 field without hdr.ipv4.$valid$ 1 (OpenFlow needs it)")
+    if ("l4_src" in kwargs or "l4_dst" in kwargs) and kwargs.get("ip_proto") not in L4_PROTOS:
+        raise Unrealisable("an L4 port without hdr.ipv4.protocol 6 or 17 (OpenFlow needs it)")
 
 
 def _action(pipeline: Pipeline, action_id: int) -> tuple[str, dict[int, str]]:

@@ -58,6 +58,7 @@ class Pipeline:
 
     @classmethod
     def of(cls, info: p4info_pb2.P4Info) -> Pipeline:
+        """The tables and actions of a P4Info."""
         prioritised = (MatchType.TERNARY, MatchType.RANGE, MatchType.OPTIONAL)
         tables = {
             t.preamble.id: TableInfo(
@@ -81,9 +82,11 @@ class Pipeline:
         return cls(info=info, tables=tables, actions=actions)
 
     def table_named(self, name: str) -> TableInfo:
+        """The table called ``name``."""
         return next(t for t in self.tables.values() if t.name == name)
 
     def field_names(self, table_id: int) -> dict[int, str]:
+        """The match field names of table ``table_id``, by id."""
         return {i: f[0] for i, f in self.tables[table_id].fields.items()}
 
 
@@ -103,6 +106,7 @@ def load(path: Path) -> p4info_pb2.P4Info:
 
 
 def value(data: bytes) -> int:
+    """A P4Runtime bytestring as an int."""
     return int.from_bytes(data, "big")
 
 
@@ -149,7 +153,9 @@ def examine(
             v, mask = int.from_bytes(raw_value, "big"), int.from_bytes(raw_mask, "big")
             if mask and not (v >> spec[1] or mask >> spec[1] or v & ~mask):
                 match.append((field_id, v, mask))
-                short_form = short_form and _short(raw_value) and _short(raw_mask)
+                # _short of both, inline (the mask is not zero, so its first byte tells)
+                if short_form and not (raw_mask[0] and _short(raw_value)):
+                    short_form = False
                 continue
         got = _field(table, fm)  # the other kinds, and every error
         if isinstance(got, Failure):

@@ -14,8 +14,10 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
 def election(value: int) -> p4runtime_pb2.Uint128:
+    """An election id as a ``Uint128``."""
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def election_value(uint128: p4runtime_pb2.Uint128) -> int:
+    """The int of a ``Uint128`` election id."""
     return int(uint128.high) << 64 | int(uint128.low)

@@ -76,9 +76,11 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
     # RPCs
 
     async def Capabilities(self, request: Any, context: Any) -> Any:
+        """The P4Runtime API version served."""
         return P4R.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
 
     async def StreamChannel(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """The stream channel: arbitration updates in, mastership answers out."""
         stream = Stream()
         reader = asyncio.create_task(self._stream_requests(requests, stream))
         try:
@@ -109,6 +111,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         return None
 
     async def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
+        """Install (or verify) the forwarding pipeline; the primary only."""
         await self._device(request.device_id, context)
         await self._primary(request.election_id, context)
         actions = P4R.SetForwardingPipelineConfigRequest
@@ -133,6 +136,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         return P4R.SetForwardingPipelineConfigResponse()
 
     async def GetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
+        """The installed pipeline's P4Info."""
         await self._device(request.device_id, context)
         config = P4R.ForwardingPipelineConfig()
         if self.config is not None:
@@ -144,6 +148,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         return P4R.GetForwardingPipelineConfigResponse(config=config)
 
     async def Write(self, request: Any, context: Any) -> Any:
+        """Apply a batch of table updates atomically; the primary only."""
         await self._device(request.device_id, context)
         await self._primary(request.election_id, context)
         await self._pipeline(context)
@@ -162,6 +167,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         return P4R.WriteResponse()
 
     async def Read(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        """The table entries matching the request's entities."""
         await self._device(request.device_id, context)
         await self._pipeline(context)
         entries = []

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from drivers import gcpause
 from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected
 from fabric.p4rt.dataplane import Dataplane, Unrealisable
@@ -78,13 +79,14 @@ class Table:
         results: list[Failure | None] = [None] * len(updates)
         state = dict(self.entries)
         planned: list[tuple[int, Planned]] = []
-        for i, update in enumerate(updates):
-            got = self.check(update, state)
-            if isinstance(got, Failure):
-                results[i] = got
-            else:
-                planned.append((i, got))
-                _apply(state, got)
+        with gcpause.paused():  # 1000s of updates: see drivers.gcpause
+            for i, update in enumerate(updates):
+                got = self.check(update, state)
+                if isinstance(got, Failure):
+                    results[i] = got
+                else:
+                    planned.append((i, got))
+                    _apply(state, got)
         if not planned:
             return results
         try:
