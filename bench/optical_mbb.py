@@ -32,7 +32,7 @@ from services.reroute.engine import plan_on_devices
 from services.reroute.executor import Executor, StepEvent
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planner import StepKind
+from services.reroute.planning.plan import StepKind
 from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]

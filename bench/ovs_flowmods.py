@@ -30,7 +30,7 @@ from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix
 from drivers.ovs import OvsDriver, ofp13
 from drivers.ovs.ofp13_flow import encode_flow_mod
 from fabric import netns
-from fabric.ovs import OvsInstance
+from fabric.vswitch import OvsInstance
 
 NS = "rr-bench-ovsflowmods"
 BRIDGE = "br0"

@@ -28,7 +28,7 @@ from services.reroute.engine import read_tables
 from services.reroute.executor import Executor
 from services.reroute.journal import Journal
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planner import plan
+from services.reroute.planning import plan
 from services.reroute.rules import directions, ingress_rule, path_tag
 from services.reroute.topology import load_topology
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planner import plan
+from services.reroute.planning import plan
 from services.reroute.rules import initial_rules, path_rules
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Topology, parse_topology

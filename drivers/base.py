@@ -105,13 +105,16 @@ class Prefix(NamedTuple):
 
     @property
     def mask(self) -> int:
+        """The prefix's netmask as an int."""
         return (0xFFFFFFFF << (32 - self.plen)) & 0xFFFFFFFF
 
     @property
     def network(self) -> IPv4Network:
+        """The prefix as an ``IPv4Network``."""
         return IPv4Network((self.addr, self.plen))
 
     def contains(self, addr: IPv4Address | int) -> bool:
+        """``addr`` lies in the prefix."""
         return int(addr) & self.mask == self.addr
 
     def __str__(self) -> str:
@@ -174,6 +177,7 @@ class FlowRule:
 
     @property
     def key(self) -> tuple[int, int, FlowMatch]:
+        """The rule's identity on a device: (table, priority, match)."""
         return (self.table, self.priority, self.match)
 
     def __str__(self) -> str:
@@ -208,6 +212,10 @@ class Capabilities:
     optical_power: bool = False
     typical_latency_ms: float = 1.0
     notes: str = ""
+    # not atomic, but the driver itself confirms every batch (the device's acknowledgement
+    # or its own read-back) and undoes the applied part of a failed one before raising:
+    # the executor need not read the table around the batch (services/reroute/guard.py)
+    self_undoing: bool = False
 
 
 @runtime_checkable
@@ -223,7 +231,8 @@ class FlowProgrammer(Protocol):
         """The table's entries (those whose cookie matches under the mask, when given)."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the connection to the device."""
 
 
 @runtime_checkable
@@ -338,6 +347,7 @@ class Kind:
 
     @property
     def summary(self) -> str:
+        """The first line of the driver's docstring (or its name)."""
         return (self.factory.__doc__ or self.name).strip().splitlines()[0]
 
 
@@ -357,6 +367,7 @@ def register(kind: str, *, spec: type[DeviceSpec]) -> Callable[[_C], _C]:
     an inventory entry with ``from_spec(name, spec, expect)``."""
 
     def deco(factory: _C) -> _C:
+        """Register ``factory`` under ``kind`` (again: only the same factory)."""
         old = _REGISTRY.kinds.get(kind)
         if old is not None and old.factory is not factory:
             raise ValueError(f"driver kind {kind!r} registered twice")
@@ -391,6 +402,7 @@ def registered() -> list[str]:
 
 
 def kinds() -> list[Kind]:
+    """Every registered driver kind, by name."""
     return [_REGISTRY.kinds[k] for k in registered()]
 
 

@@ -27,6 +27,7 @@ Expected = dict[Key, FlowRule | None]
 
 
 def index(rules: Iterable[FlowRule]) -> dict[Key, FlowRule]:
+    """Rules by their identity."""
     return {r.key: r for r in rules}
 
 
@@ -36,6 +37,7 @@ def touched(changes: Sequence[FlowChange]) -> list[Key]:
 
 
 def expected(before: Table, changes: Sequence[FlowChange]) -> Expected:
+    """What every touched key holds once ``changes`` are applied to ``before`` (None: absent)."""
     state: Expected = {k: before.get(k) for k in touched(changes)}
     for change in changes:
         state[change.rule.key] = change.rule if change.op is FlowOp.ADD else None
@@ -43,6 +45,7 @@ def expected(before: Table, changes: Sequence[FlowChange]) -> Expected:
 
 
 def mismatches(want: Mapping[Key, FlowRule | None], now: Table) -> list[Key]:
+    """The keys whose rule in ``now`` is not the wanted one."""
     return [k for k, rule in want.items() if now.get(k) != rule]
 
 

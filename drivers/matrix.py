@@ -65,6 +65,7 @@ def interfaces(factory: Callable[..., object]) -> list[str]:
 
 
 def capabilities(kind: str) -> Capabilities:
+    """The capabilities the driver of ``kind`` declares (ConfigError if none)."""
     caps = getattr(lookup(kind), "capabilities", None)
     if not isinstance(caps, Capabilities):
         raise TypeError(f"driver kind {kind!r} declares no Capabilities")
@@ -80,6 +81,7 @@ def _cell(name: str, value: object) -> str:
 
 
 def render(kinds: Sequence[str] | None = None) -> str:
+    """The capability matrix of ``kinds`` (default: every driver) as a Markdown table."""
     kinds = load_drivers() if kinds is None else kinds
     columns = [f.name for f in fields(Capabilities) if f.name != "notes"]
     lines = [
@@ -126,6 +128,7 @@ def checked_section(kind: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Print the matrix, or check or rewrite docs/drivers.md; return the exit code."""
     parser = argparse.ArgumentParser(prog="python -m drivers.matrix", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help=f"exit 1 when {DOC} is stale")

@@ -95,11 +95,13 @@ class HpDpctlDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=40.0,  # measured against OVS: three tool runs per batch
+        typical_latency_ms=15.0,  # one tool run per batch (process start: ~12 ms)
         notes="OpenFlow 1.0 via dpctl / ovs-ofctl to the switch's passive listener, no "
-        "controller; no bundles: a failed batch is undone from a read taken before it, "
-        "every batch is verified by reading back; push/pop VLAN = mod_vlan_vid/strip_vlan "
-        "(one tag); HP/Aruba software-table flows are rate-limited (100 pps by default)",
+        "controller; no bundles: a failed batch is undone by the driver from the table it "
+        "last read or left; ovs-ofctl's barrier confirms a batch, dpctl's is read back; "
+        "push/pop VLAN = mod_vlan_vid/strip_vlan (one tag); HP/Aruba software-table flows "
+        "are rate-limited (100 pps by default)",
+        self_undoing=True,
     )
 
     @classmethod

@@ -68,11 +68,13 @@ class FlowTextError(ValueError):
 
 
 def add_line(rule: FlowRule) -> str:
+    """The ``add`` line of a rule for ``dpctl``/``ovs-ofctl`` batches."""
     head = f"cookie={rule.cookie:#x},priority={rule.priority},idle_timeout=0,hard_timeout=0"
     return f"add {_join(head, match_text(rule.match))},actions={actions_text(rule.actions)}"
 
 
 def delete_line(rule: FlowRule) -> str:
+    """The ``delete_strict`` line of a rule."""
     return f"delete_strict {_join(f'priority={rule.priority}', match_text(rule.match))}"
 
 
@@ -82,6 +84,7 @@ def flow_spec(line: str) -> str:
 
 
 def match_text(m: FlowMatch) -> str:
+    """The match in flow text (``in_port=1,ip,nw_src=...``)."""
     fields: list[tuple[str, object]] = [
         ("in_port", m.in_port),
         ("dl_vlan", m.vlan_vid),
@@ -96,6 +99,7 @@ def match_text(m: FlowMatch) -> str:
 
 
 def actions_text(actions: tuple[Action, ...]) -> str:
+    """The actions in flow text (``drop`` when none)."""
     return ",".join(_action_text(a) for a in actions) or "drop"
 
 
@@ -242,9 +246,11 @@ def _rule(fields: dict[str, str], actions: tuple[Action, ...]) -> FlowRule:
 
 def _match(fields: dict[str, str]) -> FlowMatch:
     def num(key: str) -> int | None:
+        """The integer field ``key`` (any base), or None."""
         return None if key not in fields else int(fields[key], 0)
 
     def net(key: str) -> Prefix | None:
+        """The prefix field ``key``, or None."""
         return None if key not in fields else Prefix.parse(fields[key])
 
     return FlowMatch(
@@ -260,6 +266,7 @@ def _match(fields: dict[str, str]) -> FlowMatch:
 
 
 def parse_actions(text: str) -> tuple[Action, ...]:
+    """The actions of flow text (``drop`` and empty: none)."""
     if text in ("drop", ""):
         return ()
     return tuple(_action(a) for a in text.split(","))

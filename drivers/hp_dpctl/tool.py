@@ -58,11 +58,14 @@ class Tool(Protocol):
         """True when an exit status of 0 means the switch accepted every message."""
         ...
 
-    def batch(self, target: str, lines: Sequence[str]) -> list[Command]: ...
+    def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        """The commands applying flow-text ``lines`` on ``target``."""
 
-    def dump(self, target: str) -> Command: ...
+    def dump(self, target: str) -> Command:
+        """The command dumping ``target``'s flow table."""
 
-    def ports(self, target: str) -> Command: ...
+    def ports(self, target: str) -> Command:
+        """The command listing ``target``'s ports."""
 
 
 def timeout_option(seconds: float) -> str:
@@ -78,6 +81,7 @@ class Ofctl:
 
     @property
     def waits(self) -> bool:
+        """``ovs-ofctl`` waits for the switch's replies itself."""
         return True
 
     def _base(self, *args: str) -> tuple[str, ...]:
@@ -85,10 +89,12 @@ class Ofctl:
         return (self.path, *options, *args)
 
     def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        """One ``add-flows`` command reading ``lines`` from stdin."""
         stdin = "".join(f"{line}\n" for line in lines)
         return [Command(argv=self._base("add-flows", target, "-"), stdin=stdin)]
 
     def dump(self, target: str) -> Command:
+        """The command dumping the flow table."""
         return Command(argv=self._base("--no-stats", "--no-names", "dump-flows", target))
 
     def ports(self, target: str) -> Command:
@@ -105,12 +111,14 @@ class Dpctl:
 
     @property
     def waits(self) -> bool:
+        """``dpctl`` does not wait for the switch's replies."""
         return False
 
     def _base(self, *args: str) -> tuple[str, ...]:
         return (self.path, timeout_option(self.timeout), *args)
 
     def batch(self, target: str, lines: Sequence[str]) -> list[Command]:
+        """One command per run of adds or deletes in ``lines`` (dpctl takes one kind at a time)."""
         commands = []
         for is_add, group in groupby(lines, key=lambda line: line.startswith("add ")):
             specs = [flow_spec(line) for line in group]
@@ -125,9 +133,11 @@ class Dpctl:
         return [Command(argv=self._base("--strict", "del-flows", target, s)) for s in specs]
 
     def dump(self, target: str) -> Command:
+        """The command dumping the flow table."""
         return Command(argv=self._base("dump-flows", target))
 
     def ports(self, target: str) -> Command:
+        """The command showing the switch's ports."""
         return Command(argv=self._base("show", target))
 
 

@@ -25,7 +25,10 @@ switch's flows at the last poll, ``styles.flows_path``), not through RESTCONF.
 HTTP statuses: 2xx ok (on DELETE also 404, and 409 with error-tag ``data-missing``, which
 RFC 8040 section 7 maps data-missing to: already gone); 401/403 -> ``DeviceRejected``
 code ``auth``; other 4xx -> ``DeviceRejected`` with the body's ``error-tag`` (or
-``http-<status>``); 5xx -> ``DeviceRejected`` code ``http-<status>``; anything else ->
+``http-<status>``); 5xx is asked again (every request is a GET, or a PUT or DELETE of one
+flow, idempotent: a write the controller half-made is made whole by the same write),
+``SERVER_RETRIES`` times, ``RETRY_S`` apart, doubling; a 5xx still after that ->
+``DeviceRejected`` code ``http-<status>`` (and the batch is undone); anything else ->
 ``ProtocolError``. Connection refused or lost -> ``DeviceUnreachable``; no answer in
 ``timeout`` -> ``DeviceTimeout``. Every request and response is logged at DEBUG on
 ``reroute.wire.odl.<name>``.
@@ -71,6 +74,8 @@ from drivers.spec import Expect, read_secret
 log = logging.getLogger("reroute.drivers.odl")
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 POLL_S = 0.1  # operational datastore poll while a batch settles
+SERVER_RETRIES = 3  # a request answered 5xx is sent again this many times
+RETRY_S = 0.2  # the first pause before sending it again (doubles)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +180,7 @@ class OdlDriver(Session):
         )
 
     async def close(self) -> None:
+        """Close the HTTP client."""
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
@@ -320,6 +326,20 @@ class OdlDriver(Session):
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
 
     async def _http_call(self, request: Request) -> httpx.Response:
+        """The controller's answer; a 5xx is asked again (``SERVER_RETRIES``, backing off)."""
+        pause = RETRY_S
+        for attempt in range(SERVER_RETRIES):
+            response = await self._exchange(request)
+            if response.status_code < 500:
+                return response
+            log.warning("%s: %s %s answered %d (%s); again in %g s (%d of %d)", self.name,
+                        request.method, request.path, response.status_code, _message(response),
+                        pause, attempt + 1, SERVER_RETRIES)  # fmt: skip
+            await asyncio.sleep(pause)
+            pause *= 2
+        return await self._exchange(request)
+
+    async def _exchange(self, request: Request) -> httpx.Response:
         http = self._http
         if http is None:
             raise DeviceUnreachable(self.name, "not connected (call connect() first)")

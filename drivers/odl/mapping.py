@@ -80,6 +80,7 @@ def flow_json(rule: FlowRule, dpid: int) -> Json:
 
 
 def match_json(m: FlowMatch, dpid: int) -> Json:
+    """The match as OpenDaylight's JSON (``dpid`` names the in-port node connector)."""
     obj: Json = {}
     if m.in_port is not None:
         obj["in-port"] = f"openflow:{dpid}:{m.in_port}"
@@ -163,6 +164,7 @@ _MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
 
 
 def parse_match(obj: Json) -> FlowMatch:
+    """The match of OpenDaylight's JSON (UnsupportedEntry for fields we do not write)."""
     fields: dict[str, Any] = {}
     for key, value in obj.items():
         if key not in _MATCH:
@@ -182,6 +184,7 @@ def _vlan_id(obj: Json) -> int:
 
 
 def parse_actions(obj: Json) -> tuple[Action, ...]:
+    """The actions of OpenDaylight's JSON instructions, in order."""
     actions: list[Json] = []
     for inst in sorted(obj.get("instruction", []), key=lambda i: _int(i["order"])):
         if set(inst) != {"order", "apply-actions"}:

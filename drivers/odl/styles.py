@@ -63,6 +63,7 @@ def flow_path(style: Style, node: str, rule: FlowRule) -> str:
 
 
 def flow_body(style: Style, node: str, rule: FlowRule) -> Json:
+    """The JSON body of ``rule`` on ``node`` in ``style`` (AD-SAL or MD-SAL RESTCONF)."""
     dpid = mapping.dpid_of(node)
     if style is Style.ADSAL:
         return mapping.flow_config(rule, dpid)

@@ -21,9 +21,9 @@ import contextlib
 import logging
 import os
 import ssl
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from drivers.errors import (
     DeviceRejected,
@@ -157,12 +157,23 @@ class Channel:
 
     async def transact(self, msgs: Sequence[bytes], replies: Sequence[int]) -> list[list[Message]]:
         """Send ``msgs`` in one write, then wait for the replies to the xids in ``replies``."""
+        return await self.transact_chunks([msgs], replies)
+
+    async def transact_chunks(
+        self, chunks: Iterable[Sequence[bytes]], replies: Sequence[int]
+    ) -> list[list[Message]]:
+        """``transact`` with the messages written a chunk at a time, each taken by the switch
+        (drained) before the next is asked for: ``chunks`` may be a generator encoding them,
+        and the switch works on the first while the rest are made. An exception from
+        ``chunks`` leaves what was written written."""
         self._check_alive()
         loop = asyncio.get_running_loop()
         waits = {xid: _Pending(loop.create_future()) for xid in replies}
         self._pending.update(waits)
         try:
-            self.send(msgs)
+            for chunk in chunks:
+                self.send(chunk)
+                await self._wait(None, "taking our messages")
             return [await self._wait(p.future, f"xid {xid:#x}") for xid, p in waits.items()]
         finally:
             for xid, pending in waits.items():
@@ -172,11 +183,18 @@ class Channel:
                     pending.future.exception()  # retrieved: no "never retrieved" warning
                 pending.future.cancel()
 
-    async def _wait(self, future: asyncio.Future[_T], what: str) -> _T:
+    @overload
+    async def _wait(self, future: Awaitable[_T], what: str) -> _T: ...
+    @overload
+    async def _wait(self, future: None, what: str) -> None: ...
+
+    async def _wait(self, future: Awaitable[_T] | None, what: str) -> _T | None:
+        """Until the switch has taken what was written, then ``future``'s result (None:
+        only the first), within the timeout; errors as the driver's."""
         try:
             async with asyncio.timeout(self.timeout):
                 await self._writer.drain()
-                return await future
+                return None if future is None else await future
         except TimeoutError as exc:
             raise DeviceTimeout(self.device, f"no reply to {what} in {self.timeout:g} s") from exc
         except (ConnectionError, OSError) as exc:

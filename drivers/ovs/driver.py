@@ -2,8 +2,10 @@
 
 ``apply`` sends the whole batch as one bundle with flags ATOMIC|ORDERED:
 
-1. in one write: bundle OPEN, one ADD_MESSAGE per change (the flow-mod's xid is the add's
-   xid, so an error names the change), and a BARRIER;
+1. bundle OPEN, one ADD_MESSAGE per change (the flow-mod's xid is the add's xid, so an
+   error names the change), and a BARRIER, written 4,096 adds at a time as they are encoded
+   (the switch checks the first while we encode the next; a change that cannot be encoded
+   DISCARDs the bundle);
 2. after the OPEN and BARRIER replies: if the switch rejected any added message (OVS checks
    a flow-mod when it is added, e.g. match prerequisites or output ports), DISCARD the
    bundle and raise ``DeviceRejected`` naming the first offending change. OVS keeps a
@@ -32,10 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
+from drivers import gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -60,12 +64,13 @@ from drivers.ovs.ofp13 import BundleCtrlType, ErrorMsg
 from drivers.ovs.ofp13_errors import code_name
 from drivers.ovs.ofp13_flow import (
     FlowModCommand,
-    decode_flow_stats,
     encode_flow_mod,
     encode_flow_stats_request,
     entry_key,
     flow_entry_keys,
+    flow_mod_entry_key,
 )
+from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules
 from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
 from drivers.spec import Expect, TlsFiles
@@ -75,6 +80,7 @@ log = logging.getLogger("reroute.drivers.ovs")
 BUNDLE_FLAGS = ofp13.OFPBF_ATOMIC | ofp13.OFPBF_ORDERED
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 _ALL_PORT_REASONS = 1 << ofp13.OFPPR_ADD | 1 << ofp13.OFPPR_DELETE | 1 << ofp13.OFPPR_MODIFY
+_CHUNK = 4096  # adds encoded and written at a time: OVS checks them while we make the next
 _COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELETE_STRICT}
 
 
@@ -121,6 +127,9 @@ class OvsDriver(Session):
         self._lock = asyncio.Lock()
         self._bundle_id = 0
         self._async_ports = False  # the switch sends this connection PORT_STATUS
+        # the last batch and its flow-mods: ``missing`` after ``apply`` of the same rules
+        # cuts their keys out of the flow-mods instead of encoding them again
+        self._sent: tuple[Sequence[FlowChange], list[bytes]] = ((), [])
 
     async def open(self) -> None:
         """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
@@ -198,6 +207,7 @@ class OvsDriver(Session):
         )
 
     async def close(self) -> None:
+        """Close the OpenFlow connection."""
         chan, self._chan = self._chan, None
         if chan is not None:
             await chan.close()
@@ -223,9 +233,8 @@ class OvsDriver(Session):
         async with self._lock:
             self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
             first = chan.xids(len(changes))
-            adds = self._encode(changes, bundle, first)
             with chan.watch(range(first, first + len(changes))) as watch:
-                await self._stage(chan, bundle, adds)
+                await self._stage(chan, bundle, self._adds(changes, bundle, first))
                 if watch.errors:
                     await self._discard(chan, bundle)
                     rejected = self._rejected(changes, first, watch.errors)
@@ -237,14 +246,32 @@ class OvsDriver(Session):
                         raise self._rejected(changes, first, watch.errors) from exc
                     raise
 
-    def _encode(self, changes: Sequence[FlowChange], bundle: int, first: int) -> list[bytes]:
-        flow_mods = self._encode_flow_mod(changes, first)
-        return [ofp13.encode_bundle_add(bundle, BUNDLE_FLAGS, m) for m in flow_mods]
+    def _adds(
+        self, changes: Sequence[FlowChange], bundle: int, first: int
+    ) -> Iterator[list[bytes]]:
+        """The bundle's ADD_MESSAGEs, ``_CHUNK`` at a time, encoded as they are asked for."""
+        self._sent, flow_mods = ((), []), []
+        for start in range(0, len(changes), _CHUNK):
+            with gcpause.paused():  # 1000s of flow-mods: see drivers.gcpause
+                mods = self._flow_mods(changes, start, min(start + _CHUNK, len(changes)), first)
+                adds = [ofp13.encode_bundle_add(bundle, BUNDLE_FLAGS, m) for m in mods]
+            flow_mods += mods
+            yield adds
+        self._sent = (changes, flow_mods)
 
     def _encode_flow_mod(self, changes: Sequence[FlowChange], first: int) -> list[bytes]:
         """One flow-mod per change, xids ``first``, ``first + 1``... (all or none)."""
+        flow_mods = self._flow_mods(changes, 0, len(changes), first)
+        self._sent = (changes, flow_mods)
+        return flow_mods
+
+    def _flow_mods(
+        self, changes: Sequence[FlowChange], start: int, stop: int, first: int
+    ) -> list[bytes]:
+        """The flow-mods of ``changes[start:stop]``, change ``i`` with xid ``first + i``."""
         flow_mods = []
-        for i, change in enumerate(changes):
+        for i in range(start, stop):
+            change = changes[i]
             try:
                 flow_mods.append(encode_flow_mod(change.rule, first + i, _COMMANDS[change.op]))
             except ofp13.CodecError as exc:
@@ -254,8 +281,20 @@ class OvsDriver(Session):
                 ) from exc  # fmt: skip
         return flow_mods
 
-    async def _stage(self, chan: Channel, bundle: int, adds: list[bytes]) -> None:
-        """OPEN, the adds and a BARRIER in one write; errors for adds land in the watch."""
+    def _entry_keys(self, rules: Sequence[FlowRule]) -> list[bytes]:
+        """``entry_key`` of each rule; cut out of its flow-mod if the last batch added it."""
+        changes, flow_mods = self._sent
+        sent = {id(c.rule): i for i, c in enumerate(changes) if c.op is FlowOp.ADD}
+        keys = []
+        for rule in rules:
+            i = sent.get(id(rule), -1)
+            same = i >= 0 and changes[i].rule is rule
+            keys.append(flow_mod_entry_key(flow_mods[i]) if same else entry_key(rule))
+        return keys
+
+    async def _stage(self, chan: Channel, bundle: int, adds: Iterator[list[bytes]]) -> None:
+        """OPEN, the adds as they are encoded, a BARRIER; errors for adds land in the watch.
+        An add that cannot be encoded discards the bundle (nothing of it was committed)."""
         open_xid = chan.xids(2)
         barrier_xid = open_xid + 1
         opening = ofp13.encode_bundle_ctrl(
@@ -263,7 +302,8 @@ class OvsDriver(Session):
         )
         barrier = ofp13.encode_barrier_request(barrier_xid)
         try:
-            await chan.transact([opening, *adds, barrier], [open_xid, barrier_xid])
+            messages = itertools.chain([[opening]], adds, [[barrier]])
+            await chan.transact_chunks(messages, [open_xid, barrier_xid])
         except DriverError:
             await self._discard(chan, bundle)
             raise
@@ -307,8 +347,9 @@ class OvsDriver(Session):
             cookie_mask = ALL_COOKIE_BITS
         request = encode_flow_stats_request(chan.xids(1), cookie, cookie_mask)
         parts = await chan.multipart(request)
+        matches = MatchDecoder()  # match layouts learnt once per read
         try:
-            return [s.rule for part in parts for s in decode_flow_stats(part.body)]
+            return [r for part in parts for r in decode_flow_rules(part.body, matches)]
         except ofp13.CodecError as exc:
             raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
 
@@ -316,15 +357,19 @@ class OvsDriver(Session):
         self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int = ALL_COOKIE_BITS
     ) -> list[FlowRule]:
         """The rules of ``expect`` the switch lacks (``FlowVerifier``): the entries read back
-        are compared as bytes with the rules encoded, without decoding 10,000s of entries;
-        only rules not found that way are looked for among the decoded entries."""
+        are compared as bytes with the rules encoded, without decoding 10,000s of entries
+        (the rules of the last ``apply`` are not even encoded again: their keys are cut out
+        of the flow-mods sent); only rules not found that way are looked for among the
+        decoded entries."""
         chan = self._channel()
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), cookie, cookie_mask))
         try:
             have = {key for part in parts for key in flow_entry_keys(part.body)}
-            gone = [r for r in expect if entry_key(r) not in have]
+            keys = self._entry_keys(expect)
+            gone = [r for r, k in zip(expect, keys, strict=True) if k not in have]
             if gone:
-                rules = {s.rule for part in parts for s in decode_flow_stats(part.body)}
+                matches = MatchDecoder()
+                rules = {r for part in parts for r in decode_flow_rules(part.body, matches)}
                 gone = [r for r in gone if r not in rules]
         except ofp13.CodecError as exc:
             raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
@@ -358,6 +403,7 @@ class OvsDriver(Session):
         chan = self._channel()
 
         def on_status(msg: ofp13.Message) -> None:
+            """Hand a PORT_STATUS message's port state to the listener."""
             try:
                 reason, port = ofp13.parse_port_status(msg.body)
             except ofp13.CodecError as exc:

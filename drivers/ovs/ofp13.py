@@ -109,6 +109,7 @@ class Message:
 
 
 def header(msg_type: int, length: int, xid: int) -> bytes:
+    """The OpenFlow 1.3 header."""
     return HEADER.pack(VERSION, msg_type, length, xid)
 
 
@@ -139,18 +140,22 @@ def _bitmap_versions(words: bytes) -> frozenset[int]:
 
 
 def encode_echo_request(xid: int, data: bytes = b"") -> bytes:
+    """ECHO_REQUEST carrying ``data``."""
     return header(MsgType.ECHO_REQUEST, 8 + len(data), xid) + data
 
 
 def encode_echo_reply(xid: int, data: bytes = b"") -> bytes:
+    """ECHO_REPLY carrying ``data`` (the request's)."""
     return header(MsgType.ECHO_REPLY, 8 + len(data), xid) + data
 
 
 def encode_barrier_request(xid: int) -> bytes:
+    """BARRIER_REQUEST."""
     return header(MsgType.BARRIER_REQUEST, 8, xid)
 
 
 def encode_features_request(xid: int) -> bytes:
+    """FEATURES_REQUEST."""
     return header(MsgType.FEATURES_REQUEST, 8, xid)
 
 
@@ -167,6 +172,7 @@ _FEATURES = struct.Struct("!QIBB2xI4x")
 
 
 def parse_features_reply(body: bytes) -> FeaturesReply:
+    """The datapath id and sizes of a FEATURES_REPLY body."""
     if len(body) < _FEATURES.size:
         raise CodecError(f"FEATURES_REPLY body of {len(body)} bytes")
     dpid, n_buffers, n_tables, aux, caps = _FEATURES.unpack_from(body)
@@ -192,6 +198,7 @@ class ErrorMsg:
 
     @property
     def name(self) -> str:
+        """The error's symbolic name."""
         return error_name(self.type, self.code, self.experimenter)
 
 
@@ -199,6 +206,7 @@ OFPET_EXPERIMENTER = 0xFFFF
 
 
 def parse_error(body: bytes) -> ErrorMsg:
+    """An ERROR message's type, code and data (experimenter errors too)."""
     if len(body) < 4:
         raise CodecError(f"ERROR body of {len(body)} bytes")
     err_type, code = struct.unpack_from("!HH", body)
@@ -217,6 +225,7 @@ _MP_HEADER = struct.Struct("!HH4x")
 
 
 def encode_multipart_request(xid: int, mp_type: int, body: bytes = b"") -> bytes:
+    """MULTIPART_REQUEST of ``mp_type`` with ``body``."""
     length = 16 + len(body)
     return header(MsgType.MULTIPART_REQUEST, length, xid) + _MP_HEADER.pack(mp_type, 0) + body
 
@@ -229,10 +238,12 @@ class MultipartReply:
 
     @property
     def more(self) -> bool:
+        """More parts of this reply follow."""
         return bool(self.flags & OFPMPF_REPLY_MORE)
 
 
 def parse_multipart_reply(body: bytes) -> MultipartReply:
+    """A MULTIPART_REPLY body's type, flags and payload."""
     if len(body) < _MP_HEADER.size:
         raise CodecError(f"MULTIPART_REPLY body of {len(body)} bytes")
     mp_type, flags = _MP_HEADER.unpack_from(body)
@@ -240,6 +251,7 @@ def parse_multipart_reply(body: bytes) -> MultipartReply:
 
 
 def encode_port_desc_request(xid: int) -> bytes:
+    """The multipart PORT_DESC request."""
     return encode_multipart_request(xid, MultipartType.PORT_DESC)
 
 
@@ -319,6 +331,7 @@ _BUNDLE_ADD = struct.Struct("!BBHIIIIxxH")  # + bundle_id, pad, flags (inner mes
 
 
 def encode_bundle_ctrl(xid: int, bundle_id: int, ctrl: BundleCtrlType, flags: int) -> bytes:
+    """An ONF bundle control message (open, close, commit, discard)."""
     return _BUNDLE_CTRL.pack(
         VERSION, MsgType.EXPERIMENTER, _BUNDLE_CTRL.size, xid,
         ONF_EXPERIMENTER, ONFT_BUNDLE_CONTROL, bundle_id, ctrl, flags,

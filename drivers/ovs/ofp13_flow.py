@@ -251,6 +251,7 @@ def _instructions(buf: bytes) -> tuple[Action, ...]:
 
 
 def decode_actions(buf: bytes, pos: int, end: int) -> list[Action]:
+    """The actions in ``buf[pos:end]`` (UnsupportedEntry for those we never write)."""
     actions: list[Action] = []
     pushed = False  # the previous action was PUSH_VLAN: a vlan_vid SET_FIELD completes it
     while pos < end:
@@ -390,6 +391,12 @@ def entry_key(rule: FlowRule) -> bytes:
     priority, cookie, then the match and instructions as encoded in a FLOW_MOD."""
     head = _ENTRY_HEAD.pack(rule.table, rule.priority, rule.cookie)
     return head + encode_match(rule.match) + encode_instructions(rule.actions)
+
+
+def flow_mod_entry_key(flow_mod: bytes) -> bytes:
+    """``entry_key`` of the rule an ADD ``encode_flow_mod`` made ``flow_mod`` of, cut out of
+    it (the match and instructions are the same bytes) instead of encoded again."""
+    return flow_mod[24:25] + flow_mod[30:32] + flow_mod[8:16] + flow_mod[_FLOW_MOD.size :]
 
 
 def flow_entry_keys(body: bytes) -> Iterator[bytes]:

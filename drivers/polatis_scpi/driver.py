@@ -24,10 +24,16 @@ naming the device and both sizes, before anything is changed.
 Failures: no reply in ``timeout`` -> ``DeviceTimeout``; refused or lost connection ->
 ``DeviceUnreachable``; a reply that does not parse -> ``ProtocolError``. After a timeout
 or a lost connection the session is closed (a late reply would otherwise answer the next
-query): call ``open()`` again. pyvisa-py quirks: a refused connection opens fine and fails
-on the first write (-> ``DeviceUnreachable``); a device that closes the connection looks
-like silence (its read spins until the timeout: ``DeviceTimeout``); ``ResourceManager``
-is shared by every driver in the process, so only the resource is ever closed.
+query) and the driver reconnects (``RECONNECTS`` attempts, ``RECONNECT_S`` apart,
+doubling; the handshake again, stale queued errors discarded): a query is asked again; a
+change whose fate is unknown (the connection went mid-command) is settled by reading
+``:OXC:SWIT:CONN:STAT?``: done when the table shows it made, sent again when it shows it
+not made, so a dropped connection neither loses nor doubles a change. Only when every
+attempt fails does the error reach the caller. pyvisa-py quirks: a refused connection
+opens fine and fails on the first write (-> ``DeviceUnreachable``); a device that closes
+the connection looks like silence (its read spins until the timeout: ``DeviceTimeout``);
+``ResourceManager`` is shared by every driver in the process, so only the resource is
+ever closed.
 
 Every line written (``>``) and read (``<``) is logged at DEBUG on
 ``reroute.wire.polatis.<name>`` and kept in a bounded in-memory ``wire_log``.
@@ -65,6 +71,8 @@ log = logging.getLogger("reroute.drivers.polatis")
 LIT_DBM = -30.0  # a receiving port above this has light
 MAX_POWER_PORTS = 256  # ports per :PMON:POW? query
 MAX_DRAIN = 64  # SYST:ERR? reads after one change before giving up
+RECONNECTS = 3  # attempts to reconnect after a lost session, before giving up
+RECONNECT_S = 0.1  # the first pause between attempts (doubles)
 BUSY_CODES = frozenset({1001, 1002})  # ingress already connected, egress in use (unverified)
 _T = TypeVar("_T")
 
@@ -95,6 +103,10 @@ class ScpiDeviceError(Exception):
         return all(code in BUSY_CODES for code, _ in self.errors)
 
 
+class ReconnectFailed(DeviceUnreachable):
+    """The session was lost and every reconnect attempt failed."""
+
+
 class _Session:
     """One open pyvisa resource. Blocking; callers hold ``lock`` (see ``run``)."""
 
@@ -115,6 +127,7 @@ class _Session:
         wire: logging.Logger,
         keep: deque[WireLine],
     ) -> _Session:
+        """Open a session on the VISA ``resource`` (``backend``: pyvisa's)."""
         ms = max(1, round(timeout * 1000))
         res = pyvisa.ResourceManager(backend).open_resource(
             resource,
@@ -130,6 +143,7 @@ class _Session:
         return cls(res, wire, keep)
 
     def run(self, fn: Callable[[_Session], _T]) -> _T:
+        """Run ``fn`` on the session, one caller at a time."""
         with self.lock:
             return fn(self)
 
@@ -141,11 +155,13 @@ class _Session:
         self.res.write_raw("".join(f"{line}\n" for line in lines).encode("latin-1"))
 
     def read(self) -> str:
+        """Read one reply line (logged)."""
         line = self.res.read()
         self._log("<", line)
         return line
 
     def query(self, line: str) -> str:
+        """Write ``line`` and read its reply."""
         self.write(line)
         return self.read()
 
@@ -155,6 +171,7 @@ class _Session:
         return self._drain()
 
     def drain(self) -> list[tuple[int, str]]:
+        """Read the error queue until it is empty: (code, message) pairs."""
         self.write(scpi.ERROR)
         return self._drain()
 
@@ -171,6 +188,7 @@ class _Session:
         raise MalformedReply(f"{scpi.ERROR} (still no 0 after {MAX_DRAIN} reads)", reply)
 
     def close(self) -> None:
+        """Close the VISA resource."""
         with self.lock:
             self.res.close()
 
@@ -229,6 +247,7 @@ class PolatisScpiDriver(Session):
         self._identity: Identity | None = None
         self._size: tuple[int, int] | None = None
         self._lock = asyncio.Lock()
+        self._opened = False  # open() succeeded and close() has not been called: reconnect
 
     # ----------------------------------------------------------------------------------
     # session
@@ -247,6 +266,7 @@ class PolatisScpiDriver(Session):
             await self.close()
             raise self._wrong_size(identity, size, self.expected_size)
         self._identity, self._size = identity, size
+        self._opened = True
         if stale:
             log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
         log.debug("%s: %s, %dx%d", self.name, identity, *size)
@@ -269,12 +289,15 @@ class PolatisScpiDriver(Session):
         return DeviceIdentity(summary=f"{self.identity}, {n}x{m}")
 
     async def close(self) -> None:
+        """Close the SCPI session."""
+        self._opened = False
         session, self._session = self._session, None
         if session is not None:
             await asyncio.to_thread(session.close)
 
     @property
     def identity(self) -> Identity:
+        """The identity read at ``open`` (DeviceUnreachable before)."""
         if self._identity is None:
             raise DeviceUnreachable(self.name, "not connected (call open() first)")
         return self._identity
@@ -305,11 +328,11 @@ class PolatisScpiDriver(Session):
             return
         self._check_pairs(pairs)
         try:
-            await self._change(scpi.add_command(pairs))
+            await self._change(scpi.add_command(pairs), partial(_all_made, pairs))
         except DeviceRejected as exc:
             missing = await self._missing(pairs, exc)
             if missing:
-                await self._change(scpi.add_command(missing))
+                await self._change(scpi.add_command(missing), partial(_all_made, missing))
 
     async def _missing(
         self, pairs: Sequence[tuple[int, int]], refused: DeviceRejected
@@ -334,9 +357,10 @@ class PolatisScpiDriver(Session):
             return
         n, _ = self.size
         self._check_ports(ingresses, range(1, n + 1), "ingress")
-        await self._change(scpi.sub_command(ingresses))
+        await self._change(scpi.sub_command(ingresses), partial(_all_gone, ingresses))
 
     async def connections(self) -> dict[int, int]:
+        """The cross-connects: ingress -> egress."""
         return await self._query(scpi.STATE, scpi.parse_connections)
 
     # ----------------------------------------------------------------------------------
@@ -389,8 +413,23 @@ class PolatisScpiDriver(Session):
     # ----------------------------------------------------------------------------------
     # exchanges
 
-    async def _change(self, command: str) -> None:
-        errors = await self._call(lambda s: s.change(command))
+    async def _change(self, command: str, made: Callable[[dict[int, int]], bool]) -> None:
+        """Send a change; when the connection goes mid-command, reconnect and read the
+        table: ``made(table)`` says the change took effect, else it is sent again."""
+        for attempt in range(RECONNECTS + 1):
+            try:
+                errors = await self._call(lambda s: s.change(command))
+                break
+            except ReconnectFailed:
+                raise
+            except (DeviceTimeout, DeviceUnreachable) as exc:
+                if attempt == RECONNECTS or not self._opened:
+                    raise
+                log.warning("%s: connection lost during %r (%s): reading the table", self.name,
+                            command, exc)  # fmt: skip
+                if made(await self.connections()):
+                    log.warning("%s: %r had taken effect before the loss", self.name, command)
+                    return
         if errors:
             code, message = errors[0]
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -399,12 +438,25 @@ class PolatisScpiDriver(Session):
             ) from ScpiDeviceError(command, errors)
 
     async def _query(self, line: str, parse: Callable[[str], _T]) -> _T:
-        """Ask and parse the reply (a reply that does not parse names this device)."""
-        return await self._call(lambda s: parse(s.query(line)))
+        """Ask and parse the reply (a reply that does not parse names this device); asked
+        again, on a new connection, when the connection goes before the reply."""
+        for attempt in range(RECONNECTS + 1):
+            try:
+                return await self._call(lambda s: parse(s.query(line)))
+            except ReconnectFailed:
+                raise
+            except (DeviceTimeout, DeviceUnreachable) as exc:
+                if attempt == RECONNECTS or not self._opened:
+                    raise
+                log.warning("%s: connection lost during %r (%s): asking again", self.name,
+                            line, exc)  # fmt: skip
+        raise AssertionError("unreachable")
 
     async def _call(self, fn: Callable[[_Session], _T]) -> _T:
         async with self._lock:
             session = self._session
+            if session is None and self._opened:  # lost: open it again
+                session = await self._reconnect()
             if session is None:
                 raise DeviceUnreachable(self.name, "not connected (call open() first)")
             try:
@@ -414,6 +466,35 @@ class PolatisScpiDriver(Session):
             except (pyvisa.errors.VisaIOError, OSError) as exc:
                 await self._drop(session)
                 raise self._io_error(exc) from exc
+
+    async def _reconnect(self) -> _Session:
+        """A new session after a lost one (``RECONNECTS`` attempts, the handshake again:
+        the same switch, stale errors discarded); ``DeviceUnreachable`` when none works."""
+        pause, error = RECONNECT_S, ""
+        for attempt in range(1, RECONNECTS + 1):
+            try:
+                session = await self._open_session()
+            except DeviceUnreachable as exc:
+                error = str(exc)
+            else:
+                try:
+                    identity, size, stale = await asyncio.to_thread(session.run, _handshake)
+                except (pyvisa.errors.VisaIOError, OSError, MalformedReply) as exc:
+                    await asyncio.to_thread(session.close)
+                    error = f"handshake: {exc}"
+                else:
+                    if size != self._size:
+                        await asyncio.to_thread(session.close)
+                        raise self._wrong_size(identity, size, self._size or size)
+                    log.warning("%s: reconnected (attempt %d); discarded stale errors: %s",
+                                self.name, attempt, stale)  # fmt: skip
+                    self._session = session
+                    return session
+            await asyncio.sleep(pause)
+            pause *= 2
+        raise ReconnectFailed(
+            self.name, f"connection lost; {RECONNECTS} reconnects failed, the last: {error}"
+        )
 
     async def _open_session(self) -> _Session:
         try:
@@ -438,6 +519,14 @@ class PolatisScpiDriver(Session):
                 self.name, f"no reply from {self.resource} within {self.timeout} s"
             )
         return DeviceUnreachable(self.name, f"{self.resource}: {exc}")
+
+
+def _all_made(pairs: Sequence[tuple[int, int]], table: dict[int, int]) -> bool:
+    return all(table.get(i) == e for i, e in pairs)
+
+
+def _all_gone(ingresses: Sequence[int], table: dict[int, int]) -> bool:
+    return not any(i in table for i in ingresses)
 
 
 def _handshake(s: _Session) -> tuple[Identity, tuple[int, int], list[tuple[int, str]]]:

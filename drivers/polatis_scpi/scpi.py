@@ -37,6 +37,7 @@ class MalformedReply(ProtocolError):
         super().__init__(device, f"malformed {what} reply: {raw!r}")
 
     def renamed(self, device: str) -> MalformedReply:
+        """The same error naming ``device``."""
         return MalformedReply(self.what, self.raw, device)
 
 
@@ -71,10 +72,12 @@ def sub_command(ingresses: Sequence[int]) -> str:
 
 
 def peer_query(port: int) -> str:
+    """The query of the port connected to ``port``."""
     return f":OXC:SWIT:CONN:PORT? {port}"
 
 
 def power_query(ports: Sequence[int]) -> str:
+    """The optical power query of ``ports``."""
     return f":PMON:POW? {port_list(ports)}"
 
 

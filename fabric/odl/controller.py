@@ -32,13 +32,17 @@ Write = tuple[Command, Flow]
 
 
 class Southbound(Protocol):
-    def connected_dpids(self) -> list[int]: ...
+    def connected_dpids(self) -> list[int]:
+        """The connected datapath ids."""
 
-    async def flow_mod(self, dpid: int, flow: Flow, command: Command) -> None: ...
+    async def flow_mod(self, dpid: int, flow: Flow, command: Command) -> None:
+        """Send a FLOW_MOD of ``flow`` to ``dpid`` and wait for its barrier."""
 
-    async def flow_stats(self, dpid: int) -> list[tuple[Flow, Counters]]: ...
+    async def flow_stats(self, dpid: int) -> list[tuple[Flow, Counters]]:
+        """The flow entries of ``dpid`` with their counters."""
 
-    async def port_desc(self, dpid: int) -> list[Port]: ...
+    async def port_desc(self, dpid: int) -> list[Port]:
+        """The ports of ``dpid``."""
 
 
 class Controller:
@@ -55,10 +59,12 @@ class Controller:
         self._polls: set[asyncio.Task[None]] = set()
 
     def start(self, southbound: Southbound) -> None:
+        """Start polling the switches through ``southbound``."""
         self._southbound = southbound
         self._poller = asyncio.create_task(self._poll_forever(), name="odl-stats-poll")
 
     async def close(self) -> None:
+        """Cancel the poller and every pending write."""
         tasks = [t for t in (self._poller, *self._tasks.values(), *self._polls) if t is not None]
         for task in tasks:
             task.cancel()
@@ -91,6 +97,7 @@ class Controller:
         return old is not None
 
     def delete_table(self, dpid: int, table: int) -> bool:
+        """Delete every configured flow of ``table`` on ``dpid``; False if there were none."""
         flows = self.config.flows(dpid, table)
         for flow in flows:
             self.delete(dpid, table, flow.id)
@@ -118,6 +125,7 @@ class Controller:
     # switch events
 
     def switch_connected(self, dpid: int) -> None:
+        """A switch connected: a new operational node, its configured flows queued for it."""
         self.switch_disconnected(dpid)  # a reconnect: the old session's writer goes
         self.nodes[dpid] = NodeState(dpid=dpid)
         queue: asyncio.Queue[Write] = asyncio.Queue()
@@ -130,6 +138,7 @@ class Controller:
         poll.add_done_callback(self._polls.discard)
 
     def switch_disconnected(self, dpid: int) -> None:
+        """A switch disconnected: its operational node goes."""
         self.nodes.pop(dpid, None)
         self._writers.pop(dpid, None)
         task = self._tasks.pop(dpid, None)
@@ -137,6 +146,7 @@ class Controller:
             task.cancel()
 
     def port_changed(self, dpid: int, port: Port) -> None:
+        """Record a switch's port change in its operational node."""
         if (state := self.nodes.get(dpid)) is not None:
             self.nodes[dpid] = state.with_port(port)
 

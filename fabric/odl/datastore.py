@@ -19,6 +19,7 @@ FlowKey = tuple[int, str]  # (table, id)
 
 
 def node_name(dpid: int) -> str:
+    """ODL's node id of datapath ``dpid`` (``openflow:N``)."""
     return f"openflow:{dpid}"
 
 
@@ -37,6 +38,7 @@ class ConfigStore:
     nodes: dict[int, dict[FlowKey, Flow]] = field(default_factory=dict)
 
     def get(self, dpid: int, table: int, flow_id: str) -> Flow | None:
+        """The configured flow ``flow_id`` of ``table`` on ``dpid``, or None."""
         return self.nodes.get(dpid, {}).get((table, flow_id))
 
     def put(self, dpid: int, flow: Flow) -> Flow | None:
@@ -51,10 +53,12 @@ class ConfigStore:
         return self.nodes.get(dpid, {}).pop((table, flow_id), None)
 
     def flows(self, dpid: int, table: int | None = None) -> list[Flow]:
+        """The configured flows of ``dpid`` (of ``table``, if given)."""
         found = self.nodes.get(dpid, {}).values()
         return [f for f in found if table is None or f.table == table]
 
     def dpids(self) -> list[int]:
+        """The datapaths with configured flows."""
         return sorted(d for d, flows in self.nodes.items() if flows)
 
 
@@ -67,12 +71,15 @@ class NodeState:
     ports: tuple[Port, ...] = ()
 
     def tables(self) -> list[int]:
+        """The tables holding flows."""
         return sorted({f.table for f, _ in self.flows})
 
     def table(self, table: int) -> list[tuple[Flow, Counters]]:
+        """The flows of ``table`` with their counters."""
         return [(f, c) for f, c in self.flows if f.table == table]
 
     def with_port(self, port: Port) -> NodeState:
+        """The node state with ``port`` replaced."""
         others = tuple(p for p in self.ports if p.number != port.number)
         return replace(self, ports=tuple(sorted((*others, port), key=lambda p: p.number)))
 

@@ -24,6 +24,14 @@ at the last poll: GET ``/controller/nb/v2/statistics/default/flow/node/OF/ID``.
 400 for a malformed body (an ODL ``errors`` body); 409 when the body's id or table
 disagrees with the URL; 405 when an AD-SAL body's name or node disagrees with the URL,
 and for methods a resource does not take. 401 without the right credentials.
+
+Fault injection (emulator-only, not ODL; same credentials)::
+
+    PUT /emulator/faults {"flow-writes": 3, "status": 500, "node": "openflow:2"}
+        the next 3 flow writes (PUT or DELETE, any style; only those of that node when
+        "node" is given) answer 500 with an ODL ``errors`` body (``operation-failed``) and
+        change nothing; then the emulator answers normally again
+    GET /emulator/faults -> {"flow-writes": left, "status": 500, "node": ..., "failed": n}
 """
 
 from __future__ import annotations
@@ -85,16 +93,63 @@ class HttpError(Exception):
         super().__init__(message)
 
 
+@dataclass(slots=True)
+class WriteFaults:
+    """Flow writes still to fail (``/emulator/faults``), their status, and how many did."""
+
+    left: int = 0
+    status: int = 500
+    node: int | None = None  # only writes of this node (datapath id) fail; None: any
+    failed: int = 0
+
+    def take(self, dpid: int | None) -> bool:
+        """True when this write (of node ``dpid``) is to fail (one fewer left)."""
+        if self.left <= 0 or (self.node is not None and dpid != self.node):
+            return False
+        self.left -= 1
+        self.failed += 1
+        return True
+
+    def json(self) -> Json:
+        node = None if self.node is None else node_name(self.node)
+        return {"flow-writes": self.left, "status": self.status, "node": node,
+                "failed": self.failed}  # fmt: skip
+
+
+FAULTS = web.AppKey("faults", WriteFaults)
+
+
 def make_app(controller: Controller, credentials: Credentials) -> web.Application:
+    """The northbound REST application (basic auth) over ``controller``."""
     app = web.Application(middlewares=[_auth(credentials), _errors])
     app["controller"] = controller
+    app[FAULTS] = WriteFaults()
+    app.router.add_route("*", "/emulator/faults", _faults)
     app.router.add_route("*", "/{tail:.*}", _dispatch)
     return app
+
+
+async def _faults(request: web.Request) -> web.Response:
+    faults = request.app[FAULTS]
+    if request.method == "PUT":
+        body = await _body(request)
+        if not isinstance(body, dict) or set(body) - {"flow-writes", "status", "node"}:
+            raise HttpError(400, "malformed-message", 'expected {"flow-writes": N, "status": S}')
+        count, status = body.get("flow-writes", 0), body.get("status", 500)
+        if not isinstance(count, int) or count < 0 or status not in range(500, 600):
+            raise HttpError(400, "invalid-value", "flow-writes >= 0, status 5xx")
+        node = body.get("node")
+        faults.node = None if node is None else parse_node(str(node))
+        faults.left, faults.status = count, status
+    elif request.method != "GET":
+        raise HttpError(405, "operation-not-supported", f"{request.method} is not supported here")
+    return _json(200, faults.json())
 
 
 def _auth(credentials: Credentials) -> Any:
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Refuse requests without the right basic-auth credentials (401)."""
         try:
             given = BasicAuth.decode(request.headers.get("Authorization", ""))
         except ValueError:
@@ -126,6 +181,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _dispatch(request: web.Request) -> web.StreamResponse:
     path = request.raw_path.split("?", 1)[0]
     controller: Controller = request.app["controller"]
+    if request.method in ("PUT", "DELETE") and request.app[FAULTS].take(_node_of(path)):
+        status = request.app[FAULTS].status
+        message = "emulated fault (/emulator/faults): the write was not committed"
+        return _json(status, error_body("operation-failed", message))
     if found := RFC8040.fullmatch(path):
         return await _restconf(request, controller, _resource(found, request, draft=False))
     if found := DRAFT.fullmatch(path):
@@ -135,6 +194,19 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     if found := ADSAL_STATS.fullmatch(path):
         return _adsal_statistics(request, controller, found)
     raise HttpError(404, "data-missing", f"no such resource {unquote(path)}")
+
+
+def _node_of(path: str) -> int | None:
+    """The datapath id a request's path names, if any (for ``/emulator/faults``)."""
+    for pattern in (RFC8040, DRAFT, ADSAL):
+        found = pattern.fullmatch(path)
+        if found is not None and found.group("node") is not None:
+            node = unquote(found.group("node"))
+            try:
+                return adsal.parse_node_id(node) if pattern is ADSAL else parse_node(node)
+            except (ValueError, FlowError):
+                return None
+    return None
 
 
 def _resource(found: re.Match[str], request: web.Request, *, draft: bool) -> Resource:

@@ -54,6 +54,10 @@ Emulator-only controls (not Polatis commands)::
     :EMULator:LOCK 40 | DEFault   fixed lock time for new connections | Table 4.3 again
     :EMULator:LOCK NEVer          new connections never lock (stay dark) until LOCK DEFault
     :EMULator:LOCK?               last drawn lock ms per egress -> (@19,18),(612,531)
+    :EMULator:DROP BEFore|AFTer   fault injection, once: the next change command (ADD, SUB,
+                                  ONLY) hangs up its client's connection, before it is
+                                  executed (nothing changes) or after (the change is made);
+                                  ``DROP OFF`` disarms; ``DROP?`` -> BEFORE, AFTER or OFF
 
 Layer 1: on ADD ``signal(e, False)``, ``patch(i, e)``, then after switch+lock
 ``signal(e, True)`` unless held dark; on removal ``unpatch(i, e)``, ``signal(e, False)``;
@@ -95,7 +99,8 @@ class Layer1(Protocol):
     async def patch(self, ingress: int, egress: int) -> None:
         """Light from ``ingress`` now goes to ``egress``."""
 
-    async def unpatch(self, ingress: int, egress: int) -> None: ...
+    async def unpatch(self, ingress: int, egress: int) -> None:
+        """Light from ``ingress`` no longer goes to ``egress``."""
 
     async def signal(self, egress: int, lit: bool) -> None:
         """The receiver on ``egress`` has (or has lost) a locked signal."""
@@ -105,12 +110,15 @@ class NullLayer1:
     """A Layer 1 that does nothing."""
 
     async def patch(self, ingress: int, egress: int) -> None:
+        """Patch nothing."""
         return None
 
     async def unpatch(self, ingress: int, egress: int) -> None:
+        """Unpatch nothing."""
         return None
 
     async def signal(self, egress: int, lit: bool) -> None:
+        """Signal nothing."""
         return None
 
 
@@ -123,6 +131,7 @@ class FixedLock:
     ms: float
 
     def draw(self, rng: random.Random) -> float:
+        """The fixed lock time."""
         return self.ms
 
 
@@ -133,6 +142,7 @@ class QuantileLock:
     knots: tuple[tuple[float, float], ...] = TABLE_4_3_KNOTS
 
     def draw(self, rng: random.Random) -> float:
+        """A lock time drawn from the quantile table."""
         return quantile(self.knots, rng.random())
 
 
@@ -170,6 +180,7 @@ class EmulatorConfig:
 
     @property
     def identity(self) -> str:
+        """The ``*IDN?`` answer."""
         product = f"N-VST-{self.ingress}x{self.egress}-LA1-EMUL-701"
         return f"Polatis,{product},{self.serial},6.5.1.7"
 
@@ -212,6 +223,7 @@ Effect = Patch | Unpatch | Signal | ArmLock
 class Result:
     replies: tuple[str, ...] = ()
     effects: tuple[Effect, ...] = ()
+    hangup: bool = False  # :EMULator:DROP fired: the server closes this client's connection
 
 
 # --------------------------------------------------------------------------------------
@@ -234,6 +246,7 @@ class _Node:
     optional: bool
 
     def matches(self, token: str) -> bool:
+        """``token`` names this node (short or long form)."""
         return token.upper() in (self.short, self.long)
 
 
@@ -258,6 +271,7 @@ def _header_matches(nodes: Sequence[_Node], tokens: Sequence[str]) -> bool:
 
 
 def split_commands(line: str) -> list[str]:
+    """The commands of a line (``;``-separated)."""
     return [c.strip() for c in line.split(";") if c.strip()]
 
 
@@ -342,6 +356,7 @@ class SwitchState:
         self._power_rng = random.Random(f"{config.seed}/power")
         self._tokens = itertools.count(1)
         self._effects: list[Effect] = []
+        self.drop = "OFF"  # :EMULator:DROP armed: BEFORE, AFTER or OFF
         for i, e in config.connections:
             self.links[e] = _Link(ingress=i, token=next(self._tokens), locked=True)
 
@@ -352,16 +367,19 @@ class SwitchState:
         return dict(sorted((link.ingress, e) for e, link in self.links.items()))
 
     def lit(self, egress: int) -> bool:
+        """``egress`` receives a locked signal."""
         link = self.links.get(egress)
         return link is not None and link.locked and egress not in self.held
 
     def power(self, port: int) -> float:
+        """The optical power at ``port``, in dBm."""
         lit = self.lit(port) if port > self.config.ingress else port in self.connections()
         return LIT_DBM + self._power_rng.uniform(-JITTER_DB, JITTER_DB) if lit else DARK_DBM
 
     # inputs
 
     def initial_effects(self) -> tuple[Effect, ...]:
+        """The layer-1 effects of the starting cross-connects."""
         effects: list[Effect] = []
         for e, link in self.links.items():
             effects += [Patch(ingress=link.ingress, egress=e), Signal(egress=e, lit=self.lit(e))]
@@ -370,12 +388,21 @@ class SwitchState:
     def execute(self, command: str) -> Result:
         """One command (no ``;``). Errors go to the queue, never raised."""
         self._effects = []
+        hangup = self.drop != "OFF" and _is_change(command)
+        if hangup:
+            armed, self.drop = self.drop, "OFF"
+            if armed == "BEFORE":
+                return Result(hangup=True)
         try:
             reply = self._dispatch(command)
         except _Fault as fault:
             self.fault(fault.code, fault.message)
-            return Result()
-        return Result(replies=(reply,) if reply is not None else (), effects=tuple(self._effects))
+            return Result(hangup=hangup)
+        return Result(
+            replies=(reply,) if reply is not None and not hangup else (),
+            effects=tuple(self._effects),
+            hangup=hangup,
+        )
 
     def lock_done(self, egress: int, token: int) -> tuple[Effect, ...]:
         """The lock timer of connection ``token`` on ``egress`` expired."""
@@ -555,6 +582,19 @@ class SwitchState:
         )
         return f"{_plist(self.last_lock_ms)},({values})"
 
+    def _drop_set(self, params: list[str]) -> None:
+        _count(params, 1)
+        value = params[0].upper()
+        for short, full in (("BEF", "BEFORE"), ("AFT", "AFTER"), ("OFF", "OFF")):
+            if value in (short, full):
+                self.drop = full
+                return
+        raise _Fault(-104, "Data type error", f"not BEFore, AFTer or OFF: {params[0]!r}")
+
+    def _drop_query(self, params: list[str]) -> str:
+        _count(params, 0)
+        return self.drop
+
     # helpers
 
     def _connect(self, ingress: int, egress: int) -> None:
@@ -584,6 +624,15 @@ class SwitchState:
         return ports
 
 
+def _is_change(command: str) -> bool:
+    """``command`` is a connection change (what ``:EMULator:DROP`` waits for)."""
+    header = command.split(None, 1)[0] if command.strip() else ""
+    if header.endswith("?"):
+        return False
+    tokens = header.lstrip(":").split(":")
+    return any(_header_matches(nodes, tokens) for nodes in _CHANGES)
+
+
 def _plist(ports: Iterable[int]) -> str:
     return "(@" + ",".join(str(p) for p in ports) + ")"
 
@@ -607,5 +656,11 @@ _COMMANDS: tuple[tuple[tuple[_Node, ...], bool, Handler], ...] = tuple(
         (":EMULator:RELease", SwitchState._release),
         (":EMULator:LOCK", SwitchState._lock_set),
         (":EMULator:LOCK?", SwitchState._lock_query),
+        (":EMULator:DROP", SwitchState._drop_set),
+        (":EMULator:DROP?", SwitchState._drop_query),
     )
+)
+_CHANGES = tuple(
+    _compile(p)
+    for p in (":OXC:SWITch:CONNect:ADD", ":OXC:SWITch:CONNect:SUBtract", ":OXC:SWITch:CONNect:ONLY")
 )

@@ -2,14 +2,16 @@
 
 ``PolatisEmulator`` runs a ``SwitchState`` (see ``fabric.polatis.emulator``): it applies
 each command's effects to a ``Layer1`` in order, one command at a time, and arms each lock
-timer with an injected scheduler (``loop.call_later`` unless a test passes its own). A
-Layer-1 failure is logged and queued as ``-300`` (the server keeps going).
+timer when the command arrives, before the Layer-1 work, with an injected scheduler
+(``loop.call_later`` unless a test passes its own). A Layer-1 failure is logged and queued
+as ``-300`` (the server keeps going).
 
 ``EmulatorServer`` serves one emulator to every client over TCP, as a real unit serves
 SCPI on port 5025: lines end in ``\\n`` or ``\\r\\n``; each query's reply is one line ending
 in ``\\r\\n``; commands get no reply; a bad command queues an error and the connection
-stays open. With ``record=True`` every line received (bytes as sent) is kept in
-``received``.
+stays open. ``:EMULator:DROP`` (fault injection) makes it close a client's connection
+when that client sends its next change command. With ``record=True`` every line
+received (bytes as sent) is kept in ``received``.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ from fabric.polatis.emulator import (
 log = logging.getLogger("reroute.fabric.polatis")
 
 
+class HungUp(ConnectionError):
+    """``:EMULator:DROP`` fired: the server closes the client's connection."""
+
+
 class Timer(Protocol):
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Cancel the timer."""
 
 
 Schedule = Callable[[float, Callable[[], None]], Timer]  # (delay in s, callback) -> timer
@@ -66,12 +73,15 @@ class PolatisEmulator:
             await self._apply(self.state.initial_effects())
 
     async def execute(self, line: str) -> list[str]:
-        """A line of ``;``-joined commands; the replies of its queries, in order."""
+        """A line of ``;``-joined commands; the replies of its queries, in order.
+        ``HungUp`` when ``:EMULator:DROP`` fired on one of them (the rest are not run)."""
         replies: list[str] = []
         for command in split_commands(line):
             async with self._lock:
                 result = self.state.execute(command)
                 await self._apply(result.effects)
+            if result.hangup:
+                raise HungUp(f"emulated connection drop at {command!r}")
             replies += result.replies
         return replies
 
@@ -96,17 +106,22 @@ class PolatisEmulator:
         return sorted(self._timers)
 
     async def _apply(self, effects: Sequence[Effect]) -> None:
+        """The timers first (a connection's switching time runs from the command, not from
+        the end of the emulator's own Layer-1 work for it), then the Layer-1 calls in order."""
+        for effect in effects:
+            match effect:
+                case Unpatch(egress=e):
+                    self._disarm(e)
+                case ArmLock():
+                    self._arm(effect)
         for effect in effects:
             match effect:
                 case Patch(ingress=i, egress=e):
                     await self._layer1(self.layer1.patch(i, e), effect)
                 case Unpatch(ingress=i, egress=e):
-                    self._disarm(e)
                     await self._layer1(self.layer1.unpatch(i, e), effect)
                 case Signal(egress=e, lit=lit):
                     await self._layer1(self.layer1.signal(e, lit), effect)
-                case ArmLock():
-                    self._arm(effect)
 
     async def _layer1(self, call: Awaitable[None], effect: Effect) -> None:
         try:

@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer
+from drivers.gcpause import gc_paused
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
-from services.reroute.gcpause import gc_paused
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
 from services.reroute.model import Intent
-from services.reroute.planner import Plan, plan
-from services.reroute.restore import plan_restore
+from services.reroute.planning import plan
+from services.reroute.planning.plan import Plan
+from services.reroute.planning.restore import plan_restore
+from services.reroute.resync import resync
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology
@@ -64,6 +66,7 @@ async def plan_on_devices(
     intent: Intent,
     scope: frozenset[str] | None = None,
 ) -> Plan:
+    """Read the devices' flow tables and circuits, then plan ``intent`` on them."""
     tables, optics = await asyncio.gather(read_tables(drivers), read_optics(drivers))
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
     return plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
@@ -117,6 +120,7 @@ async def reroute(
     reroute_id: str | None = None,
     lock_dir: Path | None = None,
 ) -> tuple[Plan, Outcome]:
+    """Plan and execute one reroute with a one-off ``Engine``; return the plan and its outcome."""
     engine = Engine(
         topo=topo, drivers=drivers, journal=journal, step_timeout=step_timeout, lock_dir=lock_dir
     )
@@ -172,8 +176,10 @@ class Engine:
         *,
         reroute_id: str | None = None,
         on_event: Callable[[StepEvent], None] | None = None,
+        on_plan: Callable[[Plan], None] | None = None,
     ) -> tuple[Plan, Outcome]:
-        """Recover anything interrupted, plan on the devices, execute (journaled)."""
+        """Recover anything interrupted, plan on the devices, execute (journaled).
+        ``on_plan`` is called with the plan before it runs (a PlanError is raised instead)."""
         executor = Executor(
             self.drivers, self.journal, step_timeout=self.step_timeout, on_event=on_event
         )
@@ -181,9 +187,22 @@ class Engine:
             await recover(self.topo, self.drivers, self.journal, self.scope)
             with gc_paused():  # reading, planning and applying 10,000s of rules: gcpause.py
                 the_plan = await self.plan(intent)
+                if on_plan is not None:
+                    on_plan(the_plan)
                 outcome = await executor.run(reroute_id or uuid.uuid4().hex[:12], the_plan)
         return the_plan, outcome
 
     async def recover(self) -> list[str]:
+        """Recover every reroute the journal shows running, holding the device locks."""
         async with device_locks(self.lock_dir, self.drivers):
             return await recover(self.topo, self.drivers, self.journal, self.scope)
+
+    async def resync(self) -> tuple[list[str], Outcome | None]:
+        """Recover the interrupted reroutes, then write every flow's intended path where the
+        switches differ (``resync``: after a switch lost its tables, a failed rollback)."""
+        if self.scope is not None:
+            raise ValueError("resync needs every switch (an engine without a scope)")
+        async with device_locks(self.lock_dir, self.drivers):
+            recovered = await recover(self.topo, self.drivers, self.journal)
+            tables = await read_tables(self.drivers)
+            return recovered, await resync(self.topo, self.drivers, self.journal, tables)

@@ -29,12 +29,12 @@ from drivers.base import (
     PortMonitor,
     PortState,
 )
+from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
-from services.reroute.gcpause import gc_paused
 from services.reroute.guard import VerifyError
 from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.planner import Plan, Step, StepKind
+from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.topology import Circuit
 
@@ -59,6 +59,7 @@ class Outcome:
     shifted_ms: float | None = None  # from start until the last shift step finished
 
     def describe(self) -> str:
+        """The outcome as lines: state, timings and the steps that ran."""
         lines = [f"reroute {self.reroute_id}: {self.state} in {self.total_ms:.1f} ms"]
         if self.shifted_ms is not None:
             lines.append(f"  traffic on the new path after {self.shifted_ms:.1f} ms")
@@ -92,6 +93,7 @@ LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for 
 
 def _into(queue: asyncio.Queue[tuple[str, int, PortState]], device: str) -> PortListener:
     def put(port: int, state: PortState) -> None:
+        """Queue one port-state change of ``device``."""
         queue.put_nowait((device, port, state))
 
     return put
@@ -117,6 +119,7 @@ class Executor:
         self._total = 0
 
     async def run(self, reroute_id: str, plan: Plan) -> Outcome:
+        """Execute ``plan`` step by step (garbage collection paused); roll back on failure."""
         with gc_paused():
             return await self._run(reroute_id, plan)
 

@@ -14,7 +14,10 @@ cleaned up, so for such a device it:
    them back, and raises the original error; when the undo fails too, a ``DriverError``
    says the table is in an unknown state.
 
-An atomic device's batch is applied as it is: the device itself leaves all or nothing.
+An atomic device's batch is applied as it is: the device itself leaves all or nothing. So
+is the batch of a driver that declares ``self_undoing``: it confirms each batch and undoes
+a failed one itself (``hp_dpctl``: one tool run per batch, the undo point the table it last
+read or left), and reading the table around it would only double the device's work.
 
 An optical circuit step is two commands (remove, then add; a Polatis SUB then ADD):
 ``circuits`` reads the connections first and, when the add fails after the removal, puts
@@ -45,7 +48,7 @@ async def apply(driver: FlowProgrammer, changes: Sequence[FlowChange]) -> None:
     """Apply ``changes`` on ``driver`` as its capabilities allow (see the module docstring)."""
     if not changes:
         return
-    if driver.capabilities.atomic_batch:
+    if driver.capabilities.atomic_batch or driver.capabilities.self_undoing:
         await driver.apply(changes)
         return
     before = batch.index(await driver.read())

@@ -28,7 +28,7 @@ from pathlib import Path
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Plan
+from services.reroute.planning.plan import Plan
 
 VERSION = 3
 SCHEMA = """
@@ -69,6 +69,7 @@ class RerouteState(StrEnum):
 
     @property
     def final(self) -> bool:
+        """The reroute has ended (neither pending nor running)."""
         return self not in (RerouteState.PENDING, RerouteState.RUNNING)
 
 
@@ -131,10 +132,11 @@ def _decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
     return tuple(out)
 
 
-def encode_intent(intent: Intent) -> str:
+def encode_intent(intent: Intent, names: list[str] | None = None) -> str:
+    """The intent as JSON; ``names``: its flows as text, when already made."""
     return json.dumps(
         {
-            "flows": [str(f) for f in intent.flows],
+            "flows": [str(f) for f in intent.flows] if names is None else names,
             "to_path": intent.to_path,
             "strategy": intent.strategy.value,
             "drain_s": intent.drain_s,
@@ -146,6 +148,7 @@ def encode_intent(intent: Intent) -> str:
 
 
 def decode_intent(text: str) -> Intent:
+    """The intent ``encode_intent`` wrote."""
     raw = json.loads(text)
     return Intent(
         flows=tuple(FlowSpec.parse(f) for f in raw["flows"]),
@@ -158,8 +161,10 @@ def decode_intent(text: str) -> Intent:
     )
 
 
-def _flow_names(intent: Intent) -> str:
-    return json.dumps([str(f) for f in intent.flows])
+def _intent_columns(intent: Intent) -> tuple[str, str]:
+    """The ``intent`` and ``flows`` columns (each flow's text made once: 100,000s of them)."""
+    names = [str(f) for f in intent.flows]
+    return encode_intent(intent, names), json.dumps(names)
 
 
 _COLUMNS = (
@@ -214,6 +219,7 @@ class Journal:
         self.db.execute(f"PRAGMA user_version = {VERSION}")
 
     def close(self) -> None:
+        """Close the database."""
         self.db.close()
 
     def create(self, reroute_id: str, plan: Plan) -> None:
@@ -227,6 +233,7 @@ class Journal:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
 
     def _insert_running(self, reroute_id: str, plan: Plan, now: float) -> sqlite3.Cursor:
+        text = plan.describe()
         return self.db.execute(
             "INSERT INTO reroutes (id, created, started, summary, plan_text, origins, touched, "
             "state, intent, flows, step_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -238,13 +245,12 @@ class Journal:
                 reroute_id,
                 now,
                 now,
-                plan.describe().splitlines()[0],
-                plan.describe(),
+                text.splitlines()[0],
+                text,
                 json.dumps({p: _encode_flows(f) for p, f in plan.origins}),
                 json.dumps([*plan.from_paths, plan.to_path]),
                 RerouteState.RUNNING,
-                encode_intent(plan.intent),
-                _flow_names(plan.intent),
+                *_intent_columns(plan.intent),
                 json.dumps([s.describe() for s in plan.steps()]),
                 RerouteState.PENDING,
             ),
@@ -273,8 +279,7 @@ class Journal:
                     time.time(),
                     summary,
                     RerouteState.PENDING,
-                    encode_intent(intent),
-                    _flow_names(intent),
+                    *_intent_columns(intent),
                     idem_key,
                     fingerprint,
                 ),
@@ -297,6 +302,7 @@ class Journal:
         return cur.rowcount == 1
 
     def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
+        """Record that step ``index`` of a reroute started, finished or failed."""
         if state is StepState.STARTED:
             self.db.execute(
                 "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)",
@@ -319,12 +325,14 @@ class Journal:
         )
 
     def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
+        """Record a reroute's final state and error."""
         self.db.execute(
             "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?",
             (state, error, time.time(), reroute_id),
         )
 
     def get(self, reroute_id: str) -> Record | None:
+        """The record of ``reroute_id``, or None."""
         row = self.db.execute(
             f"SELECT {_COLUMNS} FROM reroutes WHERE id = ?", (reroute_id,)
         ).fetchone()
@@ -338,6 +346,7 @@ class Journal:
         return self._record(row) if row else None
 
     def in_flight(self) -> list[Record]:
+        """The reroutes still marked running (their process died mid-plan), oldest first."""
         return self._select("state = ?", (RerouteState.RUNNING,), "rowid")
 
     def pending(self) -> list[Record]:
@@ -363,6 +372,7 @@ class Journal:
         return self._select(" AND ".join(where), tuple(args), "rowid DESC", limit)
 
     def steps(self, reroute_id: str) -> list[StepRecord]:
+        """The step records of a reroute, in plan order."""
         rows = self.db.execute(
             "SELECT idx, state, started, finished, error FROM steps WHERE reroute_id = ? "
             "ORDER BY idx",

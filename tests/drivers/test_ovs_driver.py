@@ -39,6 +39,7 @@ from drivers.base import (
 )
 from drivers.ovs import OvsDriver, ofp13
 from drivers.ovs.channel import Channel
+from drivers.ovs.driver import _CHUNK
 from drivers.ovs.ofp13_errors import ONF_EXPERIMENTER, error_name
 from drivers.ovs.ofp13_flow import (
     FlowModCommand,
@@ -49,8 +50,8 @@ from drivers.ovs.ofp13_flow import (
     flow_entry_keys,
 )
 from fabric import netns
-from fabric.ovs import OvsInstance
 from fabric.run import run
+from fabric.vswitch import OvsInstance
 
 NS = "rr-test-ovsdrv"
 BRIDGE = "br0"
@@ -277,7 +278,7 @@ def test_a_rejected_change_leaves_the_table_unchanged(sw: Switch, bad: FlowRule,
 
 
 @fabric
-def test_an_unencodable_change_is_refused_before_anything_is_sent(sw: Switch) -> None:
+def test_an_unencodable_change_is_refused_and_nothing_is_applied(sw: Switch) -> None:
     bad_vid = FlowRule(match=FlowMatch(in_port=1), priority=5, actions=(PushVlan(5000),))
 
     async def body(d: OvsDriver) -> tuple[DeviceRejected, list[FlowRule]]:
@@ -288,6 +289,28 @@ def test_an_unencodable_change_is_refused_before_anything_is_sent(sw: Switch) ->
     error, table = sw.with_driver(body)
     assert "#2" in str(error) and isinstance(error.__cause__, ofp13.CodecError)
     assert table == []
+
+
+@fabric
+def test_a_batch_of_several_chunks_is_applied_or_refused_whole(sw: Switch) -> None:
+    """The adds are written a chunk at a time: all of them land, and an unencodable change
+    in a later chunk (earlier chunks already written) leaves the table as it was."""
+    many = host_rules(2 * _CHUNK + 3)
+    bad_vid = FlowRule(match=FlowMatch(in_port=2), priority=5, actions=(PushVlan(5000),))
+    before = RULES[:2]
+
+    async def body(d: OvsDriver) -> tuple[DeviceRejected, list[FlowRule], list[FlowRule]]:
+        await d.apply(adds(before))
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply([*deletes(before), *adds(many), *adds([bad_vid])])
+        after_refusal = await d.read()
+        await d.apply(adds(many))
+        return info.value, after_refusal, await d.read()
+
+    error, refused, applied = sw.with_driver(body, timeout=30.0)
+    assert f"#{len(many) + 2}" in str(error) and isinstance(error.__cause__, ofp13.CodecError)
+    assert set(refused) == set(before)
+    assert set(applied) == {*before, *many} and len(applied) == len(many) + 2
 
 
 @fabric

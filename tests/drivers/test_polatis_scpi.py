@@ -25,7 +25,7 @@ from drivers.base import (
     lookup,
 )
 from drivers.polatis_scpi import PolatisScpiDriver, WireLine, scpi, socket_resource
-from drivers.polatis_scpi.driver import ScpiDeviceError
+from drivers.polatis_scpi.driver import RECONNECTS, ScpiDeviceError
 from drivers.polatis_scpi.scpi import Identity
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 
@@ -130,7 +130,7 @@ def test_malformed_power_reply() -> None:
 Body = Callable[[PolatisScpiDriver, EmulatorServer], Awaitable[T]]
 
 
-def run(body: Body[T], config: EmulatorConfig | None = None) -> T:
+def run(body: Body[T], config: EmulatorConfig | None = None, timeout: float = 2.0) -> T:
     """Run ``body`` with an open driver on a fresh emulator; ``received`` starts empty."""
     config = config or EmulatorConfig(connections=((1, 17),), lock=FixedLock(ms=0), switch_ms=0)
 
@@ -138,7 +138,7 @@ def run(body: Body[T], config: EmulatorConfig | None = None) -> T:
         server = await serve(config, record=True)
         try:
             resource = socket_resource("127.0.0.1", server.port)
-            async with PolatisScpiDriver("sw1", resource, timeout=2.0) as driver:
+            async with PolatisScpiDriver("sw1", resource, timeout=timeout) as driver:
                 received(server).clear()
                 return await body(driver, server)
         finally:
@@ -396,10 +396,15 @@ def test_wire_log_is_bounded() -> None:
 # failures
 
 
-async def _scripted(answers: Mapping[bytes, bytes]) -> asyncio.Server:
-    """A server that answers the lines it knows and is silent otherwise."""
+async def _scripted(
+    answers: Mapping[bytes, bytes], sessions: list[int] | None = None
+) -> asyncio.Server:
+    """A server that answers the lines it knows and is silent otherwise (``sessions`` gets
+    one entry per connection)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if sessions is not None:
+            sessions.append(len(sessions))
         while line := await reader.readline():
             if line.strip() in answers:
                 writer.write(answers[line.strip()] + b"\r\n")
@@ -437,21 +442,24 @@ def test_a_silent_device_times_out() -> None:
     assert err.__cause__ is not None
 
 
-def test_after_a_timeout_the_session_is_closed() -> None:
-    async def main() -> DeviceUnreachable:
-        server = await _scripted(HANDSHAKE)
+def test_after_a_timeout_the_query_is_asked_again_on_a_new_session() -> None:
+    """The session of a timeout is closed (a late reply would answer the next query); the
+    query is asked again on new sessions, RECONNECTS times, then the timeout is raised."""
+    sessions: list[int] = []
+
+    async def main() -> DeviceTimeout:
+        server = await _scripted(HANDSHAKE, sessions)
         try:
             resource = socket_resource("127.0.0.1", _port(server))
             async with PolatisScpiDriver("sw1", resource, timeout=0.3) as driver:
-                with pytest.raises(DeviceTimeout):
-                    await driver.connections()
-                with pytest.raises(DeviceUnreachable) as err:
+                with pytest.raises(DeviceTimeout) as err:
                     await driver.connections()
                 return err.value
         finally:
             server.close()
 
-    assert "not connected" in str(asyncio.run(main()))
+    assert "no reply" in str(asyncio.run(main()))
+    assert len(sessions) == 1 + RECONNECTS
 
 
 def test_a_malformed_reply_is_a_protocol_error_naming_the_device() -> None:

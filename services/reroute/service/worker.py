@@ -38,34 +38,37 @@ class Worker:
         self._queue: deque[str] = deque()
         self._wake = asyncio.Event()
         self._finished: dict[str, asyncio.Event] = {}
+        self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
         self._task: asyncio.Task[None] | None = None
 
     @property
     def busy(self) -> bool:
+        """A reroute is running or queued."""
         return self.current is not None or bool(self._queue)
 
     @property
     def running(self) -> int:
+        """How many reroutes run (0 or 1)."""
         return int(self.current is not None)
 
     @property
     def queued(self) -> int:
+        """How many reroutes wait."""
         return len(self._queue)
 
     @property
     def stopped(self) -> bool:
+        """The worker task is not running."""
         return self._task is None or self._task.done()
 
     def start(self) -> None:
+        """Start the worker task."""
         self._task = asyncio.create_task(self._loop(), name="reroute-worker")
 
     def enqueue(self, reroute_id: str) -> None:
+        """Queue a reroute and wake the worker."""
         self._queue.append(reroute_id)
         self._wake.set()
-
-    def reject(self, reroute_id: str, error: str) -> None:
-        """A journaled reroute the planner refused before it was queued: ``rejected``."""
-        self._end(reroute_id, RerouteState.REJECTED, error)
 
     def position(self, reroute_id: str) -> int | None:
         """How many reroutes run before this pending one (None: not queued)."""
@@ -92,6 +95,16 @@ class Worker:
         with suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout)
 
+    async def judged(self, reroute_id: str, timeout: float) -> None:
+        """Until the reroute has been planned on the devices (it runs) or has ended (a
+        refused plan: ``rejected``), or ``timeout``, or the worker stops."""
+        record = self.journal.get(reroute_id)
+        if record is None or record.state.final or self.stopped:
+            return
+        planned = self._planned.setdefault(reroute_id, asyncio.Event())
+        with suppress(TimeoutError):
+            await asyncio.wait_for(planned.wait(), timeout)
+
     async def stop(self) -> None:
         """Take no new reroute; wait for the running one; pending ones stay pending."""
         self.stopping = True
@@ -113,9 +126,10 @@ class Worker:
                     self.current = None
                     self._release(reroute_id)
         finally:
-            for done in self._finished.values():
+            for done in (*self._finished.values(), *self._planned.values()):
                 done.set()
             self._finished.clear()
+            self._planned.clear()
 
     async def _next(self) -> str | None:
         while not self._queue and not self.stopping:
@@ -127,7 +141,10 @@ class Worker:
         self._announce(reroute_id, RerouteState.RUNNING)
         try:
             _, outcome = await self.engine.apply(
-                intent, reroute_id=reroute_id, on_event=self._on_step
+                intent,
+                reroute_id=reroute_id,
+                on_event=self._on_step,
+                on_plan=lambda _: self._judge(reroute_id),
             )
         except PlanError as exc:
             self._end(reroute_id, RerouteState.REJECTED, str(exc))
@@ -175,7 +192,13 @@ class Worker:
             {"reroute_id": reroute_id, "state": str(state), "error": error, "total_ms": total_ms},
         )
 
+    def _judge(self, reroute_id: str) -> None:
+        planned = self._planned.pop(reroute_id, None)
+        if planned is not None:
+            planned.set()
+
     def _release(self, reroute_id: str) -> None:
+        self._judge(reroute_id)
         done = self._finished.pop(reroute_id, None)
         if done is not None:
             done.set()

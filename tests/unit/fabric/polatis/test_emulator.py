@@ -33,7 +33,7 @@ from fabric.polatis import (
 from fabric.polatis.__main__ import main
 from fabric.polatis.emulator import TABLE_4_3_KNOTS, ArmLock, Patch, Signal, Unpatch, quantile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 LOCK_MS = 500.0
 
 
@@ -408,6 +408,48 @@ def test_add_is_dark_then_lit_after_switch_and_lock() -> None:
     assert before == [("signal", 18, False), ("patch", 2, 18)]
     assert delays == [pytest.approx((25.0 + LOCK_MS) / 1000)]
     assert after == [("signal", 18, True)]
+
+
+@dataclass
+class SlowLayer1(RecordingLayer1):
+    """Its Layer-1 calls wait until ``go`` is set; ``busy`` counts those waiting."""
+
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+    busy: int = 0
+
+    async def patch(self, ingress: int, egress: int) -> None:
+        await self._slow()
+        await super().patch(ingress, egress)
+
+    async def unpatch(self, ingress: int, egress: int) -> None:
+        await self._slow()
+        await super().unpatch(ingress, egress)
+
+    async def _slow(self) -> None:
+        self.busy += 1
+        await self.go.wait()
+        self.busy -= 1
+
+
+def test_the_lock_timer_runs_from_the_command_not_from_the_end_of_layer1_work() -> None:
+    async def main() -> tuple[list[float], list[tuple[object, ...]]]:
+        layer1, schedule = SlowLayer1(), ManualSchedule()
+        config = EmulatorConfig(lock=FixedLock(ms=LOCK_MS))
+        emu = PolatisEmulator(config, layer1, schedule=schedule)
+        add = asyncio.create_task(emu.execute(":OXC:SWIT:CONN:ADD (@2,3),(@18,19)"))
+        for _ in range(100):
+            if layer1.busy:
+                break
+            await asyncio.sleep(0)
+        armed = [t.delay for t in schedule.timers]  # the first patch still under way
+        layer1.go.set()
+        await add
+        return armed, layer1.calls
+
+    armed, calls = asyncio.run(main())
+    assert armed == [pytest.approx((25.0 + LOCK_MS) / 1000)] * 2
+    assert calls == [("signal", 18, False), ("patch", 2, 18), ("signal", 19, False),
+                     ("patch", 3, 19)]  # fmt: skip
 
 
 def test_held_dark_stays_dark_until_released() -> None:

@@ -16,7 +16,8 @@ from services.reroute.executor import Outcome
 from services.reroute.inventory import Inventory, open_drivers, resolve
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Plan, plan
+from services.reroute.planning import plan
+from services.reroute.planning.plan import Plan
 from services.reroute.rules import initial_rules
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology, load_topology
@@ -84,11 +85,24 @@ def _recover(args: argparse.Namespace) -> int:
     inv = resolve(args.inventory, topo)
     journal = Journal(args.journal or inv.journal)
     try:
-        done = asyncio.run(_recover_async(topo, inv, journal))
+        if args.resync:
+            done, synced = asyncio.run(_resync_async(topo, inv, journal))
+        else:
+            done, synced = asyncio.run(_recover_async(topo, inv, journal)), None
     finally:
         journal.close()
     print(f"recovered {len(done)} interrupted reroute(s): {' '.join(done) or '-'}")
-    return 0
+    if args.resync:
+        print("resync: the switches hold every flow's intended path" if synced is None else
+              f"resync: {synced.describe()}")  # fmt: skip
+    return 0 if synced is None or synced.state is RerouteState.DONE else 1
+
+
+async def _resync_async(
+    topo: Topology, inv: Inventory, journal: Journal
+) -> tuple[list[str], Outcome | None]:
+    async with open_drivers(inv, topo) as drivers:
+        return await Engine.of(topo, inv, drivers, journal).resync()
 
 
 async def _recover_async(topo: Topology, inv: Inventory, journal: Journal) -> list[str]:
@@ -144,6 +158,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``plan``, ``apply`` and ``recover`` to the ``reroute`` parser."""
     p = sub.add_parser("plan", help="show the plan of a reroute (dry run, changes nothing)")
     _common(p)
     p.set_defaults(func=_plan)
@@ -153,4 +168,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.set_defaults(func=_apply)
     r = sub.add_parser("recover", help="roll back reroutes interrupted by a crash")
     _devices(r)
+    r.add_argument(
+        "--resync",
+        action="store_true",
+        help="then write every flow's intended path (initial paths, then the journal) where "
+        "the switches differ: after a switch lost its tables or a rollback failed",
+    )
     r.set_defaults(func=_recover)

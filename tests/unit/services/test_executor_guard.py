@@ -25,11 +25,14 @@ from drivers.base import (
 from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planner import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.topology import Circuit
 
 NON_ATOMIC = Capabilities(atomic_batch=False, read_back=True, max_batch=0, port_state=False)
 ATOMIC = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=False)
+SELF_UNDOING = Capabilities(
+    atomic_batch=False, read_back=True, max_batch=0, port_state=False, self_undoing=True
+)
 
 
 def rule(host: int, port: int = 2, cookie: int = 0x5252_0000_0000_0101) -> FlowRule:
@@ -140,6 +143,22 @@ def test_an_atomic_device_is_trusted_with_its_batch() -> None:
     switch = OneByOne("s1", BEFORE, capabilities=ATOMIC)
     outcome = run(switch, [*add(rule(4)), *delete(rule(1))])
     assert outcome.state is RerouteState.DONE and switch.reads == 0
+
+
+def test_a_self_undoing_device_is_trusted_with_its_batch() -> None:
+    switch = OneByOne("s1", BEFORE, capabilities=SELF_UNDOING)
+    outcome = run(switch, [*add(rule(4)), *delete(rule(1))])
+    assert outcome.state is RerouteState.DONE and switch.reads == 0
+    assert sorted(switch.table.values()) == sorted([rule(2), rule(3), rule(4)])
+
+
+def test_a_self_undoing_device_that_fails_is_left_to_its_own_undo() -> None:
+    # this device does not undo (it only declares it does): the executor's part is the
+    # planned inverse alone, so what the batch applied stays, and the executor read nothing
+    switch = OneByOne("s1", BEFORE, capabilities=SELF_UNDOING, fail_at=1)
+    outcome = run(switch, [*add(rule(4)), *delete(rule(1))])
+    assert outcome.state is RerouteState.ROLLED_BACK and switch.reads == 0
+    assert switch.batches == [2] and rule(4) in switch.table.values()
 
 
 @pytest.mark.parametrize("fail_at", [0, 1, 2])
