@@ -21,11 +21,14 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/python -m pytest
 
-# Every built experiment at quick scale (root; about 2 minutes), results under results/NAME/
+IMPULSE_OUT = results/impulse-response/$(shell date -u +%Y%m%dT%H%M%SZ)-quick
+# Every built experiment at quick scale (root; about 5-6 minutes), results under results/NAME/
 experiments-quick: setup
 	$(BIN)/reroute experiment run ost-vs-mbb --quick
 	$(BIN)/reroute experiment run rto-sweep --quick
 	$(BIN)/reroute experiment run bandwidth-steering --quick
+	$(BIN)/reroute experiment run impulse-response --quick --out $(IMPULSE_OUT)
+	$(BIN)/reroute experiment run impulse-response --quick --out $(IMPULSE_OUT) --backend dpctl
 	$(BIN)/reroute experiment run mptcp --quick
 
 unit: setup
@@ -40,4 +43,4 @@ clean:
 # mid-failover; the tests take everything down (only the images stay).
 containers-test: setup
 	docker/build.sh
-	REROUTE_CONTAINERS=1 $(BIN)/python -m pytest -m containers tests/containers -v -s
+	REROUTE_CONTAINERS=1 $(BIN)/python -m pytest -m containers tests/e2e/containers -v -s

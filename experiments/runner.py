@@ -61,7 +61,8 @@ class Experiment(Protocol):
     title: str  # one line, with the seed and section it reproduces
     backends: tuple[str, ...]  # the --backend values it supports; the first is the default
 
-    def plan(self, opts: Options) -> list[Rep]: ...
+    def plan(self, opts: Options) -> list[Rep]:
+        """The repetitions to run for ``opts``."""
 
     def session(self, opts: Options, say: Say, *, seed: int) -> AbstractContextManager[Any]:
         """Set up (e.g. a fabric) for repetitions; leaving tears it all down. ``seed`` varies
@@ -92,11 +93,13 @@ class Outcome:
 
 
 def default_out(name: str, root: Path) -> Path:
+    """The default result directory of ``name``: results/NAME/TIMESTAMP."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return root / "results" / name / stamp
 
 
 def raw_path(out: Path, key: str) -> Path:
+    """The raw document of repetition ``key``."""
     return out / "raw" / f"{key}.json"
 
 
@@ -131,9 +134,11 @@ def _opts(opts: Options) -> dict[str, Any]:
 
 
 class Progress(Protocol):
-    def advance(self, key: str) -> None: ...
+    def advance(self, key: str) -> None:
+        """Repetition ``key`` is done."""
 
-    def say(self, message: str) -> None: ...
+    def say(self, message: str) -> None:
+        """A note for the user."""
 
 
 def run(

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,14 +59,17 @@ class SiteResult:
 
     @property
     def detection_ms(self) -> float:
+        """From the threshold crossing to the monitor's trigger, in ms."""
         return (self.triggered_at - self.crossed_at) * 1000
 
     @property
     def after_detection_ms(self) -> float:
+        """From the trigger to the standby path, in ms."""
         return (self.switched_at - self.triggered_at) * 1000
 
     @property
     def crossing_to_standby_ms(self) -> float:
+        """From the threshold crossing to the standby path, in ms."""
         return (self.switched_at - self.crossed_at) * 1000
 
 
@@ -79,6 +83,7 @@ class FailoverResult:
     rtt_after_ms: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
         return {
             "degradation": self.degradation,
             "backend": self.backend,
@@ -115,7 +120,7 @@ def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -
             if degradation != "path":  # the current connection is the long-haul one
                 asyncio.run(_switch_onto_longhaul(fab.state, topo))
             token = secrets.token_hex(16)
-            urls = [_serve(fab.state, topo, site, switch, token, Path(tmp), procs)
+            urls = [serve_site(fab.state, topo, site, switch, token, Path(tmp), procs)
                     for site, switch, _, _ in SITES]  # fmt: skip
             monitors = [_monitor(fab.state, host, target, url, token, degradation, timeout_s)
                         for (_, _, host, target), url in zip(SITES, urls, strict=True)]  # fmt: skip
@@ -137,21 +142,26 @@ def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -
                 rtt_after_ms=rtt,
             )
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         fabric.down(topo.name)
+
+
+def stop_processes(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """Terminate ``procs`` (services, monitors), killing any still running after 10 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def _backend(topo: Topology) -> str:
     return ",".join(sorted({s.driver for s in topo.switches}))
 
 
-def _serve(
+def serve_site(
     state: FabricState,
     topo: Topology,
     site: str,

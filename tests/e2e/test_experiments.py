@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from experiments import impulse_analysis as ia
 from experiments.bandwidth_steering import rate_around
 from experiments.mptcp import mptcp_missing, phase_mbps, stalled_ms
-from tests.fabric.conftest import ROOT, leftovers, reroute
+from tests.e2e.conftest import ROOT, leftovers, reroute
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
 
@@ -145,3 +146,37 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     for case in cases:
         assert f"## {case}" in report and (out / f"mptcp_{case}.png").exists()
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(300)
+def test_impulse_response_quick(tmp_path: Path) -> None:
+    out = tmp_path / "impulse"
+    proc = reroute(
+        "experiment", "run", "impulse-response", "--quick", "--out", str(out), timeout=280
+    )
+    assert leftovers("two-site") == []
+    assert "2/2 repetitions" in proc.stdout, proc.stdout
+    raws = _raws(out)
+    assert sorted(raws) == ["ovs-path-01", "ovs-rtt-01"]
+    for key, raw in raws.items():
+        assert len(raw["impulses"]) == 3 and raw["period_s"] == 4.0, raw["impulses"]
+        assert not any("inject_error" in i for i in raw["impulses"]), raw["impulses"]
+        for host, events in raw["monitors"].items():  # each site failed over every time
+            assert [e["state"] for e in events if e["kind"] == "failover"] == ["done"] * 3, host
+        assert ia.baseline_mbps(raw) > 10, raw["series_mbps"]
+        imps = ia.impulses(raw)
+        n = ia.common_length(imps)
+        mean = [sum(i.r[k] for i in imps) / len(imps) for k in range(n)]
+        times = imps[0].times[:n]
+        dip = max(v for t, v in zip(times, mean, strict=True) if 0 <= t < 1.0)
+        tail = [v for t, v in zip(times, mean, strict=True) if t >= 3.0]
+        assert dip > 0.2, (key, mean)  # the degradation shows in the throughput ...
+        assert sum(tail) / len(tail) < 0.15, (key, mean)  # ... and the response returns to 0
+        recovery = ia.recovery_s(times, mean)
+        assert recovery is not None and 0 < recovery < 4.0, (key, mean)
+        assert all(i.failover_s is not None and i.failover_s > 0 for i in imps), imps
+    report = (out / "report.md").read_text()
+    assert "| ovs-path | - | 1 | 3 | 4 |" in report and "| ovs-rtt | - | 1 | 3 | 4 |" in report
+    for png in ("impulse_single.png", "impulse_means.png"):
+        assert (out / png).stat().st_size > 10_000
