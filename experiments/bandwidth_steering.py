@@ -55,6 +55,7 @@ class BandwidthSteering:
     backends: tuple[str, ...] = ("ovs",)
 
     def plan(self, opts: Options) -> list[Rep]:
+        """The repetitions: each strategy, ``runs`` times."""
         n = opts.runs or (QUICK_RUNS if opts.quick else FULL_RUNS)
         return [
             Rep(key=f"{s}-{i:02d}", params={"strategy": s})
@@ -65,13 +66,16 @@ class BandwidthSteering:
     def session(
         self, opts: Options, say: Say, *, seed: int
     ) -> AbstractContextManager[ostbench.Bench]:
+        """The demo fabric with its traffic, for every repetition."""
         return _bottlenecked(say, seed)
 
     def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
+        """One measured reconfiguration under the steered load."""
         doc = ostbench.measure(session, str(rep.params["strategy"]), LOAD, say)
         return doc | {"bottleneck_mbps": BOTTLENECK_MBPS}
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
+        """The report (Markdown, plots under ``out``)."""
         by = {s: [r for r in raws.values() if r["strategy"] == s] for s in STRATEGIES}
         return "\n".join(
             [

@@ -38,9 +38,11 @@ class _Bar:
         self.task = progress.add_task("repetitions", total=total, completed=done, key="")
 
     def advance(self, key: str) -> None:
+        """One repetition done: advance the bar."""
         self.progress.update(self.task, advance=1, key=key)
 
     def say(self, message: str) -> None:
+        """Print a note under the bar."""
         self.progress.console.print(f"  .. {message}", highlight=False, markup=False)
 
 
@@ -51,10 +53,12 @@ class _Lines:
         self.total, self.done = total, done
 
     def advance(self, key: str) -> None:
+        """One repetition done: print a line."""
         self.done += 1
         print(f"[{self.done}/{self.total}] {key} done", flush=True)
 
     def say(self, message: str) -> None:
+        """Print a note."""
         print(f"  .. {message}", flush=True)
 
 
@@ -136,6 +140,7 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``experiment list|run`` to the ``reroute`` parser."""
     exp = sub.add_parser(
         "experiment",
         help="the seeds' experiments, repeated, with statistics, reports and plots",
@@ -152,7 +157,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--seed", type=int, default=0, help="seed of the emulators' random draws")
     run.add_argument(
         "--backend",
-        choices=("ovs", "dpctl", "odl", "p4runtime"),
+        choices=("ovs", "dpctl", "dpctl+10", "dpctl+100", "odl", "p4runtime"),
         help="default: the experiment's first",
     )
     run.set_defaults(func=_run)

@@ -43,7 +43,7 @@ from services.reroute.executor import StepEvent
 from services.reroute.inventory import Inventory, load_inventory, open_drivers
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import Plan, StepKind
+from services.reroute.planning.plan import Plan, StepKind
 from services.reroute.topology import Path as TopoPath
 from services.reroute.topology import Topology, load_topology
 
@@ -147,6 +147,7 @@ class Traffic:
         return dict(json.loads(out)), self._tcp.result(timeout=self.tcp_s + 20)
 
     def stop(self) -> None:
+        """Stop every traffic process."""
         for proc in self._procs:
             _end(proc)
         self._pool.shutdown(wait=True, cancel_futures=True)  # iperf3 ends within its timeout
@@ -218,9 +219,11 @@ class Done:
 
 
 async def reroute(topo: Topology, inv: Inventory, intent: Intent) -> Done:
+    """Run ``intent`` on the devices of ``inv``; when each step ended."""
     ended: dict[int, float] = {}
 
     def on_event(event: StepEvent) -> None:
+        """Note when each step ended."""
         if event.state is StepState.DONE:
             ended[event.index] = time.perf_counter()
 
@@ -300,6 +303,7 @@ def fabric_drops(fab: Fabric) -> int:
 
 
 def timing(fab: Fabric, done: Done) -> Timing:
+    """The reroute's timings, with the emulator's switching and drawn lock times."""
     return Timing(
         new_path_ms=done.new_path_ms(),
         total_ms=done.total_ms,
@@ -309,6 +313,7 @@ def timing(fab: Fabric, done: Done) -> Timing:
 
 
 def restore(topo: Topology, inv: Inventory, flows: tuple[FlowSpec, ...]) -> str:
+    """Put ``flows`` back on the long path by one MBB reroute (not measured); a line saying so."""
     intent = Intent(flows=flows, to_path=LONG, via=TEMPORARY, drain_s=DRAIN_S)
     done = asyncio.run(reroute(topo, inv, intent))
     circuits = [s.describe() for s in done.plan.steps() if s.kind is StepKind.CIRCUITS]
@@ -456,6 +461,7 @@ the emulator's drawn lock time. Needs root; takes about 20 s."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``demo`` to the ``reroute`` parser."""
     demo = sub.add_parser(
         "demo",
         help="BBM vs MBB across an optical reconfiguration, measured (needs root)",

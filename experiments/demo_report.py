@@ -34,6 +34,7 @@ class UdpNumbers:
 
     @property
     def loss_pct(self) -> float:
+        """The share of probe packets lost, in percent."""
         return 100.0 * self.lost / self.sent if self.sent else 0.0
 
     @classmethod
@@ -64,19 +65,23 @@ class TcpNumbers:
 
     @property
     def windows_mbps(self) -> list[float]:
+        """The rate of each sliding window of two reports, in Mb/s."""
         pairs = zip(self.series_mbps, self.series_mbps[1:], strict=False)
         return [(a + b) / 2 for a, b in pairs] or list(self.series_mbps)
 
     @property
     def median_mbps(self) -> float:
+        """The median windowed rate."""
         return statistics.median(self.windows_mbps) if self.series_mbps else 0.0
 
     @property
     def min_mbps(self) -> float:
+        """The lowest windowed rate."""
         return min(self.windows_mbps, default=0.0)
 
     @property
     def dip_pct(self) -> float:
+        """The dip: how far the lowest rate falls below the median, in percent."""
         if self.median_mbps <= 0:
             return 0.0
         return 100.0 * (self.median_mbps - self.min_mbps) / self.median_mbps
@@ -89,6 +94,7 @@ class TcpNumbers:
 
     @classmethod
     def from_iperf(cls, result: IperfResult, interval_s: float) -> TcpNumbers:
+        """The numbers of an iperf3 run with reports every ``interval_s``."""
         whole = whole_intervals(result.intervals, interval_s)
         return cls(
             retransmits=result.retransmits or 0,
@@ -97,6 +103,7 @@ class TcpNumbers:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The numbers as a JSON-ready dict, derived ones included."""
         derived = ("median_mbps", "min_mbps", "dip_pct", "stalled_ms")
         return {**asdict(self), **{name: getattr(self, name) for name in derived}}
 
@@ -119,10 +126,12 @@ class Timing:
 
     @property
     def dark_ms(self) -> float:
+        """How long the new circuit was dark: switching plus lock."""
         return self.switch_ms + self.lock_ms
 
     @property
     def overhead_ms(self) -> float:
+        """Time to the new path beyond the dark time."""
         return self.new_path_ms - self.dark_ms
 
 
@@ -137,6 +146,7 @@ class RunNumbers:
     fabric_drops: int  # packets (UDP and TCP) the fabric's OVS dropped in its receive buffers
 
     def to_dict(self) -> dict[str, Any]:
+        """The run's numbers as a JSON-ready dict, derived ones included."""
         doc = asdict(self)
         doc["udp"]["loss_pct"] = self.udp.loss_pct
         doc["tcp"] = self.tcp.to_dict()
@@ -224,6 +234,7 @@ class Results:
 
     @property
     def runs(self) -> tuple[RunNumbers, RunNumbers, RunNumbers]:
+        """The three runs: BBM, MBB, nothing moved."""
         return self.bbm, self.mbb, self.control
 
 

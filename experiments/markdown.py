@@ -18,6 +18,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def image(file: str, alt: str) -> str:
+    """A Markdown image line."""
     return f"![{alt}]({file})\n"
 
 

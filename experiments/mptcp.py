@@ -74,6 +74,7 @@ class Mptcp:
     backends: tuple[str, ...] = ("ovs",)
 
     def plan(self, opts: Options) -> list[Rep]:
+        """The repetitions: each case, ``runs`` times."""
         n = opts.runs or (QUICK_RUNS if opts.quick else FULL_RUNS)
         reps = []
         for case, (full, quick) in CASES.items():
@@ -94,12 +95,14 @@ class Mptcp:
     def session(
         self, opts: Options, say: Say, *, seed: int
     ) -> AbstractContextManager[ostbench.Bench]:
+        """The demo fabric with vm2 -> vm3 on the short circuit, for every repetition."""
         why = mptcp_missing()
         if why is not None:
             raise Skipped(f"mptcp skipped: {why}")
         return _two_paths(say, seed)
 
     def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
+        """One paced stream through a reconfiguration, for one case."""
         p = rep.params
         doc = _stream(
             session,
@@ -116,6 +119,7 @@ class Mptcp:
         return doc
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
+        """The report (Markdown, plots under ``out``)."""
         parts = [
             "vm2 -> vm3, a paced bulk stream (" + str(RATE_MBPS) + " Mbit/s) read by the"
             " receiver in 100 ms windows. MPTCP: one subflow on the short circuit br2 -> ost1"

@@ -27,6 +27,7 @@ def _proto(name: str) -> int:
 
 
 def check() -> int:
+    """Exit 0 if this kernel has MPTCP sockets."""
     try:
         socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP).close()
     except OSError as e:
@@ -46,6 +47,7 @@ def _subflows(port: int) -> int:
 
 
 def recv(port: int, seconds: float, proto: str) -> int:
+    """Receive one stream on ``port`` for ``seconds``; print its bytes per window as JSON."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, _proto(proto))
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("0.0.0.0", port))
@@ -78,6 +80,7 @@ def recv(port: int, seconds: float, proto: str) -> int:
 
 
 def send(host: str, port: int, seconds: float, mbps: float, proto: str) -> int:
+    """Send a stream paced at ``mbps`` to ``host:port`` for ``seconds``."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, _proto(proto))
     s.connect((host, port))
     s.settimeout(0.2)  # a blocked send (path down) must not outlive SECONDS
@@ -102,6 +105,7 @@ def send(host: str, port: int, seconds: float, mbps: float, proto: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Run ``check``, ``recv`` or ``send``; return the exit code."""
     cmd, args = argv[0], argv[1:]
     if cmd == "check":
         return check()

@@ -72,6 +72,7 @@ class OstVsMbb:
     backends: tuple[str, ...] = ("ovs",)
 
     def plan(self, opts: Options) -> list[Rep]:
+        """The repetitions: each strategy, ``runs`` times."""
         n = opts.runs or (QUICK_RUNS if opts.quick else FULL_RUNS)
         return [
             Rep(key=f"{s}-{i:02d}", params={"strategy": s})
@@ -82,12 +83,15 @@ class OstVsMbb:
     def session(
         self, opts: Options, say: Say, *, seed: int
     ) -> AbstractContextManager[ostbench.Bench]:
+        """The demo fabric with its traffic, for every repetition."""
         return ostbench.bench(say, seed=seed)
 
     def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
+        """One measured reconfiguration with ``rep``'s strategy."""
         return ostbench.measure(session, str(rep.params["strategy"]), LOAD, say)
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
+        """The report (Markdown, plots under ``out``)."""
         by = {s: [r for r in raws.values() if r["strategy"] == s] for s in STRATEGIES}
         parts = [
             "vm2 -> vm3 on the long path (UDP probe 5000 pkt/s for 4 s, iperf3 TCP capped at"
@@ -104,6 +108,7 @@ class OstVsMbb:
 
 
 def metrics_table(by: Mapping[str, Sequence[Raw]]) -> str:
+    """The metrics of each strategy as a Markdown table."""
     header = ["metric"]
     for s in STRATEGIES:
         header += [f"{s.upper()} mean [95 % CI]", f"{s.upper()} median / p95", "std", "n"]
@@ -118,6 +123,7 @@ def metrics_table(by: Mapping[str, Sequence[Raw]]) -> str:
 
 
 def lock_table(by: Mapping[str, Sequence[Raw]]) -> str:
+    """The drawn lock times as a Markdown table."""
     drawn = md.values([r for s in STRATEGIES for r in by[s]], _timing("lock_ms"))
     if not drawn:
         return ""
@@ -137,6 +143,7 @@ def lock_table(by: Mapping[str, Sequence[Raw]]) -> str:
 
 
 def cdf_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
+    """Plot the CDF of the probes' gaps per strategy; the Markdown image line."""
     fig = plots.figure()
     (ax,) = plots.axes(fig)
     for s in STRATEGIES:
@@ -159,6 +166,7 @@ def typical(runs: Sequence[Raw]) -> Raw | None:
 
 
 def series_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
+    """Plot the traffic series around the request; the Markdown image line."""
     fig = plots.figure(2, 2, size=(11, 6))
     ax = plots.axes(fig)
     for col, s in enumerate(STRATEGIES):
@@ -206,6 +214,7 @@ def _tcp_series(ax: Any, run: Raw, strategy: str) -> None:
 
 
 def lock_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
+    """Plot the drawn lock times; the Markdown image line."""
     drawn = md.values([r for s in STRATEGIES for r in by[s]], _timing("lock_ms"))
     fig = plots.figure()
     (ax,) = plots.axes(fig)

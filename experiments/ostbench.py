@@ -31,7 +31,7 @@ from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planner import StepKind
+from services.reroute.planning.plan import StepKind
 from services.reroute.topology import Topology, load_topology
 
 TOPOLOGY = demo.ROOT / "topologies" / "ngncs-ost.yaml"
@@ -61,6 +61,7 @@ class Load:
 
 @contextmanager
 def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
+    """The demo fabric up, with its flows and inventory, for a series of measurements."""
     topo = load_topology(topology)
     flows = demo.demo_flows(topo)
     say(f"bringing up {topo.name} (lock-time seed {seed})")
@@ -78,6 +79,7 @@ def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
 
 
 def intent(b: Bench, strategy: str) -> Intent | None:
+    """The intent of ``strategy`` (None: nothing moved)."""
     if strategy == "bbm":
         return Intent(flows=b.flows, to_path=demo.SHORT, strategy=Strategy.BBM)
     if strategy == "mbb":
@@ -173,6 +175,7 @@ class _Bystander:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def numbers(self, request_ns: int) -> dict[str, Any] | None:
+        """The bystander's numbers around ``request_ns``, or None if it did not run."""
         if self._future is None:
             return None
         result = self._future.result(timeout=self.load.tcp_s + 20)
@@ -238,6 +241,7 @@ def parse_ping(output: str) -> list[tuple[float, int, float]]:
 
 
 def rtt_summary(replies: list[tuple[float, int, float]], request_wall: float) -> dict[str, Any]:
+    """The RTT before the request and its maximum just after, from ping replies."""
     window = RTT_WINDOW_MS / 1000
     before = [r for t, _, r in replies if t < request_wall]
     during = [r for t, _, r in replies if request_wall <= t - r / 1000 < request_wall + window]

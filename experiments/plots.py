@@ -20,12 +20,14 @@ COLORS = {"bbm": "tab:red", "mbb": "tab:blue", "control": "tab:gray"}
 
 
 def figure(rows: int = 1, cols: int = 1, *, size: tuple[float, float] = (7, 4)) -> Figure:
+    """A matplotlib figure of ``rows`` x ``cols`` axes."""
     fig = plt.figure(figsize=size, layout="constrained")
     fig.subplots(rows, cols, squeeze=False)
     return fig
 
 
 def axes(fig: Figure) -> list[Axes]:
+    """The figure's axes."""
     return list(fig.axes)
 
 

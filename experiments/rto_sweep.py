@@ -27,6 +27,7 @@ LOAD = ostbench.Load(tcp_s=7, probe_s=5)  # room for a 2 s timeout and the recov
 
 
 def cases() -> list[tuple[str, int]]:
+    """The cases: BBM at each minimum RTO, MBB at the default."""
     return [("bbm", rto) for rto in RTO_MS] + [("mbb", DEFAULT_RTO_MS)]
 
 
@@ -38,6 +39,7 @@ class RtoSweep:
     backends: tuple[str, ...] = ("ovs",)
 
     def plan(self, opts: Options) -> list[Rep]:
+        """The repetitions: each case, ``runs`` times."""
         n = opts.runs or (QUICK_RUNS if opts.quick else FULL_RUNS)
         return [
             Rep(key=f"{s}-rto{rto}-{i:02d}", params={"strategy": s, "rto_min_ms": rto})
@@ -48,15 +50,18 @@ class RtoSweep:
     def session(
         self, opts: Options, say: Say, *, seed: int
     ) -> AbstractContextManager[ostbench.Bench]:
+        """The demo fabric with its traffic, for every repetition."""
         return ostbench.bench(say, seed=seed)
 
     def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
+        """One measured reconfiguration with ``rep``'s minimum RTO."""
         rto = int(rep.params["rto_min_ms"])
         route = ostbench.set_rto_min(session, rto)
         doc = ostbench.measure(session, str(rep.params["strategy"]), LOAD, say)
         return doc | {"rto_min_ms": rto, "route": route, "recovery_ms": recovery_ms(doc)}
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
+        """The report (Markdown, plots under ``out``)."""
         groups = {
             c: [r for r in raws.values() if (r["strategy"], r["rto_min_ms"]) == c] for c in cases()
         }

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from fabric import fabric, state
 from fabric.errors import FabricError
-from fabric.ovs import OvsInstance
 from fabric.run import in_netns
 from fabric.status import render
+from fabric.vswitch import OvsInstance
 from services.reroute.topology import load_topology
 
 
@@ -84,6 +84,7 @@ def _switch_nodes(st: state.FabricState) -> set[str]:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``fabric up|down|status|exec`` to the ``reroute`` parser."""
     fab = sub.add_parser("fabric", help="build and tear down the emulated fabric")
     fsub = fab.add_subparsers(dest="fabric_command", required=True, metavar="ACTION")
     up = fsub.add_parser("up", help="build the fabric of a topology file")

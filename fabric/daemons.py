@@ -4,24 +4,31 @@ Each daemon runs in its own process group, with ``<rundir>/<name>.pid`` written 
 as it is spawned (so ``down`` can always find it) and a ready file it writes itself once
 it serves (its bound port). ``stop_all`` ends every daemon with a pid file in a run dir.
 
-The daemon's side of that protocol is here too: ``listen_address`` (its ``--listen``
-argument), ``write_ready`` and ``stop_requested`` (SIGTERM / SIGINT as an asyncio event).
+The daemon's side of that protocol is here too, one copy for every emulator's
+``__main__``: ``daemon_options`` (``--ready-file``, ``--log-level``), ``listen_address``
+(its ``--listen`` argument), ``run_daemon`` (logging, then its coroutine), ``listen_socket``,
+``announce`` / ``write_ready`` (the ready file), ``stop_requested`` (SIGTERM / SIGINT as an
+asyncio event) and ``exit_now`` (for daemons with threads that cannot be stopped).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 from fabric.errors import FabricError
-from fabric.ovs import _terminate, alive
+from fabric.vswitch import _terminate, alive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,6 +107,49 @@ def stop_requested() -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def daemon_options(p: argparse.ArgumentParser, ready: str) -> argparse.ArgumentParser:
+    """Add the options every daemon takes: ``--ready-file`` (help text ``ready``) and
+    ``--log-level``."""
+    p.add_argument("--ready-file", type=Path, help=ready)
+    p.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    return p
+
+
+def run_daemon(
+    args: argparse.Namespace, serve: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+) -> int:
+    """Set up logging at ``args.log_level``, then run ``serve(args)`` to its exit code."""
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
+    return asyncio.run(serve(args))
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (port 0: any free one)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def announce(ready_file: Path | None, text: str) -> None:
+    """Tell the parent the daemon serves: ``text`` into its ready file, if it gave one."""
+    if ready_file is not None:
+        write_ready(ready_file, text)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush logs and standard streams, then end the process at once (``os._exit``): for
+    daemons with native threads that cannot be stopped (os-ken's listener)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _is_ours(pid: int) -> bool:

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, optical, p4rtsite, ryusite
+from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, p4rtsite, patchpanel, ryusite
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
-from fabric.ovs import OvsInstance
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
+from fabric.vswitch import OvsInstance
 from services.reroute.runtime import run_dir
 from services.reroute.topology import Endpoint, Host, LongHaul, Switch, Topology
 
@@ -41,9 +41,11 @@ class Fabric:
 
     @property
     def ovs(self) -> OvsInstance:
+        """The fabric's private OVS."""
         return OvsInstance(rundir=self.state.ovs_dir, netns=self.state.fabric_ns)
 
     def host_ns(self, host: str) -> str:
+        """The network namespace of ``host``."""
         return self.state.host_ns[host]
 
 
@@ -53,6 +55,7 @@ def veth_name(end: Endpoint) -> str:
 
 
 def host_mac(index: int) -> str:
+    """The MAC address of host number ``index`` (locally administered)."""
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
@@ -78,7 +81,7 @@ def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
         raise
     try:
         progress("optical switch emulators (Polatis SCPI)")
-        scpi = optical.start(topo, state, seed=seed)
+        scpi = patchpanel.start(topo, state, seed=seed)
         progress("long-haul delay lines")
         delay = longhaul.start(topo, state)
     except BaseException:
@@ -275,6 +278,7 @@ def _make_bridges(topo: Topology, ovs: OvsInstance) -> None:
 
 
 def wait_links_up(ovs: OvsInstance, ifaces: list[str], timeout: float = 10.0) -> None:
+    """Wait until every interface in ``ifaces`` is up in ``ovs`` (FabricError on timeout)."""
     deadline = time.monotonic() + timeout
     while True:
         out = ovs.vsctl(

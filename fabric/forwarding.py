@@ -3,11 +3,13 @@
 The initial paths are written with the engine's own rules (``services.reroute.rules``), so
 the engine can move the flows the fabric starts with. Flows are computed here (pure) and
 pushed with one ``ovs-ofctl --bundle`` per bridge. Optical switches and long-haul nodes
-are OVS patch bridges driven by their Polatis emulator (``fabric.optical``); long-haul nodes
+are OVS patch bridges driven by their Polatis emulator (``fabric.patchpanel``); long-haul nodes
 are userspace delay lines (``fabric.longhaul``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from drivers.base import FlowRule, Output, PopVlan, PushVlan
 from services.reroute.rules import initial_rules
@@ -49,13 +51,20 @@ def patch_flows(topo: Topology) -> dict[str, list[str]]:
     flows: dict[str, list[str]] = {}
     for node in topo.nodes.values():
         if isinstance(node, OpticalSwitch):
-            for c in sorted(node.cross_connects):
-                out = node.ingress_of(c.egress)
-                if c.ingress in node.attachments and out in node.attachments:
-                    flows.setdefault(node.name, []).append(
-                        f"priority={PATCH_PRIORITY},in_port={c.ingress},actions=output:{out}"
-                    )
+            pairs = sorted((c.ingress, c.egress) for c in node.cross_connects)
+            if lines := patch_lines(node, pairs):
+                flows[node.name] = lines
     return flows
+
+
+def patch_lines(node: OpticalSwitch, pairs: Iterable[tuple[int, int]]) -> list[str]:
+    """The patch flows of an optical switch's (ingress, egress) cross-connects."""
+    lines = []
+    for ingress, egress in pairs:
+        out = node.ingress_of(egress)
+        if ingress in node.attachments and out in node.attachments:
+            lines.append(f"priority={PATCH_PRIORITY},in_port={ingress},actions=output:{out}")
+    return lines
 
 
 def baseline_flows(topo: Topology) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ in a namespace, ``address`` must be an address of that namespace the driver can 
 
 from __future__ import annotations
 
-from fabric.ovs import OvsInstance
+from fabric.vswitch import OvsInstance
 
 HP_LISTEN_PORT = 6633
 

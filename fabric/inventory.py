@@ -29,8 +29,8 @@ import yaml
 from drivers.base import Driver
 from fabric import p4rtsite
 from fabric.errors import FabricError
-from fabric.ovs import OvsInstance
 from fabric.state import FabricState
+from fabric.vswitch import OvsInstance
 from services.reroute.inventory import load_inventory, open_drivers
 from services.reroute.topology import Switch, Topology
 

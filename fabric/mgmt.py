@@ -22,6 +22,7 @@ def addresses(name: str) -> tuple[IPv4Address, IPv4Address]:
 
 
 def root_ifname(name: str) -> str:
+    """The root-namespace interface name of the management link (at most 15 characters)."""
     return f"rm-{zlib.crc32(name.encode()):08x}"[:15]
 
 

@@ -42,9 +42,11 @@ class Links:
         self.seq = 0
 
     def close(self) -> None:
+        """Close the netlink socket."""
         self.sock.close()
 
     def set(self, name: str, up: bool) -> None:
+        """Set link ``name`` up or down and wait for the kernel's acknowledgement."""
         self.seq += 1
         body = _IFINFO.pack(socket.AF_UNSPEC, 0, self._index(name), IFF_UP if up else 0, IFF_UP)
         head = _HEADER.pack(

@@ -25,16 +25,19 @@ __all__ = [
 
 
 def exists(name: str) -> bool:
+    """The network namespace ``name`` exists."""
     return (NETNS_DIR / name).exists()
 
 
 def listing(prefix: str = "") -> list[str]:
+    """The network namespaces whose names start with ``prefix``."""
     if not NETNS_DIR.is_dir():
         return []
     return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix))
 
 
 def add(name: str) -> None:
+    """Create namespace ``name`` with its loopback up."""
     run(["ip", "netns", "add", name])
     run(["ip", "link", "set", "lo", "up"], ns=name)
     for knob in ("all", "default"):
@@ -42,6 +45,7 @@ def add(name: str) -> None:
 
 
 def pids(name: str) -> list[int]:
+    """The processes running in namespace ``name``."""
     out = run(["ip", "netns", "pids", name], check=False)
     return [int(p) for p in out.split() if p.isdigit()]
 
@@ -61,6 +65,7 @@ def kill_all(name: str, grace: float = 2.0) -> None:
 
 
 def delete(name: str) -> None:
+    """Kill every process in namespace ``name`` and delete it, if it exists."""
     if exists(name):
         kill_all(name)
         run(["ip", "netns", "del", name], check=False)

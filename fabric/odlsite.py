@@ -21,8 +21,8 @@ from drivers.base import FlowChange, FlowOp
 from drivers.odl import OdlDriver
 from fabric import daemons
 from fabric.errors import FabricError
-from fabric.ovs import OvsInstance
 from fabric.state import FabricState
+from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
@@ -73,6 +73,7 @@ def install_baseline(
     rules = initial_rules(topo)
 
     async def push() -> None:
+        """Push every switch's initial rules through the ODL emulator."""
         for s in switches:
             url = targets[s.name].removeprefix("odl:")
             driver = OdlDriver(s.name, url, f"openflow:{s.dpid}", password=_password(state))

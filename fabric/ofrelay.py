@@ -79,6 +79,7 @@ def refusal(msg: bytes, code: int) -> bytes:
 
 
 async def read_message(reader: asyncio.StreamReader) -> bytes:
+    """One whole OpenFlow message from ``reader``."""
     head = await reader.readexactly(HEADER.size)
     length = HEADER.unpack(head)[2]
     return head + (await reader.readexactly(length - HEADER.size) if length > 8 else b"")
@@ -102,6 +103,7 @@ class Relay:
         return f"tcp:127.0.0.1:{port}"
 
     async def stop(self) -> None:
+        """Stop listening and close every relayed connection."""
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks):

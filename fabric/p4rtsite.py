@@ -15,8 +15,8 @@ from pathlib import Path
 
 from drivers.base import FlowChange, FlowOp
 from fabric import daemons
-from fabric.ovs import OvsInstance
 from fabric.state import FabricState
+from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
@@ -47,6 +47,7 @@ def install_baseline(
     rules = initial_rules(topo)
 
     async def push() -> None:
+        """Push every switch's pipeline and initial rules through P4Runtime."""
         for s in switches:
             driver = P4RuntimeDriver(
                 s.name, targets[s.name], device_id=DEVICE_ID, election_id=ELECTION_ID
@@ -58,6 +59,7 @@ def install_baseline(
 
 
 def inventory_entry(switch: Switch, target: str, ovs: OvsInstance) -> dict[str, object]:
+    """The inventory entry of a P4Runtime switch on ``target``."""
     return {
         "driver": "p4runtime",
         "target": target,

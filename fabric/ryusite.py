@@ -19,8 +19,8 @@ from drivers.base import FlowChange, FlowOp
 from drivers.ryu_rest import RyuRestDriver
 from fabric import daemons
 from fabric.errors import FabricError
-from fabric.ovs import OvsInstance
 from fabric.state import FabricState
+from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
@@ -49,6 +49,7 @@ def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, 
     rules = initial_rules(topo)
 
     async def push() -> None:
+        """Push every switch's initial rules through the Ryu emulator."""
         for s in switches:
             async with RyuRestDriver(s.name, targets[s.name], s.dpid) as driver:
                 await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])

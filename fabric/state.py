@@ -18,10 +18,12 @@ from services.reroute.runtime import INVENTORY, run_dir
 
 
 def fabric_ns(name: str) -> str:
+    """The name of fabric ``name``'s namespace."""
     return f"rr-{name}"
 
 
 def host_ns(name: str, host: str) -> str:
+    """The name of ``host``'s namespace in fabric ``name``."""
     return f"rr-{name}.{host}"
 
 
@@ -39,6 +41,7 @@ class FabricState:
 
     @property
     def dir(self) -> Path:
+        """The fabric's run directory."""
         return run_dir() / self.name
 
     @property
@@ -48,26 +51,32 @@ class FabricState:
 
     @property
     def ovs_dir(self) -> Path:
+        """The run directory of the fabric's OVS."""
         return self.dir / "ovs"
 
     @property
     def namespaces(self) -> list[str]:
+        """Every namespace of the fabric."""
         return [self.fabric_ns, *self.host_ns.values()]
 
     def save(self) -> None:
+        """Write the state atomically."""
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / "state.json.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=2))
         tmp.replace(self.dir / "state.json")
 
     def node_ns(self, node: str) -> str:
+        """The namespace of ``node`` (switches live in the fabric's)."""
         return self.host_ns.get(node, self.fabric_ns)
 
     def remove(self) -> None:
+        """Remove the run directory."""
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def load(name: str) -> FabricState | None:
+    """The saved state of fabric ``name``, or None."""
     path = run_dir() / name / "state.json"
     try:
         data = json.loads(path.read_text())

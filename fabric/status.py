@@ -7,9 +7,9 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from fabric.ovs import OvsInstance
 from fabric.run import run
 from fabric.state import FabricState
+from fabric.vswitch import OvsInstance
 from services.reroute.errors import RerouteError
 
 
@@ -68,6 +68,7 @@ def _value(v: Any) -> Any:
 
 
 def render(state: FabricState) -> str:
+    """The fabric's status as text: bridges, ports, link states, hosts."""
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
     lines = [f"fabric {state.name} ({state.phase}) from {state.topology}"]
     lines.append(f"  switches: netns {state.fabric_ns}, OVS run dir {state.ovs_dir}")

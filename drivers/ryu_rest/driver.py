@@ -157,6 +157,7 @@ class RyuRestDriver(Session):
         return Identity(summary=f"Ryu ofctl_rest, datapath {self.dpid:016x}, {len(numbered)} ports")
 
     async def close(self) -> None:
+        """Close the HTTP client."""
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()

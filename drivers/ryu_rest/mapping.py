@@ -72,6 +72,7 @@ def _key_body(rule: FlowRule, dpid: int) -> Json:
 
 
 def match_json(m: FlowMatch) -> Json:
+    """The match as ofctl_rest's JSON."""
     obj: Json = {}
     if m.in_port is not None:
         obj["in_port"] = m.in_port
@@ -198,6 +199,7 @@ _MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
 
 
 def parse_match(obj: Json) -> FlowMatch:
+    """The match of ofctl_rest's JSON (UnsupportedEntry for fields we do not write)."""
     fields: dict[str, Any] = {}
     for key, value in obj.items():
         if key not in _MATCH:
@@ -208,6 +210,7 @@ def parse_match(obj: Json) -> FlowMatch:
 
 
 def parse_actions(texts: list[Any]) -> Iterator[Action]:
+    """The actions of ofctl_rest's action strings."""
     pending_push = False
     for text in texts:
         if not isinstance(text, str):

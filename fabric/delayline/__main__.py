@@ -106,6 +106,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the delay line until SIGTERM or SIGINT; return the exit code."""
     args = _parser().parse_args(argv)
     tag = f"delayline[{os.getpid()}] {args.a}<->{args.b}"
     logging.basicConfig(

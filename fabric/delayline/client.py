@@ -30,6 +30,7 @@ class DelayControl:
         self.timeout_s = timeout_s
 
     def get(self) -> DelayState:
+        """The line's current delays."""
         return self._state(self._call("GET", "/delay"))
 
     def set(
@@ -45,6 +46,7 @@ class DelayControl:
         return self._state(self._call("PUT", "/delay", body))
 
     def stats(self) -> LineStats:
+        """The line's packet counters, per direction."""
         doc = self._call("GET", "/stats")
         try:
             return LineStats.from_dict(doc)
@@ -52,6 +54,7 @@ class DelayControl:
             raise ProtocolError(self.url, f"unexpected stats: {exc}") from exc
 
     def healthy(self) -> bool:
+        """The control endpoint answers its health check."""
         try:
             return self._call("GET", "/healthz").get("ok") is True
         except (DeviceUnreachable, DeviceTimeout):

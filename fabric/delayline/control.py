@@ -33,9 +33,14 @@ MAX_BODY = 4096
 class DelayTarget(Protocol):
     """What the endpoint controls (a :class:`~fabric.delayline.line.DelayLine`)."""
 
-    def state(self) -> DelayState: ...
-    def apply(self, state: DelayState) -> None: ...
-    def stats(self) -> LineStats: ...
+    def state(self) -> DelayState:
+        """The line's current delays."""
+
+    def apply(self, state: DelayState) -> None:
+        """Set the line's delays."""
+
+    def stats(self) -> LineStats:
+        """The line's packet counters."""
 
 
 class _Server(HTTPServer):
@@ -43,11 +48,13 @@ class _Server(HTTPServer):
     lock: threading.Lock
 
     def server_bind(self) -> None:  # skip HTTPServer's reverse DNS lookup of the address
+        """Bind without HTTPServer's reverse DNS lookup of the address."""
         socketserver.TCPServer.server_bind(self)
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), int(port)
 
     def handle_error(self, request: object, client_address: object) -> None:
+        """Log a failed control request (the server keeps serving)."""
         log.exception("control request from %s failed", client_address)
 
 
@@ -56,6 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 5.0
 
     def do_GET(self) -> None:
+        """GET /healthz, /delay, /stats."""
         routes: dict[str, Callable[[], dict[str, Any]]] = {
             "/healthz": lambda: {"ok": True},
             "/delay": lambda: self.server.target.state().to_dict(),
@@ -68,6 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(HTTPStatus.OK, route())
 
     def do_PUT(self) -> None:
+        """PUT /delay: set the delays (400 on a bad body)."""
         if self.path != "/delay":
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"cannot PUT {self.path}"})
             return
@@ -101,6 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
+        """Log requests at debug level (not to stderr)."""
         log.debug("%s " + format, self.address_string(), *args)
 
 
@@ -125,13 +135,16 @@ class ControlServer:
 
     @property
     def port(self) -> int:
+        """The bound port."""
         return self._server.server_port
 
     @property
     def url(self) -> str:
+        """The endpoint's base URL."""
         return f"http://{self._server.server_name}:{self.port}"
 
     def serve(self, target: DelayTarget) -> None:
+        """Serve ``target`` on a background thread."""
         self._server.target = target
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="delayline-control", daemon=True
@@ -139,6 +152,7 @@ class ControlServer:
         self._thread.start()
 
     def close(self) -> None:
+        """Stop serving and close the socket."""
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()

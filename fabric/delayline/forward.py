@@ -53,6 +53,7 @@ class Forwarder:
         self._lock = threading.Lock()
 
     def fileno(self) -> int:
+        """The receive socket's descriptor (for ``select``)."""
         return self.rx.fileno()
 
     def receive(self) -> None:
@@ -101,6 +102,7 @@ class Forwarder:
             self.late_over_1ms += 1
 
     def stats(self) -> DirectionStats:
+        """This direction's counters, the kernel's drops included."""
         with self._lock:
             self._kernel_drops += kernel_drops(self.rx)
         sent = max(self.forwarded, 1)

@@ -74,6 +74,7 @@ class DelayLine:
         forward.run([self.a_to_b, self.b_to_a], self._stop)
 
     def state(self) -> DelayState:
+        """The current delays."""
         with self._lock:
             return DelayState(
                 a_to_b_ms=self.a_to_b.delay_ns / 1e6, b_to_a_ms=self.b_to_a.delay_ns / 1e6
@@ -86,9 +87,11 @@ class DelayLine:
             self.b_to_a.delay_ns = round(state.b_to_a_ms * 1e6)
 
     def stats(self) -> LineStats:
+        """Both directions' counters."""
         return LineStats(a_to_b=self.a_to_b.stats(), b_to_a=self.b_to_a.stats())
 
     def close(self) -> None:
+        """Stop forwarding and close the sockets."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -30,13 +30,16 @@ class DelayState:
 
     @classmethod
     def both(cls, delay_ms: float) -> Self:
+        """The same delay both ways."""
         return cls(a_to_b_ms=delay_ms, b_to_a_ms=delay_ms)
 
     @property
     def delay_ms(self) -> float:
+        """The mean of the two directions' delays."""
         return (self.a_to_b_ms + self.b_to_a_ms) / 2
 
     def to_dict(self) -> dict[str, float]:
+        """The delays as the control API's JSON object."""
         return {BOTH: self.delay_ms, "a_to_b_ms": self.a_to_b_ms, "b_to_a_ms": self.b_to_a_ms}
 
     @classmethod
@@ -69,10 +72,12 @@ class DirectionStats:
 
     @property
     def dropped(self) -> int:
+        """All packets dropped, for any reason."""
         return self.dropped_queue_full + self.dropped_send_error + self.dropped_kernel
 
     @classmethod
     def from_dict(cls, doc: object) -> Self:
+        """The counters of a JSON object (ValueError unless it has exactly the fields)."""
         if not isinstance(doc, dict) or set(doc) != {f.name for f in fields(cls)}:
             raise ValueError("direction stats have missing or unknown fields")
         return cls(**doc)
@@ -84,10 +89,12 @@ class LineStats:
     b_to_a: DirectionStats
 
     def to_dict(self) -> dict[str, Any]:
+        """The counters as a JSON object."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, doc: object) -> Self:
+        """The counters of a JSON object (ValueError if malformed)."""
         if not isinstance(doc, dict):
             raise ValueError("the stats are not a JSON object")
         return cls(

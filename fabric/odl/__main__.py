@@ -19,14 +19,19 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import socket
-import sys
 from pathlib import Path
 
 from aiohttp import web
 
-from fabric.daemons import listen_address, stop_requested, write_ready
+from fabric.daemons import (
+    announce,
+    daemon_options,
+    exit_now,
+    listen_address,
+    listen_socket,
+    run_daemon,
+    stop_requested,
+)
 from fabric.odl.controller import Controller
 from fabric.odl.northbound import Credentials, make_app
 from fabric.odl.southbound import Link, start_osken
@@ -35,6 +40,7 @@ log = logging.getLogger("reroute.fabric.odl")
 
 
 def positive(text: str) -> float:
+    """argparse type: seconds > 0."""
     try:
         value = float(text)
     except ValueError:
@@ -45,6 +51,7 @@ def positive(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of the ODL emulator."""
     p = argparse.ArgumentParser(
         prog="python -m fabric.odl",
         description="Run an EMULATOR of OpenDaylight's northbound REST (flows, inventory) "
@@ -57,15 +64,12 @@ def parser() -> argparse.ArgumentParser:
     add("--user", default="admin")
     add("--password", default="admin", help="(visible in ps: prefer --password-file)")
     add("--password-file", type=Path, help="the password: the first line of this file")
-    add("--ready-file", type=Path, help="write the ports here (JSON) once listening")
-    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return p
+    return daemon_options(p, "write the ports here (JSON) once listening")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
-    return asyncio.run(_run(args))
+    """Run the ODL emulator until SIGTERM or SIGINT; return the exit code."""
+    return run_daemon(parser().parse_args(argv), _run)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -82,12 +86,11 @@ async def _run(args: argparse.Namespace) -> int:
     runner = web.AppRunner(make_app(controller, credentials))
     await runner.setup()
     try:
-        sock = _listen(*args.listen)
+        sock = listen_socket(*args.listen)
         await web.SockSite(runner, sock).start()
         ports = {"northbound": sock.getsockname()[1], "openflow": osken.port}
         log.info("EMULATOR listening: %s", ports)
-        if args.ready_file:
-            write_ready(args.ready_file, json.dumps(ports) + "\n")
+        announce(args.ready_file, json.dumps(ports) + "\n")
         await stop.wait()
         log.info("stopping")
     finally:
@@ -98,17 +101,5 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 if __name__ == "__main__":
-    code = main()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main())

@@ -140,4 +140,5 @@ def port_number(text: object, what: str) -> int:
 
 
 def port_text(port: int) -> str:
+    """A port number as ODL writes it (reserved ports by name)."""
     return PORT_NAMES.get(port, str(port))

@@ -64,6 +64,7 @@ def flow_mod(dp: Any, flow: Flow, command: Command, xid: int) -> Any:
 
 
 def match_fields(m: Match) -> dict[str, Any]:
+    """The match as os-ken ``OFPMatch`` keyword arguments."""
     fields: dict[str, Any] = {}
     for attr, oxm in _MATCH_FIELDS.items():
         value = getattr(m, attr)
@@ -85,6 +86,7 @@ def _ipv4(text: str) -> Any:
 
 
 def instructions(dp: Any, actions: tuple[Action, ...]) -> list[Any]:
+    """The os-ken instructions applying ``actions`` (none for a drop)."""
     if not actions:
         return []
     parser = dp.ofproto_parser
@@ -130,6 +132,7 @@ def flow_entries(stats: list[Any]) -> Iterator[tuple[Flow, Counters]]:
 
 
 def read_match(match: Any) -> Match:
+    """The match of an os-ken ``OFPMatch``."""
     fields: dict[str, Any] = {}
     for oxm, value in match.items():
         if oxm not in _ATTRS or (isinstance(value, tuple) and oxm == "vlan_vid"):
@@ -143,6 +146,7 @@ def read_match(match: Any) -> Match:
 
 
 def read_actions(insts: list[Any]) -> Iterator[Action]:
+    """The actions of os-ken instructions."""
     for inst in insts:
         if not hasattr(inst, "actions"):
             raise Unreadable(f"instruction {type(inst).__name__}")
@@ -169,6 +173,7 @@ def ports(descs: list[Any], ofp: Any) -> list[Port]:
 
 
 def port(desc: Any, ofp: Any) -> Port:
+    """The port of an os-ken port description."""
     name = desc.name.decode(errors="replace") if isinstance(desc.name, bytes) else desc.name
     return Port(
         number=desc.port_no,

@@ -29,11 +29,14 @@ class LinkTarget(Protocol):
     """What the application hands events to (``fabric.odl.southbound.Link``); every
     method is called on an os-ken thread and must be thread-safe."""
 
-    def connected(self, dp: Any) -> None: ...
+    def connected(self, dp: Any) -> None:
+        """A switch connected."""
 
-    def disconnected(self, dp: Any) -> None: ...
+    def disconnected(self, dp: Any) -> None:
+        """A switch disconnected."""
 
-    def message(self, msg: Any) -> None: ...
+    def message(self, msg: Any) -> None:
+        """A message from a switch."""
 
 
 class LinkSlot:
@@ -58,6 +61,7 @@ class OdlSouthboundApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     @on(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def state_change(self, ev: Any) -> None:
+        """Hand a switch's connection or disconnection to the link."""
         if ev.state == MAIN_DISPATCHER:
             self._link().connected(ev.datapath)
         elif ev.datapath.id is not None:
@@ -65,20 +69,25 @@ class OdlSouthboundApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     @on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev: Any) -> None:
+        """Hand a BARRIER_REPLY to the link."""
         self._link().message(ev.msg)
 
     @on(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def flow_stats_reply(self, ev: Any) -> None:
+        """Hand a flow-stats reply to the link."""
         self._link().message(ev.msg)
 
     @on(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def port_desc_reply(self, ev: Any) -> None:
+        """Hand a port-description reply to the link."""
         self._link().message(ev.msg)
 
     @on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def port_status(self, ev: Any) -> None:
+        """Hand a PORT_STATUS to the link."""
         self._link().message(ev.msg)
 
     @on(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def error(self, ev: Any) -> None:
+        """Hand an ERROR to the link."""
         self._link().message(ev.msg)

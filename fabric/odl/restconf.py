@@ -126,6 +126,7 @@ _MATCH_READERS: dict[str, Callable[[Any], dict[str, object]]] = {
 
 
 def parse_match(obj: Json) -> Match:
+    """The match of RESTCONF JSON (RestconfError for unknown or bad fields)."""
     fields: dict[str, Any] = {}
     for key, value in obj.items():
         if key not in _MATCH_READERS:
@@ -156,6 +157,7 @@ def _ip_protocol(value: object) -> int:
 
 
 def parse_instructions(obj: Json) -> tuple[Action, ...]:
+    """The actions of RESTCONF instructions, in order."""
     _no_unknown(obj, ("instruction",), "instructions")
     actions: list[Action] = []
     for inst in _ordered(obj.get("instruction", []), "instruction"):
@@ -231,6 +233,7 @@ def flow_json(flow: Flow, dpid: int, counters: Counters | None = None) -> Json:
 
 
 def match_json(m: Match, dpid: int) -> Json:
+    """The match as RESTCONF JSON."""
     obj: Json = {}
     if m.in_port is not None:
         obj["in-port"] = f"openflow:{dpid}:{port_text(m.in_port)}"
@@ -288,4 +291,5 @@ def connector_json(dpid: int, port: Port) -> Json:
 
 
 def table_json(table: int, flows: list[Json]) -> Json:
+    """A flow table as RESTCONF JSON."""
     return {"id": table, "flow": flows}

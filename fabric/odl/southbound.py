@@ -50,11 +50,14 @@ class SwitchError(SouthboundError):
 class SwitchEvents(Protocol):
     """What the controller hears from switches (on the asyncio loop)."""
 
-    def switch_connected(self, dpid: int) -> None: ...
+    def switch_connected(self, dpid: int) -> None:
+        """A switch connected."""
 
-    def switch_disconnected(self, dpid: int) -> None: ...
+    def switch_disconnected(self, dpid: int) -> None:
+        """A switch disconnected."""
 
-    def port_changed(self, dpid: int, port: Port) -> None: ...
+    def port_changed(self, dpid: int, port: Port) -> None:
+        """A switch's port changed."""
 
 
 @dataclass(slots=True)
@@ -80,12 +83,15 @@ class Link:
     # called on os-ken threads
 
     def connected(self, dp: Any) -> None:
+        """A switch connected (called on os-ken's thread)."""
         self._call(self._connected, dp)
 
     def disconnected(self, dp: Any) -> None:
+        """A switch disconnected (called on os-ken's thread)."""
         self._call(self._disconnected, dp)
 
     def message(self, msg: Any) -> None:
+        """A message from a switch (called on os-ken's thread)."""
         self._call(self._message, msg)
 
     def _call(self, fn: Callable[[Any], None], arg: Any) -> None:
@@ -96,6 +102,7 @@ class Link:
     # requests (asyncio loop)
 
     def connected_dpids(self) -> list[int]:
+        """The connected datapath ids."""
         return sorted(self._dps)
 
     async def flow_mod(self, dpid: int, flow: Flow, command: Command) -> None:
@@ -124,6 +131,7 @@ class Link:
         return list(ofmsg.flow_entries([s for r in replies for s in r.body]))
 
     async def port_desc(self, dpid: int) -> list[Port]:
+        """The ports of ``dpid`` (multipart PORT_DESC)."""
         dp = self._dp(dpid)
         replies = await self._multipart(dpid, dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         return ofmsg.ports([d for r in replies for d in r.body], dp.ofproto)

@@ -14,12 +14,11 @@ the gRPC port (written atomically), so a parent can wait for the file.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from pathlib import Path
 
 from drivers.ovs import OvsDriver
-from fabric.daemons import stop_requested, write_ready
+from fabric.daemons import announce, daemon_options, run_daemon, stop_requested
 from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from fabric.p4rt.server import P4RuntimeEmulator, serve
 from fabric.p4rt.table import Table
@@ -28,6 +27,7 @@ log = logging.getLogger("reroute.fabric.p4rt")
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of the P4Runtime emulator."""
     p = argparse.ArgumentParser(
         prog="python -m fabric.p4rt",
         description="Run an EMULATOR of a P4Runtime v1 switch (one device, the reroute "
@@ -40,15 +40,12 @@ def parser() -> argparse.ArgumentParser:
     add("--p4info", type=Path, default=DEFAULT_P4INFO, help="the program's P4Info file")
     add("--no-pipeline", action="store_true", help="start without a program installed")
     add("--installed", action="store_true", help="start with the program (the default)")
-    add("--ready-file", type=Path, help="write the gRPC port here once serving")
-    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return p
+    return daemon_options(p, "write the gRPC port here once serving")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
-    return asyncio.run(_run(args))
+    """Run the P4Runtime emulator until SIGTERM or SIGINT; return the exit code."""
+    return run_daemon(parser().parse_args(argv), _run)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -60,8 +57,7 @@ async def _run(args: argparse.Namespace) -> int:
         server, port = await serve(servicer, args.listen)
         try:
             log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
-            if args.ready_file:
-                write_ready(args.ready_file, f"{port}\n")
+            announce(args.ready_file, f"{port}\n")
             await stop.wait()
             log.info("stopping")
         finally:

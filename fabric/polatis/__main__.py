@@ -18,9 +18,8 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from pathlib import Path
 
-from fabric.daemons import listen_address, stop_requested, write_ready
+from fabric.daemons import announce, daemon_options, listen_address, run_daemon, stop_requested
 from fabric.polatis.emulator import (
     EmulatorConfig,
     FixedLock,
@@ -69,6 +68,7 @@ def lock_model(text: str) -> LockModel:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the emulator's options to ``parser``."""
     add = parser.add_argument
     add("--listen", type=listen_address, default=("127.0.0.1", 5025), metavar="HOST:PORT")
     add("--size", type=switch_size, default=(16, 16), metavar="NxM")
@@ -82,8 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="receiver lock time (default: table = seed 003 Table 4.3)",
     )
     add("--seed", type=int, default=0, help="seed of the lock-time and power draws")
-    add("--ready-file", type=Path, help="write the bound port here once listening")
-    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    daemon_options(parser, "write the bound port here once listening")
 
 
 def config_from(args: argparse.Namespace) -> EmulatorConfig:
@@ -117,8 +116,7 @@ def main(
         config = config_from(args)
     except ValueError as exc:
         parser.error(str(exc))
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
-    return asyncio.run(_run(args, config, layer1_factory))
+    return run_daemon(args, lambda a: _run(a, config, layer1_factory))
 
 
 async def _run(
@@ -131,8 +129,7 @@ async def _run(
     try:
         await emulator.start()
         port = await server.start(*args.listen)
-        if args.ready_file:
-            write_ready(args.ready_file, f"{port}\n")
+        announce(args.ready_file, f"{port}\n")
         await stop.wait()
         log.info("stopping")
     finally:

@@ -16,14 +16,18 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import socket
-import sys
-from pathlib import Path
 
 from aiohttp import web
 
-from fabric.daemons import listen_address, stop_requested, write_ready
+from fabric.daemons import (
+    announce,
+    daemon_options,
+    exit_now,
+    listen_address,
+    listen_socket,
+    run_daemon,
+    stop_requested,
+)
 from fabric.odl.flows import Port
 from fabric.odl.southbound import Link, start_osken
 from fabric.ryu.rest import make_app
@@ -35,16 +39,20 @@ class Events:
     """Switch events: ofctl_rest keeps no state of its own (the Link knows the switches)."""
 
     def switch_connected(self, dpid: int) -> None:
+        """Log a switch's connection."""
         log.info("datapath %016x connected", dpid)
 
     def switch_disconnected(self, dpid: int) -> None:
+        """Log a switch's disconnection."""
         log.info("datapath %016x disconnected", dpid)
 
     def port_changed(self, dpid: int, port: Port) -> None:
+        """Ignore port changes (ofctl_rest keeps no state)."""
         pass
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of the Ryu emulator."""
     p = argparse.ArgumentParser(
         prog="python -m fabric.ryu",
         description="Run an EMULATOR of Ryu's ofctl_rest REST application over a real "
@@ -53,15 +61,12 @@ def parser() -> argparse.ArgumentParser:
     add = p.add_argument
     add("--listen", type=listen_address, default=("127.0.0.1", 8080), metavar="HOST:PORT")
     add("--openflow", type=listen_address, default=("127.0.0.1", 6653), metavar="HOST:PORT")
-    add("--ready-file", type=Path, help="write the ports here (JSON) once listening")
-    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return p
+    return daemon_options(p, "write the ports here (JSON) once listening")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
-    return asyncio.run(_run(args))
+    """Run the Ryu emulator until SIGTERM or SIGINT; return the exit code."""
+    return run_daemon(parser().parse_args(argv), _run)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -71,12 +76,11 @@ async def _run(args: argparse.Namespace) -> int:
     runner = web.AppRunner(make_app(link))
     await runner.setup()
     try:
-        sock = _listen(*args.listen)
+        sock = listen_socket(*args.listen)
         await web.SockSite(runner, sock).start()
         ports = {"rest": sock.getsockname()[1], "openflow": osken.port}
         log.info("EMULATOR listening: %s", ports)
-        if args.ready_file:
-            write_ready(args.ready_file, json.dumps(ports) + "\n")
+        announce(args.ready_file, json.dumps(ports) + "\n")
         await stop.wait()
         log.info("stopping")
     finally:
@@ -86,17 +90,5 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 if __name__ == "__main__":
-    code = main()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main())

@@ -39,11 +39,14 @@ NOT_FOUND = "404 Not Found\n\nThe resource could not be found.\n\n   "
 class Switches(Protocol):
     """What the REST side needs of the southbound (``fabric.odl.southbound.Link``)."""
 
-    def connected_dpids(self) -> list[int]: ...
+    def connected_dpids(self) -> list[int]:
+        """The connected datapath ids."""
 
-    def datapath(self, dpid: int) -> Any | None: ...
+    def datapath(self, dpid: int) -> Any | None:
+        """The os-ken datapath of ``dpid``, or None."""
 
-    async def multipart(self, dpid: int, msg: Any) -> list[Any]: ...
+    async def multipart(self, dpid: int, msg: Any) -> list[Any]:
+        """Send a multipart request to ``dpid``; every part of the reply."""
 
 
 class Status(Exception):
@@ -55,6 +58,7 @@ class Status(Exception):
 
 
 def make_app(switches: Switches) -> web.Application:
+    """The ofctl_rest application over ``switches``."""
     api = OfctlRest(switches)
     app = web.Application(middlewares=[_statuses])
     app.router.add_get("/stats/switches", api.switches)
@@ -90,9 +94,11 @@ class OfctlRest:
     # stats
 
     async def switches(self, request: web.Request) -> web.Response:
+        """GET /stats/switches: the connected datapath ids."""
         return web.json_response(self.switches_.connected_dpids())
 
     async def flow_stats(self, request: web.Request) -> web.Response:
+        """GET|POST /stats/flow/{dpid}: the flow entries (filtered by the body)."""
         dp = self._dp(request.match_info["dpid"])
         body = await request.read()
         try:
@@ -108,6 +114,7 @@ class OfctlRest:
         return web.json_response({str(dp.id): [_flow_entry(s) for s in entries]})
 
     async def port_desc(self, request: web.Request) -> web.Response:
+        """GET /stats/portdesc/{dpid}: the port descriptions."""
         dp = self._dp(request.match_info["dpid"])
         msg = dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0)
         replies = await self._multipart(dp, msg)
@@ -117,6 +124,7 @@ class OfctlRest:
     # commands
 
     async def mod_flow_entry(self, request: web.Request) -> web.Response:
+        """POST /stats/flowentry/{cmd}: add, modify or delete a flow entry."""
         body = _literal(await request.read())
         dp = self._dp(_dpid_of(body, request))
         commands = {
@@ -133,6 +141,7 @@ class OfctlRest:
         return web.Response(status=200, body=b"", content_type="text/html")
 
     async def clear(self, request: web.Request) -> web.Response:
+        """DELETE /stats/flowentry/clear/{dpid}: delete every flow entry."""
         body = _literal(await request.read())
         dp = self._dp(_dpid_of(body, request))
         flow = {"table_id": dp.ofproto.OFPTT_ALL}

@@ -54,6 +54,7 @@ class RateSeries:
     counts: tuple[int, ...]
 
     def rates_pps(self) -> tuple[float, ...]:
+        """The rate of each bin, in packets/s."""
         return tuple(c * 1000.0 / self.bin_ms for c in self.counts)
 
     def dip_pps(self, *, event_start_ns: int, event_end_ns: int) -> float:
@@ -84,12 +85,15 @@ class ProbeReport:
 
     @property
     def loss_ratio(self) -> float:
+        """The share of sent packets lost."""
         return self.lost / self.sent if self.sent else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict, with the loss ratio."""
         return {**dataclasses.asdict(self), "loss_ratio": self.loss_ratio}
 
     def to_json(self, *, indent: int | None = None) -> str:
+        """The report as JSON."""
         return json.dumps(self.to_dict(), indent=indent)
 
 

@@ -81,6 +81,7 @@ def _run_id(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``probe send|recv`` to the ``reroute`` parser."""
     probe = sub.add_parser("probe", help="sequence-numbered UDP probe: exact loss and gaps")
     psub = probe.add_subparsers(dest="probe_command", required=True, metavar="ACTION")
     send = psub.add_parser("send", help="send paced probes, then END; prints the count sent")

@@ -115,6 +115,7 @@ def run_client(
     netns: str | None = None,
     bind: str | None = None,
     connect_timeout_s: float = 3.0,
+    window_bytes: int | None = None,
 ) -> IperfResult:
     """Run ``iperf3 -c HOST -J`` (in ``netns`` if given) to completion and parse its result.
 
@@ -128,6 +129,7 @@ def run_client(
         *(["-u"] if protocol is Protocol.UDP else []),
         *(["-b", str(bitrate_bps)] if bitrate_bps is not None else []),
         *(["-B", bind] if bind else []),
+        *(["-w", str(window_bytes)] if window_bytes is not None else []),
     ]
     cmd = in_netns(netns, argv)
     timeout = duration_s + connect_timeout_s + 10.0
@@ -167,6 +169,7 @@ class IperfServer:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id, or None before start."""
         return None if self._proc is None else self._proc.pid
 
     def start(self) -> None:

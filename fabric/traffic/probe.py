@@ -57,6 +57,7 @@ class ProbeResult:
     ignored: int
 
     def analyze(self, *, bin_ms: float = 10.0) -> ProbeReport:
+        """The analysis of the arrivals in ``bin_ms`` bins."""
         return analyze(
             self.arrivals, self.sent, bin_ms=bin_ms, run_id=self.run_id, end_seen=self.end_seen
         )
@@ -176,6 +177,7 @@ class _Collector:
     last_ns: int | None = None
 
     def feed(self, data: bytearray, size: int, now: int) -> None:
+        """Record one received datagram (too short ones are counted as ignored)."""
         if size < HEADER_SIZE:
             self.ignored += 1
             return
@@ -190,11 +192,13 @@ class _Collector:
             self.end_count, self.end_ns = value, now
 
     def stop_ns(self, deadline: int, idle_ns: int, linger_ns: int) -> int:
+        """When to stop receiving: idle after the last packet, or the deadline."""
         idle = deadline if self.last_ns is None else self.last_ns + idle_ns
         linger = deadline if self.end_ns is None else self.end_ns + linger_ns
         return min(deadline, idle, linger)
 
     def result(self) -> ProbeResult:
+        """The arrivals as a probe result."""
         highest = max((a.seq for a in self.arrivals), default=-1)
         return ProbeResult(
             run_id=self.run_id,
@@ -231,6 +235,7 @@ class ProbeReceiver:
 
     @property
     def address(self) -> tuple[str, int]:
+        """The bound address."""
         host, port = self._sock.getsockname()[:2]
         return str(host), int(port)
 
@@ -261,6 +266,7 @@ class ProbeReceiver:
         return col.result()
 
     def close(self) -> None:
+        """Close the socket."""
         self._sock.close()
 
     def __enter__(self) -> Self:

@@ -76,6 +76,7 @@ class ApiError(RerouteError):
 
     @property
     def is_auth_error(self) -> bool:
+        """The service refused the caller's token (401) or role (403)."""
         return self.status in (401, 403)
 
     @property

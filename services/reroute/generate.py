@@ -61,6 +61,7 @@ def leaf_spine(racks: int, spines: int, ocs: int, name: str = "") -> dict[str, A
 
 
 def to_yaml(topology: dict[str, Any]) -> str:
+    """The topology file as YAML, with the schema comment editors read."""
     head = (
         "# yaml-language-server: $schema=topology.schema.json\n# generated: reroute topo generate\n"
     )

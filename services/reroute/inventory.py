@@ -52,10 +52,12 @@ class Inventory:
 
     @property
     def journal(self) -> Path:
+        """The journal file under the inventory's state directory."""
         return runtime.journal_file(self.state_dir)
 
     @property
     def lock_dir(self) -> Path:
+        """The device-lock directory under the inventory's state directory."""
         return runtime.lock_dir(self.state_dir)
 
     def where(self, device: str) -> str:
@@ -112,6 +114,7 @@ def load_inventory(file: Path | str) -> Inventory:
 
 
 def parse_inventory(text: str, file: Path) -> Inventory:
+    """Parse and validate an inventory document (``source`` names it in errors)."""
     try:
         raw = strict_yaml(text)
     except YAMLError as exc:

@@ -7,11 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from drivers.base import Prefix
 from services.reroute.errors import PlanError
 
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
+_PROTOCOL_NAMES = {v: k for k, v in reversed(PROTOCOLS.items())}  # the first name of a number
+
+
+@lru_cache(maxsize=4096)
+def _text(prefix: Prefix) -> str:
+    """A prefix as text, remembered: 100,000 flows between two hosts share two prefixes."""
+    return str(prefix)
 
 
 class Strategy(StrEnum):
@@ -30,6 +38,7 @@ class FlowSpec:
     l4_dst: int | None = None
 
     def reverse(self) -> FlowSpec:
+        """The same flow in the other direction (source and destination swapped)."""
         return FlowSpec(
             src=self.dst,
             dst=self.src,
@@ -39,9 +48,9 @@ class FlowSpec:
         )
 
     def __str__(self) -> str:
-        text = f"{self.src}>{self.dst}"
+        text = f"{_text(self.src)}>{_text(self.dst)}"
         if self.ip_proto is not None:
-            name = next((k for k, v in PROTOCOLS.items() if v == self.ip_proto), str(self.ip_proto))
+            name = _PROTOCOL_NAMES.get(self.ip_proto) or str(self.ip_proto)
             text += f",{name}"
         if self.l4_src is not None:
             text += f",sport={self.l4_src}"

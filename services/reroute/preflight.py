@@ -31,6 +31,7 @@ class DeviceReport:
 
     @property
     def ok(self) -> bool:
+        """The device answered and showed no problem."""
         return self.reachable and not self.problems
 
 

@@ -32,6 +32,7 @@ ROLE_TRANSIT = 2
 
 
 def path_tag(topo: Topology, path: str) -> int:
+    """The VLAN tag of ``path``: its 1-based position in the topology (PlanError if unknown)."""
     try:
         return 1 + list(topo.paths).index(path)
     except ValueError:
@@ -40,6 +41,7 @@ def path_tag(topo: Topology, path: str) -> int:
 
 
 def cookie(tag: int, role: int) -> int:
+    """The cookie of our rules for path ``tag`` in ``role``."""
     return COOKIE_BASE | tag << 8 | role
 
 
@@ -59,10 +61,12 @@ class Direction:
 
 
 def directions(path: Path) -> tuple[Direction, Direction]:
+    """The forward and reverse directions of ``path``."""
     return Direction(hops=path.hops, forward=True), Direction(hops=path.reverse_hops, forward=False)
 
 
 def ingress_match(hops: tuple[Hop, ...], flow: FlowSpec) -> FlowMatch:
+    """The match of ``flow`` entering at the first hop of ``hops``."""
     return FlowMatch(
         in_port=hops[0].in_port,
         eth_type=ETH_IPV4,
@@ -75,11 +79,13 @@ def ingress_match(hops: tuple[Hop, ...], flow: FlowSpec) -> FlowMatch:
 
 
 def ingress_actions(hops: tuple[Hop, ...], tag: int) -> tuple[Action, ...]:
+    """Tag for the path and send out of the first hop (no tag on a one-switch path)."""
     out = Output(hops[0].out_port)
     return (PushVlan(tag), out) if len(hops) > 1 else (out,)
 
 
 def ingress_rule(hops: tuple[Hop, ...], tag: int, flow: FlowSpec) -> FlowRule:
+    """The ingress rule sending ``flow`` onto the path of ``hops`` tagged ``tag``."""
     return retag(ingress_match(hops, flow), ingress_actions(hops, tag), tag)
 
 

@@ -16,6 +16,7 @@ INVENTORY = "inventory.yaml"
 
 
 def run_dir() -> Path:
+    """Where running fabrics and services keep their state (``$REROUTE_RUN_DIR``)."""
     return Path(os.environ.get("REROUTE_RUN_DIR", "/run/reroute"))
 
 
@@ -30,12 +31,15 @@ def default_inventory(topology: str) -> Path:
 
 
 def default_state_dir(topology: str) -> Path:
+    """The state directory of ``topology`` (``$REROUTE_STATE_DIR/<topology>``)."""
     return Path(os.environ.get("REROUTE_STATE_DIR", "/var/lib/reroute")) / topology
 
 
 def journal_file(state_dir: Path) -> Path:
+    """The journal file in ``state_dir``."""
     return state_dir / "journal.sqlite"
 
 
 def lock_dir(state_dir: Path) -> Path:
+    """The device-lock directory in ``state_dir``."""
     return state_dir / "locks"

@@ -38,6 +38,7 @@ Tables = Mapping[str, Mapping[RuleKey, FlowRule]]
 
 
 def tables_from(rules: Mapping[str, Iterable[FlowRule]]) -> dict[str, dict[RuleKey, FlowRule]]:
+    """Rules by bridge as tables keyed by rule identity."""
     return {bridge: {r.key: r for r in rs} for bridge, rs in rules.items()}
 
 
@@ -66,6 +67,7 @@ class Packet:
 
 
 def matches(m: FlowMatch, in_port: int, p: Packet) -> bool:
+    """The match ``m`` accepts an IPv4 packet ``p`` arriving on ``in_port``."""
     return (
         (m.in_port is None or m.in_port == in_port)
         and (m.eth_type is None or m.eth_type == ETH_IPV4)
@@ -79,6 +81,7 @@ def matches(m: FlowMatch, in_port: int, p: Packet) -> bool:
 
 
 def lookup(table: Mapping[RuleKey, FlowRule], in_port: int, p: Packet) -> FlowRule | None:
+    """The highest-priority rule of ``table`` matching the packet, or None."""
     best: FlowRule | None = None
     for rule in table.values():
         if matches(rule.match, in_port, p) and (best is None or rule.priority > best.priority):

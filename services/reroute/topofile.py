@@ -85,10 +85,12 @@ class PolatisNode(_Strict):
 
     @property
     def ingress_count(self) -> int:
+        """The N of the switch's NxM size."""
         return int(self.size.split("x")[0])
 
     @property
     def egress_count(self) -> int:
+        """The M of the switch's NxM size."""
         return int(self.size.split("x")[1])
 
 

@@ -57,6 +57,7 @@ class Endpoint:
 
     @classmethod
     def parse(cls, text: str) -> Endpoint:
+        """``node:port`` as an endpoint."""
         node, _, port = text.partition(":")
         return cls(node=node, port=port)
 
@@ -82,6 +83,7 @@ class Host:
 
     @property
     def address(self) -> ipaddress.IPv4Address:
+        """The host's first interface address."""
         return self.interfaces[0].address.ip
 
 
@@ -119,9 +121,11 @@ class OpticalSwitch:
     kind: Kind = Kind.POLATIS
 
     def egress_of(self, ingress: int) -> int:
+        """The egress port of the duplex port whose ingress is ``ingress``."""
         return ingress + self.ingress_count
 
     def ingress_of(self, egress: int) -> int:
+        """The ingress port of the duplex port whose egress is ``egress``."""
         return egress - self.ingress_count
 
 
@@ -144,6 +148,7 @@ class Hop:
     out_port: int
 
     def reversed(self) -> Hop:
+        """The hop traversed the other way."""
         return Hop(node=self.node, in_port=self.out_port, out_port=self.in_port)
 
 
@@ -161,9 +166,11 @@ class Path:
 
     @property
     def reverse_hops(self) -> tuple[Hop, ...]:
+        """The path's hops in the reverse direction."""
         return tuple(h.reversed() for h in reversed(self.hops))
 
     def describe(self) -> str:
+        """The path as one line: source, hops with ports, destination."""
         hops = " -> ".join(f"{h.node}[{h.in_port}>{h.out_port}]" for h in self.hops)
         return f"{self.src} -> {hops} -> {self.dst}"
 
@@ -179,21 +186,26 @@ class Topology:
     _peers: Mapping[Endpoint, Endpoint] = field(repr=False)
 
     def of_kind(self, cls: type[_T]) -> list[_T]:
+        """The nodes of class ``cls``."""
         return [n for n in self.nodes.values() if isinstance(n, cls)]
 
     @property
     def hosts(self) -> list[Host]:
+        """The hosts."""
         return self.of_kind(Host)
 
     @property
     def switches(self) -> list[Switch]:
+        """The packet switches."""
         return self.of_kind(Switch)
 
     @property
     def optical_switches(self) -> list[OpticalSwitch]:
+        """The optical switches."""
         return self.of_kind(OpticalSwitch)
 
     def peer(self, endpoint: Endpoint) -> Endpoint | None:
+        """The endpoint linked to ``endpoint``, or None."""
         return self._peers.get(endpoint)
 
 
@@ -212,6 +224,7 @@ def load_topology(file: FsPath | str) -> Topology:
 
 
 def parse_topology(text: str, file: FsPath | str = "<string>") -> Topology:
+    """Parse and validate a topology document (``file`` names it in errors)."""
     try:
         raw = strict_yaml(text)
     except YAMLError as exc:
@@ -267,9 +280,11 @@ class _Resolver:
         self.links: list[Link] = []
 
     def fail(self, where: str, message: str) -> TopologyError:
+        """A TopologyError at ``where`` in the file."""
         return TopologyError(self.file, where, message)
 
     def resolve(self) -> Topology:
+        """The resolved, checked topology."""
         self._check_unique_dpids()
         self._resolve_links()
         for name, node in self.body.nodes.items():
@@ -390,6 +405,7 @@ class _Resolver:
                 seen[addr.ip] = f"{host.name}:{iface.name}"
 
     def of_kind(self, cls: type[_T]) -> Iterator[_T]:
+        """The parsed nodes of class ``cls``."""
         return (n for n in self.nodes.values() if isinstance(n, cls))
 
     # links ----------------------------------------------------------------------------
@@ -486,6 +502,7 @@ class _PathWalker:
         self.longhauls: list[LongHaul] = []  # crossed by the walk, in order
 
     def walk(self) -> tuple[list[Hop], set[Circuit]]:
+        """The resolved path, checked hop by hop."""
         src, dst = self.r.nodes.get(self.spec.src), self.r.nodes.get(self.spec.dst)
         for role, node in (("src", src), ("dst", dst)):
             if not isinstance(node, Host):

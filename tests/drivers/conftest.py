@@ -34,8 +34,8 @@ import pytest
 
 from fabric import mgmt, netns
 from fabric.hp import play_hp
-from fabric.ovs import OvsInstance
 from fabric.run import run
+from fabric.vswitch import OvsInstance
 from tests.drivers import p4rt_site, ryu_site
 from tests.drivers.odl_site import OdlSite, is_root_with_ovs, start_site, stop_site
 from tests.drivers.p4rt_site import P4rtSite

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 
 from fabric import daemons, mgmt, netns
-from fabric.ovs import OvsInstance
 from fabric.run import run
+from fabric.vswitch import OvsInstance
 
 NS = "rr-test-odl"
 MGMT_HOST, MGMT_SWITCH = "rrodl-host", "rrodl-sw"

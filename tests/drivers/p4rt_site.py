@@ -18,8 +18,8 @@ from pathlib import Path
 from drivers.base import FlowChange, FlowOp
 from drivers.p4runtime import P4RuntimeDriver
 from fabric import daemons, netns
-from fabric.ovs import OvsInstance
 from fabric.run import run
+from fabric.vswitch import OvsInstance
 
 NS = "rr-test-p4rt"
 BRIDGE = "brp4"

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 
 from fabric import daemons, mgmt, netns
-from fabric.ovs import OvsInstance
 from fabric.run import run
+from fabric.vswitch import OvsInstance
 
 NS = "rr-test-ryu"
 MGMT_HOST, MGMT_SWITCH = "rrryu-host", "rrryu-sw"

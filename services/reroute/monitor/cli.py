@@ -38,7 +38,7 @@ def _sampler(args: argparse.Namespace) -> Sampler:
 
 
 def _fire(args: argparse.Namespace) -> Callable[[int], Failover]:
-    from services.reroute.client import RerouteClient
+    from services.reroute.service.client import RerouteClient
 
     token = args.token or (Path(args.token_file).read_text().strip() if args.token_file else "")
     client = RerouteClient(args.api, token, retries=args.retries)
@@ -46,6 +46,7 @@ def _fire(args: argparse.Namespace) -> Callable[[int], Failover]:
     run_id = args.id or uuid.uuid4().hex[:8]
 
     def fire(n: int) -> Failover:
+        """Ask the service for the failover reroute (attempt ``n``) and wait for its end."""
         view = client.create(
             args.flow,
             args.to,
@@ -71,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit("reroute monitor: give the flows to move with --flow SRC>DST")
 
     def emit(event: Event) -> None:
+        """Print one monitor event as a JSON line."""
         print(event.to_json(), flush=True)
 
     fired = run(
@@ -88,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``monitor`` to the ``reroute`` parser."""
     p = sub.add_parser(
         "monitor",
         help="watch rtt, loss or throughput from a host and fail over on degradation",

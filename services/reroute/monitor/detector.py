@@ -49,6 +49,7 @@ class Thresholds:
         return value > self.trigger if self.sense is Sense.HIGH_IS_BAD else value < self.trigger
 
     def good(self, value: float) -> bool:
+        """``value`` is back on the good side of the clear threshold (NaN never is)."""
         if math.isnan(value):
             return False
         return value <= self.clear if self.sense is Sense.HIGH_IS_BAD else value >= self.clear

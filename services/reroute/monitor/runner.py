@@ -18,7 +18,8 @@ from services.reroute.monitor.detector import Detector
 
 
 class Sampler(Protocol):
-    def sample(self) -> float: ...
+    def sample(self) -> float:
+        """One measurement (NaN: none this time)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +34,7 @@ class Event:
     error: str | None = None
 
     def to_json(self) -> str:
+        """The event as one JSON object (NaN as null, unset fields left out)."""
         data = {k: v for k, v in asdict(self).items() if v is not None}
         if isinstance(self.value, float) and math.isnan(self.value):
             data["value"] = None  # JSON has no NaN: no answer

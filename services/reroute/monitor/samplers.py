@@ -39,6 +39,7 @@ def _checksum(data: bytes) -> int:
 
 
 def echo_request(ident: int, seq: int, payload: bytes = b"reroute-monitor") -> bytes:
+    """An ICMP echo request with ``ident``, ``seq`` and ``payload``, checksummed."""
     head = _HEAD.pack(ICMP_ECHO, 0, 0, ident, seq)
     return _HEAD.pack(ICMP_ECHO, 0, _checksum(head + payload), ident, seq) + payload
 
@@ -75,6 +76,7 @@ class Pinger:
         self.done: deque[float] = deque()  # finished echoes (rtt ms or NaN), for LossWindow
 
     def close(self) -> None:
+        """Close the ICMP socket."""
         self.sock.close()
 
     def sample(self) -> float:
@@ -140,6 +142,7 @@ class LossWindow:
         self.answered: deque[bool] = deque(maxlen=size)
 
     def sample(self) -> float:
+        """The share of the last window's echo requests left unanswered."""
         self.pinger.tick()
         while self.pinger.done:
             self.answered.append(not math.isnan(self.pinger.done.popleft()))
@@ -163,6 +166,7 @@ class RxRate:
         return int(json.loads(out.stdout)[0]["stats64"]["rx"]["bytes"])
 
     def sample(self) -> float:
+        """The receive rate since the previous sample, in bit/s."""
         now, count = time.perf_counter(), self._bytes()
         last, self.last = self.last, (now, count)
         return (count - last[1]) * 8 / (now - last[0]) if now > last[0] else math.nan

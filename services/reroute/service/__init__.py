@@ -1,10 +1,10 @@
 """The reroute HTTP service (``reroute serve``): FastAPI on uvicorn over one ``Engine``.
 
 Modules: ``config`` (the YAML file), ``auth`` (bearer tokens, roles ``read`` and
-``operator``), ``models`` (request/response bodies), ``views`` (engine values -> bodies),
+``operator``), ``schemas`` (request/response bodies), ``views`` (engine values -> bodies),
 ``core`` (admission, idempotency, drain), ``worker`` (the queue), ``events`` (server-sent
 events), ``metrics`` (Prometheus), ``routes``, ``ui`` (the operator's web page, ``static/``),
-``app``, ``server`` (uvicorn, graceful drain), ``cli``.
+``app``, ``server`` (uvicorn, graceful drain), ``cli``, ``client`` (its Python client).
 
 Concurrency, chosen: reroutes are executed by ONE worker in FIFO order. Two reroutes
 touching the same flows or links are therefore never interleaved: the second is queued

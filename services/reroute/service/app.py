@@ -42,6 +42,7 @@ DESCRIPTION = (
 
 
 def api(lifespan: Lifespan | None = None) -> FastAPI:
+    """The FastAPI application: routes and page (without ``lifespan``: no service)."""
     app = FastAPI(title=TITLE, version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.include_router(router)
     mount_ui(app)
@@ -70,6 +71,7 @@ def inventory_drivers(settings: Settings) -> AbstractAsyncContextManager[dict[st
 
 
 def journal_file(settings: Settings) -> Path:
+    """The journal the settings name, else the one in the inventory's state directory."""
     if settings.journal is not None:
         return settings.journal
     if settings.inventory is None:
@@ -83,6 +85,7 @@ def _lock_dir(settings: Settings) -> Path | None:
 
 
 def service_of(app: FastAPI) -> RerouteService | None:
+    """The service running in ``app`` (None before start-up and after shutdown)."""
     svc: RerouteService | None = getattr(app.state, "service", None)
     return svc
 
@@ -90,6 +93,7 @@ def service_of(app: FastAPI) -> RerouteService | None:
 def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """Connect the drivers and open the journal, run the service, then drain and close."""
         journal = Journal(journal_file(settings))
         try:
             async with drivers(settings) as connected:
@@ -132,6 +136,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
 
 
 def openapi_json() -> str:
+    """The OpenAPI document as indented JSON."""
     return json.dumps(openapi_document(api()), indent=2) + "\n"
 
 

@@ -28,6 +28,7 @@ class Role(StrEnum):
     OPERATOR = "operator"
 
     def allows(self, needed: Role) -> bool:
+        """This role may do what ``needed`` may."""
         return self is Role.OPERATOR or needed is Role.READ
 
 
@@ -41,6 +42,7 @@ class TokenTable:
         return len(self._tokens)
 
     def role_of(self, authorization: str | None) -> Role | None:
+        """The role of a ``Bearer`` token header, or None when it is missing or unknown."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
@@ -53,10 +55,12 @@ class TokenTable:
 
 
 def is_public(path: str) -> bool:
+    """``path`` needs no token."""
     return path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
 
 
 def needed_role(method: str) -> Role:
+    """The role an HTTP ``method`` needs."""
     return Role.READ if method in READ_METHODS else Role.OPERATOR
 
 

@@ -40,6 +40,7 @@ def _write(text: str, target: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve`` to the ``reroute`` parser."""
     p = sub.add_parser(
         "serve",
         help="run the HTTP reroute service",

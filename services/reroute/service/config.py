@@ -97,6 +97,7 @@ class Settings:
 
 
 def load_config(path: Path) -> ServiceConfig:
+    """Load and validate the service's YAML configuration (ConfigError naming the key)."""
     try:
         raw = strict_yaml(path.read_text())
     except OSError as exc:
@@ -120,6 +121,7 @@ def _first_error(exc: ValidationError) -> str:
 
 def _relative_to(config: ServiceConfig, base: Path) -> ServiceConfig:
     def fix(p: Path | None) -> Path | None:
+        """``p`` taken from ``base`` when relative."""
         return None if p is None or p.is_absolute() else base / p
 
     keys = ("topology", "inventory", "journal", "token_file")

@@ -34,10 +34,12 @@ class Event:
     data: Mapping[str, object]
 
     def sse(self) -> str:
+        """The event in server-sent events format."""
         return f"id: {self.seq}\nevent: {self.kind}\ndata: {json.dumps(self.data)}\n\n"
 
 
 def step_data(event: StepEvent) -> dict[str, object]:
+    """A step event as the JSON data of a server-sent event."""
     data = asdict(event)
     data["state"] = str(event.state)
     return data
@@ -56,6 +58,7 @@ class Subscription:
         return True
 
     def end(self) -> None:
+        """End the subscription (dropping queued events if it is full)."""
         while not self.offer(None):
             self.queue.get_nowait()
 
@@ -75,6 +78,7 @@ class EventBus:
         self._subs: set[Subscription] = set()
 
     def publish(self, kind: str, data: Mapping[str, object]) -> None:
+        """Send an event to every subscriber and keep it in the backlog."""
         self.seq += 1
         event = Event(seq=self.seq, kind=kind, data=data)
         for sub in list(self._subs):
@@ -91,6 +95,7 @@ class EventBus:
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[Subscription]:
+        """A new subscription starting with the backlog."""
         sub = Subscription(self.backlog)
         if self.closed:
             sub.end()

@@ -54,13 +54,16 @@ class Metrics:
                 self.reroutes.labels(state=state.value)
 
     def step(self, event: StepEvent) -> None:
+        """Count a finished step's duration."""
         if event.state is StepState.DONE and event.ms is not None:
             self.step_seconds.observe(event.ms / 1000)
 
     def finished(self, state: RerouteState, total_ms: float | None = None) -> None:
+        """Count a finished reroute by state, and its duration."""
         self.reroutes.labels(state=state.value).inc()
         if total_ms is not None:
             self.reroute_seconds.observe(total_ms / 1000)
 
     def render(self) -> tuple[bytes, str]:
+        """The metrics in Prometheus text format, with its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

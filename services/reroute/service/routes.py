@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 
 from services.reroute.journal import RerouteState
 from services.reroute.service.core import RerouteService
-from services.reroute.service.models import (
+from services.reroute.service.schemas import (
     FlowsView,
     Health,
     OpticsView,
@@ -36,6 +36,7 @@ router = APIRouter()
 
 
 def service(request: Request) -> RerouteService:
+    """The running service (a FastAPI dependency)."""
     svc: RerouteService = request.app.state.service
     return svc
 

@@ -37,6 +37,7 @@ class DrainingServer(uvicorn.Server):
         self.drain_requested = True
 
     async def on_tick(self, counter: int) -> bool:
+        """Stop once a requested drain has finished."""
         if self.drain_requested and self._drained():
             return True
         return await super().on_tick(counter)
@@ -65,6 +66,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def server(settings: Settings, *, drivers: DriverFactory | None = None) -> DrainingServer:
+    """A uvicorn server of the service that drains on SIGTERM."""
     app = create_app(settings, drivers=drivers)
     config = uvicorn.Config(
         app,

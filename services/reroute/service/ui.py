@@ -32,6 +32,7 @@ class PageFiles(StaticFiles):
     """The page's files, each with ``HEADERS``."""
 
     async def get_response(self, path: str, scope: Scope) -> Response:
+        """The file's response, with the page's security headers."""
         response = await super().get_response(path, scope)
         response.headers.update(HEADERS)
         return response
@@ -42,6 +43,7 @@ def mount_ui(app: FastAPI) -> None:
 
     @app.get(PREFIX, include_in_schema=False)
     async def ui_root() -> RedirectResponse:
+        """GET /ui: redirect to /ui/."""
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
     app.mount(PREFIX, PageFiles(directory=STATIC, html=True), name="ui")

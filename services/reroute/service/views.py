@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from drivers.base import FlowRule
 from services.reroute.journal import Record, StepRecord
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planner import Plan, scoped_directions
+from services.reroute.planning.electronic import scoped_directions
+from services.reroute.planning.plan import Plan
 from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
-from services.reroute.service.models import (
+from services.reroute.service.schemas import (
     FlowsView,
     IntentView,
     NodeView,
@@ -32,6 +33,7 @@ _STEP = re.compile(r"^    +\d+\. ")
 
 
 def intent_view(intent: Intent) -> IntentView:
+    """The intent as the API shows it."""
     return IntentView(
         flows=[str(f) for f in intent.flows],
         to_path=intent.to_path,
@@ -46,6 +48,7 @@ def intent_view(intent: Intent) -> IntentView:
 def reroute_view(
     record: Record, steps: list[StepRecord], queue_position: int | None = None
 ) -> RerouteView:
+    """A journal record and its steps as the API shows them."""
     return RerouteView(
         id=record.id,
         state=record.state,
@@ -77,6 +80,7 @@ def step_phases(plan_text: str) -> list[str]:
 def step_views(
     names: tuple[str, ...], steps: list[StepRecord], phases: list[str] | None = None
 ) -> list[StepView]:
+    """The plan's step names with their journal state, in plan order."""
     by_index = {s.index: s for s in steps}
     known = phases if phases is not None and len(phases) == len(names) else None
     views = []
@@ -99,6 +103,7 @@ def step_views(
 
 
 def plan_view(plan: Plan) -> PlanView:
+    """A plan as the API shows it (dry run)."""
     rows = [(phase.name, step) for phase in plan.phases for step in phase.steps]
     steps = [
         PlanStepView(index=i, phase=name, kind=s.kind, device=s.device, description=s.describe())
@@ -116,6 +121,7 @@ def plan_view(plan: Plan) -> PlanView:
 
 
 def topology_view(topo: Topology, fabric: str, scope: frozenset[str] | None) -> TopologyView:
+    """The topology as the API shows it (nodes, links, paths)."""
     return TopologyView(
         name=topo.name,
         fabric=fabric,

@@ -1,0 +1,64 @@
+"""Planning: ``plan(topology, tables, intent, now) -> Plan``. Pure: no I/O, time injected.
+
+``plan`` chooses the planner: a target path whose cross-connects are all present moves
+flows between electrical paths (``electronic``); one that needs new cross-connects
+reconfigures an optical switch (``optical``, built on ``electronic``). ``restore`` plans
+recoveries; ``plan`` (the module) holds the types every planner returns.
+
+The package attribute ``plan`` is the function (defined after the submodule is imported):
+take the types with ``from services.reroute.planning.plan import Plan``, not with
+``import services.reroute.planning.plan as ...`` (that form finds the function).
+"""
+
+from __future__ import annotations
+
+from drivers.gcpause import gc_paused
+from services.reroute.errors import PlanError
+from services.reroute.model import Intent
+from services.reroute.planning.electronic import initial_optics, plan_electronic
+from services.reroute.planning.optical import plan_optical
+from services.reroute.planning.plan import Plan
+from services.reroute.tables import Tables
+from services.reroute.topology import Circuit, Topology
+
+__all__ = ["plan"]
+
+
+def plan(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    optics: frozenset[Circuit] | None = None,
+    scope: frozenset[str] | None = None,
+) -> Plan:
+    """The plan of ``intent`` on ``tables`` with the optical switches' current circuits
+    ``optics`` (default: the topology's initial ones). A target path that needs circuits not
+    present is an optical reconfiguration (``services.reroute.planning.optical``).
+
+    ``scope``: the switches this instance manages (one site of a two-site fabric); only
+    their rules are planned, and nothing is cleaned (the other site may still send on the
+    old path; per-path receive rules are harmless). None: every switch."""
+    with gc_paused():
+        return _plan(topo, tables, intent, now, optics, scope)
+
+
+def _plan(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    optics: frozenset[Circuit] | None,
+    scope: frozenset[str] | None,
+) -> Plan:
+    if optics is None:
+        optics = initial_optics(topo)
+    to = topo.paths.get(intent.to_path)
+    if to is not None and not to.circuits <= optics:
+        return plan_optical(topo, tables, optics, intent, now)
+    if intent.via is not None:
+        raise PlanError(
+            f"--via is for optical reconfigurations; path {intent.to_path} needs no new "
+            "cross-connects"
+        )
+    return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)

@@ -1,0 +1,250 @@
+"""Optical reconfiguration plans: seed 003's make-before-break (Table 4.7) and
+break-before-make (Table 4.2) around an optical switch.
+
+A target path that needs cross-connects not present means reconfiguring the switch: the
+new circuits are added (and the circuits they collide with, same ingress or egress,
+removed), then the new circuit is dark for the switching time plus the transceivers' lock
+time. Ordering policy:
+
+MBB (``intent.via`` names an electrical temporary path that survives the change)
+  park      make ``via``, verify, shift the flows onto it, verify       [checkpoint]
+  drain     packets already on the old path arrive (its delay + margin)
+  circuits  one change per optical switch: remove colliding, add new
+  staged    while the transceivers lock (>= 0.5 s): remove the old path's rules, make
+            and verify the target path (tagged rules no packet uses yet)
+  lock      wait until the new circuit's switch ports are up (port-status events where
+            the switch sends them; a timeout: expiry rolls back to the checkpoint and
+            restores the circuits)
+  swap      shift the flows onto the target path, verify, drain, clean ``via``
+
+BBM
+  circuits, then the electronic move to the target at once (traffic is dropped until the
+  transceivers lock), then await the lock to report when the path works.
+
+Refused: reconfigurations that would cut a path still carrying flows not in the intent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from drivers.base import FlowOp
+from services.reroute.errors import PlanError
+from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.planning.electronic import all_on, plan_electronic
+from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.tables import Tables
+from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
+
+
+def plan_optical(
+    topo: Topology, tables: Tables, optics: frozenset[Circuit], intent: Intent, now: float
+) -> Plan:
+    """The plan of a move that needs new cross-connects: MBB via a temporary path, or BBM."""
+    to = topo.paths[intent.to_path]
+    needed = to.circuits - optics
+    removed = colliding(optics, needed)
+    circuits = _circuit_steps(needed, removed)
+    lock = Step(
+        kind=StepKind.AWAIT_LOCK,
+        device=",".join(sorted({c.switch for c in needed})),
+        ports=lock_ports(topo, needed),
+        duration_s=intent.lock_timeout_s,
+    )
+    if intent.strategy is Strategy.MBB:
+        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock)
+    return _bbm(topo, tables, intent, now, removed, circuits, lock)
+
+
+def colliding(optics: Iterable[Circuit], needed: Iterable[Circuit]) -> frozenset[Circuit]:
+    """Present circuits sharing a switch and an ingress or egress port with a needed one."""
+    ins = {(c.switch, c.ingress) for c in needed}
+    outs = {(c.switch, c.egress) for c in needed}
+    return frozenset(
+        c for c in optics if (c.switch, c.ingress) in ins or (c.switch, c.egress) in outs
+    )
+
+
+def lock_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, int], ...]:
+    """The packet-switch ports that receive the light of ``circuits`` (they come up when
+    their transceivers lock)."""
+    ports = []
+    for c in sorted(circuits):
+        node = topo.nodes[c.switch]
+        assert isinstance(node, OpticalSwitch)
+        peer = topo.peer(Endpoint(node=c.switch, port=f"p{node.ingress_of(c.egress)}"))
+        if peer is not None and peer.node in {s.name for s in topo.switches}:
+            ports.append((peer.node, int(peer.port[1:])))
+    return tuple(ports)
+
+
+def _circuit_steps(needed: frozenset[Circuit], removed: frozenset[Circuit]) -> tuple[Step, ...]:
+    switches = sorted({c.switch for c in needed | removed})
+    return tuple(
+        Step(
+            kind=StepKind.CIRCUITS,
+            device=sw,
+            connect=tuple(sorted(c for c in needed if c.switch == sw)),
+            disconnect=tuple(sorted(c for c in removed if c.switch == sw)),
+        )
+        for sw in switches
+    )
+
+
+def _mbb(
+    topo: Topology,
+    tables: Tables,
+    optics: frozenset[Circuit],
+    intent: Intent,
+    now: float,
+    removed: frozenset[Circuit],
+    circuits: tuple[Step, ...],
+    lock: Step,
+) -> Plan:
+    if intent.via is None:
+        raise PlanError(
+            f"path {intent.to_path} needs new cross-connects: make-before-break needs a "
+            "temporary path for the flows meanwhile (--via PATH), or use --strategy bbm"
+        )
+    via = _path(topo, intent.via)
+    if not via.circuits <= optics - removed:
+        raise PlanError(f"temporary path {via.name} does not survive the reconfiguration")
+    tag = path_tag(topo, via.name)
+    if all(all_on(via, tables, f, tag) for f in intent.flows):
+        raise PlanError(f"the flows are already on {via.name}: move them from there directly")
+    park = plan_electronic(
+        topo, tables, Intent(flows=intent.flows, to_path=via.name, drain_s=intent.drain_s),
+        now, partial_ok=True,
+    )  # fmt: skip
+    parked = _after(tables, park)
+    _refuse_cut(topo, parked, removed, intent.flows)
+    made = {s.device: s.changes for s in park.steps() if s.kind is StepKind.SHIFT}
+    swap = plan_electronic(
+        topo, parked, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
+        now, partial_ok=False, made=made,
+    )  # fmt: skip
+    rest = ((via.name, intent.flows),)
+    park_phases = {p.name: p for p in park.phases}
+    swap_phases = {p.name: p for p in swap.phases}
+    # checkpoint once the flows rest on ``via``: a later failure rolls back to here
+    parked_at = "verify-shift" if "verify-shift" in park_phases else "shift"
+    phases = [
+        *_renamed("park", park_phases, ("make", "verify-make", "shift", "verify-shift"),
+                  rest_at=parked_at, rest=rest),
+        *_renamed("park", park_phases, ("drain",)),  # in flight on the old path: arrived
+        Phase(name="circuits", steps=circuits, concurrent=True),
+        # staged while the new circuit's transceivers lock: off the critical path
+        *_renamed("park", park_phases, ("clean",)),
+        *_renamed("swap", swap_phases, ("make", "verify-make")),
+        Phase(name="await-lock", steps=(lock,)),
+        *_renamed("swap", swap_phases, ("shift", "verify-shift", "drain", "clean")),
+    ]  # fmt: skip
+    return _optical_plan(intent, park, Disruption.HITLESS, phases, now)
+
+
+def _bbm(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    now: float,
+    removed: frozenset[Circuit],
+    circuits: tuple[Step, ...],
+    lock: Step,
+) -> Plan:
+    _refuse_cut(topo, tables, removed, intent.flows)
+    move = plan_electronic(
+        topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=0.0),
+        now, partial_ok=False,
+    )  # fmt: skip
+    phases = [
+        Phase(name="circuits", steps=circuits, concurrent=True),
+        *(p for p in move.phases if p.name != "drain"),
+        Phase(name="await-lock", steps=(lock,)),
+    ]
+    return _optical_plan(intent, move, Disruption.OUTAGE, phases, now)
+
+
+def _optical_plan(
+    intent: Intent, first: Plan, disruption: Disruption, phases: list[Phase], now: float
+) -> Plan:
+    """The plan of ``intent`` made of ``phases``: the flows leave from where ``first`` (the
+    electronic move that takes them off their paths) found them."""
+    return Plan(
+        intent=intent,
+        from_paths=first.from_paths,
+        to_path=intent.to_path,
+        disruption=disruption,
+        phases=tuple(phases),
+        planned_at=now,
+        flow_count=len(intent.flows),
+        origins=first.origins,
+    )
+
+
+def _renamed(
+    prefix: str,
+    phases: dict[str, Phase],
+    names: tuple[str, ...],
+    *,
+    rest_at: str = "",
+    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = (),
+) -> list[Phase]:
+    """The phases called ``names`` (those present), renamed ``prefix-name``; the one called
+    ``rest_at`` becomes a checkpoint with ``rest``."""
+    return [
+        Phase(
+            name=f"{prefix}-{n}",
+            steps=phases[n].steps,
+            concurrent=phases[n].concurrent,
+            rest=rest if n == rest_at else (),
+        )
+        for n in names
+        if n in phases
+    ]
+
+
+def _path(topo: Topology, name: str) -> Path:
+    path_tag(topo, name)  # raises the PlanError naming the paths
+    return topo.paths[name]
+
+
+def _after(tables: Tables, p: Plan) -> Tables:
+    """The tables once ``p`` has run (each table copied once, not once per step)."""
+    out = {b: dict(t) for b, t in tables.items()}
+    for step in p.steps():
+        table = out.setdefault(step.device, {})
+        for change in step.changes:
+            if change.op is FlowOp.ADD:
+                table[change.rule.key] = change.rule
+            else:
+                table.pop(change.rule.key, None)
+    return out
+
+
+def _refuse_cut(
+    topo: Topology, tables: Tables, removed: frozenset[Circuit], moved: tuple[FlowSpec, ...]
+) -> None:
+    """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
+    names = list(topo.paths)
+    moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
+    moved_here |= {(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in moved}
+    for path in topo.paths.values():
+        if not path.circuits & removed:
+            continue
+        tag = path_tag(topo, path.name)
+        others = [
+            rule
+            for table in tables.values()
+            for rule in table.values()
+            if rule.cookie & 0xFF == ROLE_INGRESS
+            and tag_of(rule) == tag
+            and (rule.match.ipv4_src, rule.match.ipv4_dst, rule.match.ip_proto,
+                 rule.match.l4_src, rule.match.l4_dst) not in moved_here
+        ]  # fmt: skip
+        if others:
+            raise PlanError(
+                f"reconfiguring cuts path {names[tag - 1]}, which still carries "
+                f"{len(others)} rule(s) of flows not in this reroute, e.g. {others[0]}: "
+                "move them too"
+            )

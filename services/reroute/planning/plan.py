@@ -1,0 +1,106 @@
+"""What a planner returns: a ``Plan`` of ``Phase``s of typed ``Step``s, and its ``Disruption``.
+
+Plans are data: the executor runs them, ``reroute plan`` prints them, the tests walk them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from drivers.base import FlowChange, FlowOp, FlowRule
+from services.reroute.model import FlowSpec, Intent
+from services.reroute.topology import Circuit
+
+
+class StepKind(StrEnum):
+    INSTALL = "install"
+    VERIFY = "verify"
+    SHIFT = "shift"
+    REMOVE = "remove"
+    DRAIN = "drain"
+    WAIT = "wait"
+    CIRCUITS = "circuits"  # optical switch: remove ``disconnect``, then add ``connect``
+    AWAIT_LOCK = "await-lock"  # until every port in ``ports`` is up, at most ``duration_s``
+
+
+class Disruption(StrEnum):
+    HITLESS = "hitless"  # every prefix keeps every moved flow on a working path
+    OUTAGE = "outage"  # traffic of moved flows is dropped between break and make
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    kind: StepKind
+    device: str = ""
+    changes: tuple[FlowChange, ...] = ()
+    undo: tuple[FlowChange, ...] = ()
+    expect: tuple[FlowRule, ...] = ()  # VERIFY: rules that must read back
+    duration_s: float = 0.0  # DRAIN / WAIT; AWAIT_LOCK: the timeout
+    connect: tuple[Circuit, ...] = ()  # CIRCUITS
+    disconnect: tuple[Circuit, ...] = ()  # CIRCUITS
+    ports: tuple[tuple[str, int], ...] = ()  # AWAIT_LOCK: (switch, port) that must come up
+
+    def describe(self) -> str:
+        """The step as one line, as ``reroute plan`` prints it."""
+        if self.kind in (StepKind.DRAIN, StepKind.WAIT):
+            return f"{self.kind} {self.duration_s * 1000:.0f} ms"
+        if self.kind is StepKind.CIRCUITS:
+            gone = " ".join(f"{c.ingress}->{c.egress}" for c in self.disconnect) or "none"
+            new = " ".join(f"{c.ingress}->{c.egress}" for c in self.connect) or "none"
+            return f"circuits {self.device}: remove {gone}; add {new}"
+        if self.kind is StepKind.AWAIT_LOCK:
+            ports = " ".join(f"{d}:p{p}" for d, p in self.ports)
+            return f"await lock: {ports} up (timeout {self.duration_s * 1000:.0f} ms)"
+        if self.kind is StepKind.VERIFY:
+            return f"verify {self.device}: {len(self.expect)} rules read back"
+        adds = sum(c.op is FlowOp.ADD for c in self.changes)
+        dels = len(self.changes) - adds
+        return f"{self.kind} {self.device}: +{adds} -{dels} (one batch)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Phase:
+    """Steps run in order; ``concurrent`` phases run their steps at once (any subset of a
+    concurrent phase may have happened when something fails: the tests check them all)."""
+
+    name: str
+    steps: tuple[Step, ...]
+    concurrent: bool = False
+    # a checkpoint: after this phase every flow rests on a working path, placed like this
+    # (path, forward flows); a later failure rolls back to here, not to the start
+    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    intent: Intent
+    from_paths: tuple[str, ...]
+    to_path: str
+    disruption: Disruption
+    phases: tuple[Phase, ...]
+    planned_at: float
+    flow_count: int = field(default=0)
+    # where the moved flows were: (path, forward flows) -- what recovery restores
+    origins: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
+
+    def steps(self) -> list[Step]:
+        """Every step, in plan order."""
+        return [s for p in self.phases for s in p.steps]
+
+    def describe(self) -> str:
+        """The plan as text: a head line, then phases and their numbered steps."""
+        head = (
+            f"{self.intent.strategy.value.upper()}: {self.flow_count} flow(s) "
+            f"{','.join(self.from_paths)} -> {self.to_path} ({self.disruption})"
+        )
+        lines = [head]
+        n = 0
+        for phase in self.phases:
+            tags = " (concurrent)" if phase.concurrent else ""
+            tags += " [checkpoint]" if phase.rest else ""
+            lines.append(f"  phase {phase.name}{tags}")
+            for step in phase.steps:
+                n += 1
+                lines.append(f"    {n:>2}. {step.describe()}")
+        return "\n".join(lines)

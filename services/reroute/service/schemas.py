@@ -1,0 +1,193 @@
+"""The API's request and response bodies (pydantic; they make the OpenAPI document).
+
+Requests are strict: unknown fields, wrong types and malformed flows are 422 with the
+``loc`` of the field at fault (``["body", "flows", 2]``); nothing is changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool
+
+from services.reroute.errors import PlanError
+from services.reroute.journal import RerouteState, StepState
+from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.planning.plan import Disruption
+
+MAX_MS = 600_000.0
+
+
+def _flow(text: str) -> str:
+    try:
+        FlowSpec.parse(text)
+    except (PlanError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+Flow = Annotated[str, Strict(), Field(min_length=3, max_length=200), AfterValidator(_flow)]
+PathName = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
+Millis = Annotated[float, Strict(), Field(ge=0, le=MAX_MS, allow_inf_nan=False)]
+
+
+class RerouteRequest(BaseModel):
+    """Move ``flows`` (and their reverse directions) onto path ``to_path``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flows: list[Flow] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N], e.g. 10.0.0.2>10.0.0.3",
+    )
+    to_path: PathName
+    strategy: Strategy = Strategy.MBB
+    drain_ms: Millis | None = Field(
+        default=None,
+        description="wait before removing old rules or cutting a circuit; default: the old "
+        "path's one-way delay (its long-haul nodes) + 10 % + 5 ms",
+    )
+    bbm_gap_ms: Millis = Field(default=0.0, description="BBM only: extra outage")
+    via: PathName | None = Field(default=None, description="optical MBB: temporary path")
+    lock_timeout_ms: Millis = Field(default=3000.0, description="optical: lock wait")
+    dry_run: StrictBool = Field(default=False, description="return the plan, change nothing")
+
+    def intent(self) -> Intent:
+        """The engine's ``Intent`` of this request."""
+        return Intent(
+            flows=tuple(FlowSpec.parse(f) for f in self.flows),
+            to_path=self.to_path,
+            strategy=self.strategy,
+            drain_s=None if self.drain_ms is None else self.drain_ms / 1000,
+            bbm_gap_s=self.bbm_gap_ms / 1000,
+            via=self.via,
+            lock_timeout_s=self.lock_timeout_ms / 1000,
+        )
+
+    def fingerprint(self) -> str:
+        """Identifies the request's meaning (for idempotency keys): its canonical JSON."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+class IntentView(BaseModel):
+    flows: list[str]
+    to_path: str
+    strategy: Strategy
+    drain_ms: float | None
+    bbm_gap_ms: float
+    via: str | None
+    lock_timeout_ms: float
+
+
+class StepView(BaseModel):
+    index: int = Field(description="1-based, in plan order")
+    phase: str | None = Field(default=None, description="the plan phase it belongs to")
+    description: str
+    state: StepState | Literal["planned"]
+    started: float | None = Field(description="Unix time")
+    finished: float | None
+    ms: float | None
+    error: str | None
+
+
+class RerouteView(BaseModel):
+    id: str
+    state: RerouteState
+    summary: str
+    intent: IntentView | None
+    plan: str | None = Field(description="the plan as text (null while pending)")
+    steps: list[StepView]
+    error: str | None
+    created: float = Field(description="Unix time")
+    started: float | None
+    finished: float | None
+    queue_position: int | None = Field(description="pending: how many run before it")
+
+
+class RerouteList(BaseModel):
+    reroutes: list[RerouteView]
+
+
+class PlanStepView(BaseModel):
+    index: int
+    phase: str
+    kind: str
+    device: str
+    description: str
+
+
+class PlanView(BaseModel):
+    """A dry run: the plan on the devices' current state. Nothing was changed or recorded."""
+
+    dry_run: Literal[True] = True
+    summary: str
+    from_paths: list[str]
+    to_path: str
+    disruption: Disruption
+    flow_count: int
+    steps: list[PlanStepView]
+    text: str
+
+
+class PathView(BaseModel):
+    name: str
+    src: str
+    dst: str
+    hops: list[str]
+    circuits: list[str]
+    initial: bool
+
+
+class NodeView(BaseModel):
+    name: str
+    kind: str
+    managed: bool = Field(description="a switch this instance manages")
+
+
+class TopologyView(BaseModel):
+    name: str
+    fabric: str
+    nodes: list[NodeView]
+    links: list[list[str]]
+    paths: list[PathView]
+
+
+class PathFlows(BaseModel):
+    path: str
+    flows: list[str] = Field(description="flows (forward direction) whose ingress tags this path")
+
+
+class FlowsView(BaseModel):
+    paths: list[PathFlows]
+
+
+class OpticalSwitchView(BaseModel):
+    name: str
+    ingress_count: int = Field(description="ports 1..N are ingress, N+1..N+M egress")
+    egress_count: int
+    managed: bool = Field(description="a switch this instance manages (and reads)")
+    cross_connects: list[tuple[int, int]] | None = Field(
+        description="[ingress, egress] as read from the device now (null: not managed here)"
+    )
+
+
+class OpticsView(BaseModel):
+    switches: list[OpticalSwitchView]
+
+
+class WhoAmI(BaseModel):
+    role: Literal["read", "operator"] = Field(description="what the caller's token may do")
+    fabric: str
+
+
+class Health(BaseModel):
+    status: Literal["ok", "starting", "draining"]
+    fabric: str
+    queue: int
+    running: str | None
+
+
+class Problem(BaseModel):
+    detail: str

@@ -1,0 +1,49 @@
+"""The service's own fabric for the runs that need one (built once per session)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabric import fabric
+from fabric import state as fabric_state
+from fabric.fabric import Fabric
+from services.reroute.topology import Topology, load_topology
+from tests.unit.services.service.conftest import FABRIC, NGNCS
+
+
+@pytest.fixture(scope="package")
+def svc_fabric() -> Iterator[tuple[Topology, Fabric]]:
+    """The ngncs-ost fabric under this directory's own name (built once, torn down when the
+    package's tests are done, before the other fabric tests run)."""
+    if os.geteuid() != 0:
+        pytest.fail("fabric tests need root (CI runs as root); deselect with -m 'not fabric'")
+    topo = dataclasses.replace(load_topology(NGNCS), name=FABRIC)
+    left = fabric_state.load(FABRIC)
+    if left is not None and Path(f"/proc/{left.builder_pid}").exists():
+        pytest.fail(f"fabric {FABRIC} is in use by process {left.builder_pid} (another test run)")
+    fabric.down(FABRIC)  # what a crashed earlier run left
+    fab = fabric.up(topo)
+    try:
+        yield topo, fab
+    finally:
+        fabric.down(FABRIC)
+
+
+def serve_yaml(fab: Fabric, into: Path, tokens: str) -> Path:
+    """A ``reroute serve`` config in ``into`` for the service fabric: its inventory (for the
+    topology file it was built from, under another name), ``tokens`` (YAML list items)."""
+    inventory = fab.state.inventory.read_text().replace(
+        f"topology: {FABRIC}", "topology: ngncs-ost"
+    )
+    (into / "inventory.yaml").write_text(inventory)
+    path = into / "serve.yaml"
+    path.write_text(
+        f"topology: {NGNCS}\ninventory: inventory.yaml\njournal: journal.sqlite\n"
+        f"tokens: [{tokens}]\nstep_timeout_s: 5\n"
+    )
+    return path

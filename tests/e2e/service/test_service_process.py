@@ -1,0 +1,93 @@
+"""``reroute serve`` as a real process on the fabric: SIGTERM drains, kill -9 mid-reroute
+is recovered on restart (rolled back, "interrupted"; the flow on exactly one path)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabric.fabric import Fabric
+from services.reroute.errors import ApiError
+from services.reroute.journal import RerouteState
+from services.reroute.service.client import RerouteClient
+from services.reroute.topology import Topology
+from tests.e2e.service.conftest import serve_yaml
+from tests.unit.services.service.conftest import OPERATOR, ServeProcess
+from tests.unit.services.service.fabric_state import journal_records, path_of_flow
+
+pytestmark = pytest.mark.fabric
+FLOW = "10.0.0.2>10.0.0.3"
+
+
+@pytest.fixture
+def config(svc_fabric: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Path]:
+    _, fab = svc_fabric
+    path = serve_yaml(fab, tmp_path, f"{{token: {OPERATOR}, role: operator}}")
+    yield path
+    topo, fab = svc_fabric
+    assert path_of_flow(topo, fab) == "long"
+
+
+def wait_for_step(client: RerouteClient, reroute_id: str, prefix: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(
+            s.description.startswith(prefix) and s.state == "started"
+            for s in client.get(reroute_id).steps
+        ):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"reroute {reroute_id} never started a {prefix!r} step")
+
+
+def test_kill_9_mid_reroute_then_restart_rolls_it_back(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    topo, fab = svc_fabric
+    serve = ServeProcess(config)
+    try:
+        client = serve.client()
+        view = client.create([FLOW], "temporary", drain_ms=20_000)
+        wait_for_step(client, view.id, "drain")  # shifted: traffic on temporary, old rules kept
+        assert path_of_flow(topo, fab) == "temporary"
+    finally:
+        serve.kill()
+    serve = ServeProcess(config)  # healthy = recovered
+    try:
+        after = serve.client().get(view.id)
+        assert after.state is RerouteState.ROLLED_BACK and "interrupted" in (after.error or "")
+        assert [r.id for r in serve.client().list(state="rolled_back")] == [view.id]
+        assert path_of_flow(topo, fab) == "long"
+    finally:
+        assert serve.stop() == 0
+
+
+def test_sigterm_finishes_the_running_reroute_and_keeps_the_pending_one(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    topo, fab = svc_fabric
+    serve = ServeProcess(config)
+    client = RerouteClient(serve.url, OPERATOR, retries=0)
+    running = client.create([FLOW], "temporary", drain_ms=1000)
+    pending = client.create([FLOW], "long", drain_ms=0)
+    wait_for_step(client, running.id, "drain")
+    serve.terminate()
+    deadline = time.monotonic() + 5
+    while client.health().status != "draining":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(ApiError) as refused:
+        client.create([FLOW], "long")
+    assert refused.value.status == 503
+    assert serve.stop() == 0
+    states = {r.id: r.state for r, _ in journal_records(config.parent / "journal.sqlite")}
+    assert states == {running.id: RerouteState.DONE, pending.id: RerouteState.PENDING}
+    assert path_of_flow(topo, fab) == "temporary"
+    serve = ServeProcess(config)  # the pending one runs after the restart
+    try:
+        assert serve.client().get(pending.id, wait_s=10).state is RerouteState.DONE
+    finally:
+        assert serve.stop() == 0

@@ -1,0 +1,171 @@
+"""Optical reconfiguration plans (seed 003 Tables 4.2 and 4.7), walked step by step with
+the circuits' light: a new circuit is dark from its CIRCUITS step until AWAIT_LOCK."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.reroute.errors import PlanError
+from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.planning import plan
+from services.reroute.planning.electronic import initial_optics
+from services.reroute.planning.optical import colliding, lock_ports
+from services.reroute.planning.plan import Disruption, Plan, StepKind
+from services.reroute.rules import host_flow, initial_rules, path_rules, path_tag, tag_of
+from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
+from services.reroute.topology import Circuit, Topology, load_topology
+
+ROOT = Path(__file__).resolve().parents[4]
+NGNCS = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")
+LONG = host_flow(NGNCS.paths["long"])
+DIRECT = host_flow(NGNCS.paths["direct"])
+
+
+def tables_with(extra: list[FlowSpec]) -> Tables:
+    rules = initial_rules(NGNCS)
+    for bridge, rs in path_rules(NGNCS, NGNCS.paths["long"], extra).items():
+        rules.setdefault(bridge, []).extend(rs)
+    return tables_from(rules)
+
+
+def delivered(topo: Topology, tables: Tables, lit: frozenset[Circuit], flow: FlowSpec) -> bool:
+    for f, src in ((flow, "vm"), (flow.reverse(), "vm")):
+        p = Packet(
+            src=f.src.network.network_address,
+            dst=f.dst.network.network_address,
+            ip_proto=f.ip_proto or 17,
+            l4_src=f.l4_src or 40000,
+            l4_dst=f.l4_dst or 5001,
+        )
+        host = next(h.name for h in topo.hosts if h.address == p.src)
+        assert host.startswith(src)
+        if not deliver(topo, tables, host, p, circuits=lit).delivered:
+            return False
+    return True
+
+
+def walk(tables: Tables, p: Plan) -> list[tuple[Tables, frozenset[Circuit]]]:
+    """(tables, lit circuits) after every step; new circuits light up at AWAIT_LOCK."""
+    lit = initial_optics(NGNCS)
+    dark: set[Circuit] = set()
+    states = [(tables, lit)]
+    for step in p.steps():
+        if step.kind is StepKind.CIRCUITS:
+            lit = lit - set(step.disconnect)
+            dark |= set(step.connect)
+        elif step.kind is StepKind.AWAIT_LOCK:
+            lit, dark = lit | dark, set()
+        elif step.changes:
+            tables = apply_changes(tables, step.device, step.changes)
+        states.append((tables, lit))
+    return states
+
+
+flows = st.lists(
+    st.builds(
+        FlowSpec,
+        src=st.just(LONG.src),
+        dst=st.just(LONG.dst),
+        ip_proto=st.just(17),
+        l4_dst=st.integers(1, 65535),
+    ),
+    max_size=5,
+    unique=True,
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(extra=flows)
+def test_mbb_keeps_every_flow_delivered_through_the_dark_circuit(extra: list[FlowSpec]) -> None:
+    tables = tables_with(extra)
+    moved = (LONG, *extra)
+    p = plan(NGNCS, tables, Intent(flows=moved, to_path="short", via="temporary"), now=0.0)
+    assert p.disruption is Disruption.HITLESS
+    states = walk(tables, p)
+    for i, (t, lit) in enumerate(states):
+        for f in (*moved, DIRECT):
+            assert delivered(NGNCS, t, lit, f), f"{f} lost after step {i}"
+    final, lit = states[-1]
+    assert Circuit(switch="ost1", ingress=2, egress=19) in lit
+    assert all(not delivered(NGNCS, final, initial_optics(NGNCS), f) for f in moved)
+
+
+def test_mbb_order_parks_reconfigures_awaits_lock_then_swaps() -> None:
+    p = plan(
+        NGNCS, tables_with([]), Intent(flows=(LONG,), to_path="short", via="temporary"), now=0.0
+    )
+    assert [ph.name for ph in p.phases] == [
+        "park-make", "park-verify-make", "park-shift", "park-verify-shift", "park-drain",
+        "circuits",
+        "park-clean", "swap-make", "swap-verify-make",  # staged while the transceivers lock
+        "await-lock",
+        "swap-shift", "swap-verify-shift", "swap-drain", "swap-clean",
+    ]  # fmt: skip
+    kinds = [s.kind for s in p.steps()]
+    circuits = kinds.index(StepKind.CIRCUITS)
+    locked = kinds.index(StepKind.AWAIT_LOCK)
+    assert kinds[circuits - 1] is StepKind.DRAIN  # in flight on the old path first
+    staged = p.steps()[circuits + 1 : locked]
+    assert {s.kind for s in staged} == {StepKind.REMOVE, StepKind.INSTALL, StepKind.VERIFY}
+    tags = {tag_of(c.rule) for s in staged for c in s.changes}
+    assert tags == {path_tag(NGNCS, "long"), path_tag(NGNCS, "short")}  # never temporary's
+    assert StepKind.SHIFT in kinds[:circuits] and StepKind.SHIFT in kinds[locked:]
+    checkpoint = [ph for ph in p.phases if ph.rest]
+    assert [ph.name for ph in checkpoint] == ["park-verify-shift"]
+    assert [ph.rest for ph in checkpoint] == [(("temporary", (LONG,)),)]
+    lock = p.steps()[locked]
+    assert lock.ports == (("br3", 2), ("br2", 2))
+    change = p.steps()[circuits]
+    assert {(c.ingress, c.egress) for c in change.connect} == {(2, 19), (3, 18)}
+    assert {(c.ingress, c.egress) for c in change.disconnect} == {
+        (2, 17),
+        (1, 18),
+        (4, 19),
+        (3, 20),
+    }
+
+
+def test_bbm_declares_outage_and_is_dark_until_lock() -> None:
+    tables = tables_with([])
+    p = plan(NGNCS, tables, Intent(flows=(LONG,), to_path="short", strategy=Strategy.BBM), 0.0)
+    assert p.disruption is Disruption.OUTAGE
+    states = walk(tables, p)
+    assert not delivered(NGNCS, *states[1], LONG)  # right after the circuit change
+    assert delivered(NGNCS, *states[-1], LONG)
+    assert p.steps()[0].kind is StepKind.CIRCUITS and p.steps()[-1].kind is StepKind.AWAIT_LOCK
+
+
+@pytest.mark.parametrize(
+    ("intent", "message"),
+    [
+        (Intent(flows=(LONG,), to_path="short"), "--via"),
+        (Intent(flows=(LONG,), to_path="short", via="long"), "does not survive"),
+        (Intent(flows=(LONG,), to_path="temporary", via="long"), "needs no new cross-connects"),
+        (Intent(flows=(LONG,), to_path="short", via="nowhere"), "no path 'nowhere'"),
+    ],
+)
+def test_bad_optical_intents_are_refused(intent: Intent, message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        plan(NGNCS, tables_with([]), intent, now=0.0)
+
+
+def test_cutting_a_path_that_carries_other_flows_is_refused() -> None:
+    other = FlowSpec.parse("10.0.0.2>10.0.0.3,udp,dport=7000")
+    tables = tables_with([other])
+    for strategy, via in ((Strategy.MBB, "temporary"), (Strategy.BBM, None)):
+        intent = Intent(flows=(LONG,), to_path="short", via=via, strategy=strategy)
+        with pytest.raises(PlanError, match="cuts path long"):
+            plan(NGNCS, tables, intent, now=0.0)
+
+
+def test_colliding_circuits_and_lock_ports() -> None:
+    new = {Circuit(switch="ost1", ingress=2, egress=19)}
+    assert colliding(initial_optics(NGNCS), new) == {
+        Circuit(switch="ost1", ingress=2, egress=17),
+        Circuit(switch="ost1", ingress=4, egress=19),
+    }
+    assert lock_ports(NGNCS, new) == (("br3", 2),)

@@ -1,0 +1,64 @@
+"""In-memory packet switches for service tests that need no fabric: the real engine,
+planner, executor and journal run against them; only the devices are dictionaries."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule
+from services.reroute.executor import Driver
+from services.reroute.rules import initial_rules
+from services.reroute.service.config import Settings
+from services.reroute.topology import Topology
+
+CAPS = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=False)
+
+
+class FakeSwitch:
+    """A flow table: atomic batches, reads filtered by cookie."""
+
+    capabilities = CAPS
+
+    def __init__(self, name: str, rules: Sequence[FlowRule] = ()) -> None:
+        self.name = name
+        self.table: dict[object, FlowRule] = {r.key: r for r in rules}
+        self.applied = 0
+        self.reads = 0
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        table = dict(self.table)
+        for c in changes:
+            if c.op is FlowOp.ADD:
+                table[c.rule.key] = c.rule
+            else:
+                table.pop(c.rule.key, None)
+        self.table = table
+        self.applied += 1
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        self.reads += 1
+        if cookie is None:
+            return list(self.table.values())
+        return [r for r in self.table.values() if r.cookie & cookie_mask == cookie & cookie_mask]
+
+    async def close(self) -> None:
+        pass
+
+
+class FakeFabric:
+    """Fake switches for every packet switch of a topology, with its initial rules."""
+
+    def __init__(self, topo: Topology) -> None:
+        rules = initial_rules(topo)
+        self.switches = {s.name: FakeSwitch(s.name, rules.get(s.name, [])) for s in topo.switches}
+
+    def snapshot(self) -> dict[str, dict[object, FlowRule]]:
+        return {n: copy.copy(s.table) for n, s in self.switches.items()}
+
+    @asynccontextmanager
+    async def drivers(self, settings: Settings) -> AsyncIterator[Mapping[str, Driver]]:
+        """A ``DriverFactory``: the switches in the settings' scope."""
+        scope = settings.scope
+        yield {n: s for n, s in self.switches.items() if scope is None or n in scope}

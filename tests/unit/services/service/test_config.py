@@ -1,0 +1,115 @@
+"""The service config file: strict, errors name the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.reroute.errors import ConfigError
+from services.reroute.service.auth import Role
+from services.reroute.service.config import load_config, parse_listen, resolve
+from tests.unit.services.service.conftest import NGNCS
+
+TOKEN = "t" * 20
+
+
+INVENTORY = """\
+topology: ngncs-ost
+state_dir: state
+devices:
+  br1: {driver: ovs, target: "tcp:127.0.0.1:6001"}
+  br2: {driver: ovs, target: "tcp:127.0.0.1:6002"}
+  br3: {driver: ovs, target: "tcp:127.0.0.1:6003"}
+  br4: {driver: ovs, target: "tcp:127.0.0.1:6004"}
+  ost1: {driver: polatis_scpi, target: "TCPIP0::127.0.0.1::5025::SOCKET"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    """The config ``text`` (and an inventory of the ngncs-ost devices, lab.yaml, beside it)."""
+    (tmp_path / "lab.yaml").write_text(INVENTORY)
+    path = tmp_path / "reroute.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_full_config_resolves(tmp_path: Path) -> None:
+    (tmp_path / "tokens.txt").write_text(f"# site A\nread {'r' * 20}\n\noperator {'o' * 20}\n")
+    path = write(
+        tmp_path,
+        f"topology: {NGNCS}\ninventory: lab.yaml\nfabric: lab\nscope: [br2, br3]\n"
+        "journal: j.sqlite\n"
+        f"listen: '[::1]:9000'\ntokens: [{{token: {TOKEN}, role: operator}}]\n"
+        "token_file: tokens.txt\nstep_timeout_s: 2.5\n",
+    )
+    s = resolve(load_config(path))
+    assert (s.fabric, s.scope) == ("lab", frozenset({"br2", "br3"}))
+    assert s.journal == tmp_path / "j.sqlite"
+    assert s.inventory is not None and s.inventory.state_dir == tmp_path / "state"
+    assert (s.host, s.port, s.step_timeout_s) == ("::1", 9000, 2.5)
+    assert s.tokens.role_of(f"Bearer {'r' * 20}") is Role.READ
+    assert s.tokens.role_of(f"Bearer {TOKEN}") is Role.OPERATOR
+    assert s.tokens.role_of("Bearer nope") is None and len(s.tokens) == 3
+
+
+def test_defaults_fabric_is_the_topology_name_and_its_inventory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REROUTE_RUN_DIR", str(tmp_path / "run"))
+    path = write(tmp_path, f"topology: {NGNCS}\ntokens: [{{token: {TOKEN}, role: read}}]\n")
+    with pytest.raises(ConfigError, match="no emulated fabric ngncs-ost is up"):
+        resolve(load_config(path))
+    (tmp_path / "run" / "ngncs-ost").mkdir(parents=True)
+    (tmp_path / "run" / "ngncs-ost" / "inventory.yaml").write_text(INVENTORY)
+    s = resolve(load_config(path), listen="127.0.0.1:0")
+    assert (s.fabric, s.scope, s.journal, s.port) == ("ngncs-ost", None, None, 0)
+    assert s.inventory is not None
+    assert s.inventory.journal == tmp_path / "run" / "ngncs-ost" / "state" / "journal.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("colour: red\n", "colour: Extra inputs are not permitted"),
+        ("step_timeout_s: -1\n", "step_timeout_s"),
+        ("listen: 'localhost'\n", "listen"),
+        ("listen: 'example.com:80'\n", "listen"),
+        ("tokens: [{token: short, role: read}]\n", "tokens.0.token"),
+        (f"tokens: [{{token: {TOKEN}, role: admin}}]\n", "tokens.0.role"),
+        (f"tokens: [{{token: {TOKEN}, role: read, extra: 1}}]\n", "tokens.0.extra"),
+    ],
+)
+def test_bad_fields_are_named(tmp_path: Path, text: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names) as err:
+        load_config(write(tmp_path, f"topology: {NGNCS}\n{text}"))
+    assert str(tmp_path / "reroute.yaml") in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        (f"topology: {NGNCS}\n", "tokens: give at least one"),
+        (f"topology: {NGNCS}\nscope: [br9]\ntokens: [{{token: {TOKEN}, role: read}}]", "br9"),
+        (f"topology: missing.yaml\ntokens: [{{token: {TOKEN}, role: read}}]", "topology:"),
+        (f"topology: {NGNCS}\ntoken_file: nofile\n", "token_file"),
+    ],
+)
+def test_resolve_errors_are_named(tmp_path: Path, text: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        resolve(load_config(write(tmp_path, text)))
+
+
+def test_token_file_lines_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("operator short\n")
+    path = write(tmp_path, f"topology: {NGNCS}\ntoken_file: t\n")
+    with pytest.raises(ConfigError, match=r"t:1: expected 'read\|operator TOKEN'"):
+        resolve(load_config(path))
+
+
+def test_listen_parsing() -> None:
+    assert parse_listen("0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert parse_listen("localhost:1") == ("localhost", 1)
+    for bad in ("8080", ":80", "1.2.3.4:99999", "[::1]"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)

@@ -1,0 +1,88 @@
+"""The executor's lock gate: waits for port-status events where every device sends them
+(reading port state once, then only as a safety net), polls where one does not."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from drivers.base import Capabilities, PortListener, PortState
+from services.reroute.executor import Executor, LockTimeout
+from services.reroute.journal import Journal
+from services.reroute.planning.plan import Step, StepKind
+
+CAPS = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=True)
+LOCK = Step(kind=StepKind.AWAIT_LOCK, device="ost1", ports=(("br2", 2),), duration_s=2.0)
+
+
+class PolledPort:
+    """A switch whose port 2 comes up after ``up_after`` s; port state only by reading."""
+
+    capabilities = CAPS
+
+    def __init__(self, name: str, up_after: float) -> None:
+        self.name = name
+        self.reads = 0
+        self.up_at = asyncio.get_running_loop().time() + up_after
+
+    def state(self) -> PortState:
+        return PortState.UP if asyncio.get_running_loop().time() >= self.up_at else PortState.DOWN
+
+    async def port_states(self) -> dict[int, PortState]:
+        self.reads += 1
+        return {1: PortState.UP, 2: self.state()}
+
+
+class EventPort(PolledPort):
+    """The same switch, reporting the change as an event (as OVS sends PORT_STATUS)."""
+
+    @asynccontextmanager
+    async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
+        delay = self.up_at - asyncio.get_running_loop().time()
+        task = asyncio.get_running_loop().call_later(delay, listener, 2, PortState.UP)
+        try:
+            yield
+        finally:
+            task.cancel()
+
+
+async def gate(driver: PolledPort, *, lock_events: bool = True) -> None:
+    executor = Executor({"br2": driver}, Journal(None), lock_events=lock_events)  # type: ignore[dict-item]
+    await executor._await_lock(LOCK)
+
+
+def test_with_events_the_gate_reads_once_and_opens_on_the_event() -> None:
+    async def main() -> int:
+        switch = EventPort("br2", up_after=0.03)
+        await gate(switch)
+        assert switch.state() is PortState.UP
+        return switch.reads
+
+    assert asyncio.run(main()) == 1  # no polling: the event opened the gate
+
+
+def test_without_events_the_gate_polls() -> None:
+    async def main() -> tuple[int, int]:
+        polled = PolledPort("br2", up_after=0.03)
+        await gate(polled)
+        eventful = EventPort("br2", up_after=0.03)
+        await gate(eventful, lock_events=False)
+        return polled.reads, eventful.reads
+
+    polled, forced = asyncio.run(main())
+    assert polled > 3 and forced > 3
+
+
+def test_no_event_and_no_lock_times_out_naming_the_port() -> None:
+    async def main() -> None:
+        switch = EventPort("br2", up_after=60.0)
+        step = Step(kind=StepKind.AWAIT_LOCK, device="ost1", ports=(("br2", 2),), duration_s=0.12)
+        executor = Executor({"br2": switch}, Journal(None))  # type: ignore[dict-item]
+        with pytest.raises(LockTimeout, match="br2:p2 still down"):
+            await executor._await_lock(step)
+        assert 2 <= switch.reads <= 4  # the safety re-read every 50 ms, not a 2 ms poll
+
+    asyncio.run(main())
