@@ -37,10 +37,7 @@ flow, idempotent: a write the controller half-made is made whole by the same wri
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -53,14 +50,11 @@ from drivers.base import (
     FlowRule,
     Identity,
     PortState,
-    Session,
     register,
 )
-from drivers.batch import Expected, Key
 from drivers.errors import (
     ConfigError,
     DeviceRejected,
-    DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
@@ -69,27 +63,21 @@ from drivers.odl import mapping, styles
 from drivers.odl.mapping import MappingError
 from drivers.odl.spec import OdlSpec
 from drivers.odl.styles import Style
+from drivers.rest import Request, RestFlowDriver
 from drivers.spec import Expect, read_secret
 
-log = logging.getLogger("reroute.drivers.odl")
-ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
-POLL_S = 0.1  # operational datastore poll while a batch settles
 SERVER_RETRIES = 3  # a request answered 5xx is sent again this many times
 RETRY_S = 0.2  # the first pause before sending it again (doubles)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
-    method: str
-    path: str
-    body: object = None
-    change: int = -1  # the index of the change it carries (-1: none)
-
-
 @register("odl", spec=OdlSpec)
-class OdlDriver(Session):
+class OdlDriver(RestFlowDriver):
     """One switch (``node``, e.g. ``openflow:1``) of an ODL controller at ``base_url``."""
 
+    kind = "odl"
+    poll_s = 0.1  # operational datastore poll while a batch settles
+    absent_code = "not-in-operational"
+    read_back_from = "the operational datastore"
     capabilities = Capabilities(
         atomic_batch=False,
         read_back=True,
@@ -137,39 +125,25 @@ class OdlDriver(Session):
         operational_wait_s: float = 10.0,
         verify_tls: bool | str = True,
     ) -> None:
-        self.name = name
-        self.verify_tls = verify_tls  # https: check the certificate (a str: the CA file)
-        self.base_url = base_url.rstrip("/")
+        super().__init__(
+            name,
+            base_url,
+            timeout=timeout,
+            settle_s=operational_wait_s,
+            verify_tls=verify_tls,
+            auth=httpx.BasicAuth(user, password),
+        )
         self.node = node
         self.style = Style(style)
-        self.timeout = timeout
-        self.operational_wait_s = operational_wait_s
         try:
             mapping.dpid_of(node)
         except ValueError as exc:
             raise DeviceUnreachable(name, str(exc)) from exc
-        self._auth = httpx.BasicAuth(user, password)
-        self._http: httpx.AsyncClient | None = None
-        self._wire = logging.getLogger(f"reroute.wire.odl.{name}")
-        self._lock = asyncio.Lock()
 
-    # ----------------------------------------------------------------------------------
-    # session
-
-    async def open(self) -> None:
-        """Open the HTTP client and check that the controller has the node."""
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                base_url=self.base_url,
-                auth=self._auth,
-                timeout=self.timeout,
-                verify=self.verify_tls,
-            )
-        try:
-            await self._node()
-        except BaseException:
-            await self.close()
-            raise
+    @property
+    def operational_wait_s(self) -> float:
+        """How long a batch may take to show in the operational datastore."""
+        return self.settle_s
 
     async def identify(self) -> Identity:
         """The node as the controller's operational datastore shows it."""
@@ -179,39 +153,6 @@ class OdlDriver(Session):
             summary=f"OpenDaylight ({self.style}) node {self.node}, {ports} node connectors"
         )
 
-    async def close(self) -> None:
-        """Close the HTTP client."""
-        http, self._http = self._http, None
-        if http is not None:
-            await http.aclose()
-
-    # ----------------------------------------------------------------------------------
-    # FlowProgrammer
-
-    async def apply(self, changes: Sequence[FlowChange]) -> None:
-        """Apply the batch in order, verified in operational; undone on failure."""
-        if not changes:
-            return
-        requests = [self._request(i, c) for i, c in enumerate(changes)]
-        async with self._lock:
-            before = batch.index(await self.read())
-            try:
-                for request in requests:
-                    await self._write(request, changes)
-                await self._settle(changes, batch.expected(before, changes))
-            except DriverError as exc:
-                await self._undo(before, changes, exc)
-                raise
-
-    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
-        """The node's flows in the operational datastore (those whose cookie matches under
-        ``cookie_mask``, when given; a ``cookie`` without a mask matches exactly)."""
-        rules = await self._flows()
-        if cookie is not None and not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        want = (cookie or 0) & cookie_mask
-        return [r for r in rules if r.cookie & cookie_mask == want]
-
     # ----------------------------------------------------------------------------------
     # PortMonitor
 
@@ -220,7 +161,7 @@ class OdlDriver(Session):
         return styles.node_ports(await self._node())
 
     # ----------------------------------------------------------------------------------
-    # apply, step by step
+    # the northbound
 
     def _request(self, index: int, change: FlowChange) -> Request:
         why = mapping.unsupported(change.rule)
@@ -240,66 +181,30 @@ class OdlDriver(Session):
         return Request(method="PUT", path=path, body=body, change=index)
 
     async def _write(self, request: Request, changes: Sequence[FlowChange]) -> None:
-        response = await self._http_call(request)
+        response = await self._call(request)
         if response.is_success or (request.method == "DELETE" and _gone(response)):
             return
-        what = ""
-        if request.change >= 0:
-            change = changes[request.change]
-            what = f"change #{request.change} ({change.op} {change.rule}): "
-        raise self._status_error(response, what)
+        raise self._status_error(response, self._what(request, changes))
 
-    async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
-        """Poll the operational datastore until the touched entries are as ``want``."""
-        deadline = time.monotonic() + self.operational_wait_s
-        while wrong := batch.mismatches(want, batch.index(await self.read())):
-            if time.monotonic() >= deadline:
-                raise self._not_in_operational(changes, wrong)
-            await asyncio.sleep(POLL_S)
-
-    def _not_in_operational(
-        self, changes: Sequence[FlowChange], wrong: list[Key]
-    ) -> DeviceRejected:
-        i = next(i for i, c in enumerate(changes) if c.rule.key in wrong)
-        return DeviceRejected(
-            self.name,
-            f"change #{i} ({changes[i].op} {changes[i].rule}) is not in the operational "
-            f"datastore after {self.operational_wait_s:g} s ({len(wrong)} entries differ; "
-            "the switch refused it or the controller lost it: see the controller's log); "
-            f"the batch of {len(changes)} was undone",
-            "not-in-operational",
-        )
-
-    async def _undo(
-        self, before: batch.Table, changes: Sequence[FlowChange], error: DriverError
-    ) -> None:
-        """Put every touched flow back as in ``before``; DriverError when that fails."""
-        keys = batch.touched(changes)
+    async def _undo_changes(
+        self, before: batch.Table, changes: Sequence[FlowChange]
+    ) -> list[FlowChange]:
+        """Every touched flow written back (PUT of the old rule, or DELETE), without a read:
+        operational lags, and a DELETE also clears a refused flow out of config."""
         rules = {c.rule.key: c.rule for c in changes}
-        fix = [
+        return [
             FlowChange(op=FlowOp.ADD, rule=before[k])
             if k in before
             else FlowChange(op=FlowOp.DELETE, rule=rules[k])
-            for k in reversed(keys)
+            for k in reversed(batch.touched(changes))
         ]
-        log.warning("%s: undoing %d change(s) after: %s", self.name, len(fix), error)
-        try:
-            for i, change in enumerate(fix):
-                await self._write(self._request(i, change), fix)
-            await self._settle(fix, {k: before.get(k) for k in keys})
-        except DriverError as undo_error:
-            raise DriverError(
-                self.name,
-                f"{error}; undoing the batch failed too ({undo_error}): the controller's "
-                "config and the switch are in an unknown state, read them back",
-            ) from undo_error
 
-    # ----------------------------------------------------------------------------------
-    # HTTP
+    async def _check(self) -> None:
+        await self._node()
 
     async def _node(self) -> dict[str, Any]:
         path = styles.operational_path(self.style, self.node)
-        response = await self._http_call(Request(method="GET", path=path))
+        response = await self._call(Request(method="GET", path=path))
         if response.status_code == 404:
             raise DeviceUnreachable(
                 self.name, f"{self.node} is not in the controller's operational datastore "
@@ -318,46 +223,26 @@ class OdlDriver(Session):
         try:
             if listing is None:
                 return styles.node_flows(await self._node())
-            response = await self._http_call(Request(method="GET", path=listing))
+            response = await self._call(Request(method="GET", path=listing))
             if not response.is_success:
                 raise self._status_error(response, "reading the flow statistics: ")
             return styles.statistics_flows(response.json())
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
 
-    async def _http_call(self, request: Request) -> httpx.Response:
+    async def _call(self, request: Request) -> httpx.Response:
         """The controller's answer; a 5xx is asked again (``SERVER_RETRIES``, backing off)."""
         pause = RETRY_S
         for attempt in range(SERVER_RETRIES):
             response = await self._exchange(request)
             if response.status_code < 500:
                 return response
-            log.warning("%s: %s %s answered %d (%s); again in %g s (%d of %d)", self.name,
-                        request.method, request.path, response.status_code, _message(response),
-                        pause, attempt + 1, SERVER_RETRIES)  # fmt: skip
+            self._log.warning("%s: %s %s answered %d (%s); again in %g s (%d of %d)",
+                              self.name, request.method, request.path, response.status_code,
+                              _message(response), pause, attempt + 1, SERVER_RETRIES)  # fmt: skip
             await asyncio.sleep(pause)
             pause *= 2
         return await self._exchange(request)
-
-    async def _exchange(self, request: Request) -> httpx.Response:
-        http = self._http
-        if http is None:
-            raise DeviceUnreachable(self.name, "not connected (call connect() first)")
-        self._wire.debug("> %s %s %s", request.method, request.path, _text(request.body))
-        try:
-            response = await http.request(request.method, request.path, json=request.body)
-        except httpx.TimeoutException as exc:
-            if isinstance(exc, httpx.ConnectTimeout):
-                raise DeviceUnreachable(self.name, f"cannot connect: {exc!r}") from exc
-            raise DeviceTimeout(
-                self.name, f"no answer to {request.method} {request.path} in {self.timeout:g} s"
-            ) from exc
-        except httpx.RemoteProtocolError as exc:
-            raise ProtocolError(self.name, f"bad HTTP from the controller: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise DeviceUnreachable(self.name, f"{self.base_url}: {exc!r}") from exc
-        self._wire.debug("< %d %s", response.status_code, response.text)
-        return response
 
     def _status_error(self, response: httpx.Response, what: str) -> DriverError:
         status = response.status_code
@@ -375,10 +260,6 @@ def _gone(response: httpx.Response) -> bool:
     """A DELETE's answer that the flow is not there: 404, or RFC 8040's 409 data-missing."""
     status = response.status_code
     return status == 404 or (status == 409 and _error_tag(response) == "data-missing")
-
-
-def _text(body: object) -> str:
-    return "" if body is None else str(body)
 
 
 def _errors(response: httpx.Response) -> list[dict[str, Any]]:

@@ -29,15 +29,10 @@ request and response is logged at DEBUG on ``reroute.wire.ryu_rest.<name>``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import httpx
 
-from drivers import batch
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -45,42 +40,32 @@ from drivers.base import (
     FlowRule,
     Identity,
     PortState,
-    Session,
     register,
 )
-from drivers.batch import Expected, Key
 from drivers.errors import (
     ConfigError,
     DeviceRejected,
-    DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
 )
+from drivers.rest import Request, RestFlowDriver
 from drivers.ryu_rest import mapping
 from drivers.ryu_rest.mapping import Json, MappingError
 from drivers.ryu_rest.spec import RyuRestSpec
 from drivers.spec import Expect
 
-log = logging.getLogger("reroute.drivers.ryu_rest")
-ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
-POLL_S = 0.02  # read-back poll while a batch settles
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
 COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
-    method: str
-    path: str
-    body: Json | None = None
-
-
 @register("ryu_rest", spec=RyuRestSpec)
-class RyuRestDriver(Session):
+class RyuRestDriver(RestFlowDriver):
     """One switch (datapath ``dpid``) of a Ryu / os-ken ``ofctl_rest`` controller."""
 
+    kind = "ryu_rest"
+    poll_s = 0.02
     capabilities = Capabilities(
         atomic_batch=False,
         read_back=True,
@@ -125,73 +110,21 @@ class RyuRestDriver(Session):
         verify_wait_s: float = 2.0,
         verify_tls: bool | str = True,
     ) -> None:
-        self.name = name
-        self.base_url = base_url.rstrip("/")
+        super().__init__(
+            name, base_url, timeout=timeout, settle_s=verify_wait_s, verify_tls=verify_tls
+        )
         self.dpid = dpid
-        self.timeout = timeout
-        self.verify_wait_s = verify_wait_s
-        self.verify_tls = verify_tls
-        self._http: httpx.AsyncClient | None = None
-        self._wire = logging.getLogger(f"reroute.wire.ryu_rest.{name}")
-        self._lock = asyncio.Lock()
 
-    # ----------------------------------------------------------------------------------
-    # session
-
-    async def open(self) -> None:
-        """Open the HTTP client and check that the controller has the switch."""
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                base_url=self.base_url, timeout=self.timeout, verify=self.verify_tls
-            )
-        try:
-            await self._check_connected()
-        except BaseException:
-            await self.close()
-            raise
+    @property
+    def verify_wait_s(self) -> float:
+        """How long a batch may take to show in the switch's table."""
+        return self.settle_s
 
     async def identify(self) -> Identity:
         """The switch as the controller sees it: its datapath id and ports."""
         ports = await self._port_descs()
         numbered = [p for p in ports if isinstance(p.get("port_no"), int)]
         return Identity(summary=f"Ryu ofctl_rest, datapath {self.dpid:016x}, {len(numbered)} ports")
-
-    async def close(self) -> None:
-        """Close the HTTP client."""
-        http, self._http = self._http, None
-        if http is not None:
-            await http.aclose()
-
-    # ----------------------------------------------------------------------------------
-    # FlowProgrammer
-
-    async def apply(self, changes: Sequence[FlowChange]) -> None:
-        """Apply the batch in order, verified by reading back; undone on failure."""
-        if not changes:
-            return
-        requests = [self._request(i, c) for i, c in enumerate(changes)]
-        async with self._lock:
-            before = batch.index(await self.read())
-            try:
-                for i, request in enumerate(requests):
-                    await self._write(request, f"change #{i} ({changes[i].op} {changes[i].rule})")
-                await self._settle(changes, batch.expected(before, changes))
-            except DriverError as exc:
-                await self._undo(before, changes, exc)
-                raise
-
-    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
-        """The switch's entries (those whose cookie matches under ``cookie_mask``, when
-        given; a ``cookie`` without a mask matches exactly)."""
-        body = await self._get(f"/stats/flow/{self.dpid}", "reading the flow table")
-        try:
-            rules = [mapping.parse_flow(e) for e in mapping.entries_of(body, self.dpid)]
-        except MappingError as exc:
-            raise ProtocolError(self.name, f"/stats/flow: {exc}") from exc
-        if cookie is not None and not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        want = (cookie or 0) & cookie_mask
-        return [r for r in rules if r.cookie & cookie_mask == want]
 
     # ----------------------------------------------------------------------------------
     # PortMonitor
@@ -211,7 +144,7 @@ class RyuRestDriver(Session):
         return states
 
     # ----------------------------------------------------------------------------------
-    # apply, step by step
+    # ofctl_rest
 
     def _request(self, index: int, change: FlowChange) -> Request:
         why = mapping.unsupported(change.rule)
@@ -226,55 +159,22 @@ class RyuRestDriver(Session):
             body = mapping.add_body(change.rule, self.dpid)
         else:
             body = mapping.delete_body(change.rule, self.dpid)
-        return Request(method="POST", path=f"/stats/flowentry/{COMMAND[change.op]}", body=body)
+        path = f"/stats/flowentry/{COMMAND[change.op]}"
+        return Request(method="POST", path=path, body=body, change=index)
 
-    async def _write(self, request: Request, what: str) -> None:
-        response = await self._call(request)
+    async def _write(self, request: Request, changes: Sequence[FlowChange]) -> None:
+        response = await self._exchange(request)
         if response.status_code != 200:
-            raise self._status_error(response, f"{what}: ")
+            raise self._status_error(response, self._what(request, changes))
 
-    async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
-        """Read back until the touched entries are as ``want`` (or ``verify_wait_s``)."""
-        deadline = time.monotonic() + self.verify_wait_s
-        while wrong := batch.mismatches(want, batch.index(await self.read())):
-            if time.monotonic() >= deadline:
-                raise self._not_in_table(changes, wrong)
-            await asyncio.sleep(POLL_S)
-
-    def _not_in_table(self, changes: Sequence[FlowChange], wrong: list[Key]) -> DeviceRejected:
-        i = next(i for i, c in enumerate(changes) if c.rule.key in wrong)
-        return DeviceRejected(
-            self.name,
-            f"change #{i} ({changes[i].op} {changes[i].rule}) is not in the switch's table "
-            f"after {self.verify_wait_s:g} s ({len(wrong)} entries differ; the switch refused "
-            "it: ofctl_rest does not report why, see the controller's log); the batch of "
-            f"{len(changes)} was undone",
-            "not-in-table",
-        )
-
-    async def _undo(
-        self, before: batch.Table, changes: Sequence[FlowChange], error: DriverError
-    ) -> None:
-        """Put every touched entry back as in ``before``; DriverError when that fails."""
-        keys = batch.touched(changes)
+    async def _flows(self) -> list[FlowRule]:
+        body = await self._get(f"/stats/flow/{self.dpid}", "reading the flow table")
         try:
-            now = batch.index(await self.read())
-            fix = batch.restore(before, now, keys)
-            log.warning("%s: undoing %d change(s) after: %s", self.name, len(fix), error)
-            for i, change in enumerate(fix):
-                await self._write(self._request(i, change), f"undo #{i}")
-            await self._settle(fix, {k: before.get(k) for k in keys})
-        except DriverError as undo_error:
-            raise DriverError(
-                self.name,
-                f"{error}; undoing the batch failed too ({undo_error}): the switch is in an "
-                "unknown state, read it back",
-            ) from undo_error
+            return [mapping.parse_flow(e) for e in mapping.entries_of(body, self.dpid)]
+        except MappingError as exc:
+            raise ProtocolError(self.name, f"/stats/flow: {exc}") from exc
 
-    # ----------------------------------------------------------------------------------
-    # HTTP
-
-    async def _check_connected(self) -> None:
+    async def _check(self) -> None:
         body = await self._get("/stats/switches", "listing the controller's switches")
         if not isinstance(body, list):
             raise ProtocolError(self.name, f"/stats/switches: expected a list, got {body!r}")
@@ -293,33 +193,13 @@ class RyuRestDriver(Session):
             raise ProtocolError(self.name, f"/stats/portdesc: {exc}") from exc
 
     async def _get(self, path: str, what: str) -> object:
-        response = await self._call(Request(method="GET", path=path))
+        response = await self._exchange(Request(method="GET", path=path))
         if response.status_code != 200:
             raise self._status_error(response, f"{what}: ")
         try:
             return response.json()
         except ValueError as exc:
             raise ProtocolError(self.name, f"{path}: not JSON: {response.text[:200]!r}") from exc
-
-    async def _call(self, request: Request) -> httpx.Response:
-        http = self._http
-        if http is None:
-            raise DeviceUnreachable(self.name, "not connected (call open() first)")
-        self._wire.debug("> %s %s %s", request.method, request.path, request.body or "")
-        try:
-            response = await http.request(request.method, request.path, json=request.body)
-        except httpx.TimeoutException as exc:
-            if isinstance(exc, httpx.ConnectTimeout):
-                raise DeviceUnreachable(self.name, f"cannot connect: {exc!r}") from exc
-            raise DeviceTimeout(
-                self.name, f"no answer to {request.method} {request.path} in {self.timeout:g} s"
-            ) from exc
-        except httpx.RemoteProtocolError as exc:
-            raise ProtocolError(self.name, f"bad HTTP from the controller: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise DeviceUnreachable(self.name, f"{self.base_url}: {exc!r}") from exc
-        self._wire.debug("< %d %s", response.status_code, response.text)
-        return response
 
     def _status_error(self, response: httpx.Response, what: str) -> DriverError:
         status = response.status_code

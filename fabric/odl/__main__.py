@@ -16,27 +16,15 @@ applications stopped) the process ends with ``os._exit``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import logging
 from pathlib import Path
 
 from aiohttp import web
 
-from fabric.daemons import (
-    announce,
-    daemon_options,
-    exit_now,
-    listen_address,
-    listen_socket,
-    run_daemon,
-    stop_requested,
-)
+from fabric.daemons import daemon_options, exit_now, listen_address, run_daemon
 from fabric.odl.controller import Controller
 from fabric.odl.northbound import Credentials, make_app
-from fabric.odl.southbound import Link, start_osken
-
-log = logging.getLogger("reroute.fabric.odl")
+from fabric.odl.serving import serve_over_osken
+from fabric.odl.southbound import Link
 
 
 def positive(text: str) -> float:
@@ -73,32 +61,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    loop = asyncio.get_running_loop()
-    stop = stop_requested()
     controller = Controller(stats_interval_s=args.stats_interval_s)
-    link = Link(loop, controller)
-    osken = await asyncio.to_thread(start_osken, link, *args.openflow)
-    controller.start(link)
     password = args.password
     if args.password_file is not None:
         password = args.password_file.read_text().splitlines()[0]
     credentials = Credentials(user=args.user, password=password)
-    runner = web.AppRunner(make_app(controller, credentials))
-    await runner.setup()
-    try:
-        sock = listen_socket(*args.listen)
-        await web.SockSite(runner, sock).start()
-        ports = {"northbound": sock.getsockname()[1], "openflow": osken.port}
-        log.info("EMULATOR listening: %s", ports)
-        announce(args.ready_file, json.dumps(ports) + "\n")
-        await stop.wait()
-        log.info("stopping")
-    finally:
-        await runner.cleanup()
-        await controller.close()
-        link.close()
-        await asyncio.to_thread(osken.close)
-    return 0
+
+    def northbound(link: Link) -> web.Application:
+        controller.start(link)
+        return make_app(controller, credentials)
+
+    return await serve_over_osken(
+        args, controller, northbound, rest="northbound", closing=controller.close
+    )
 
 
 if __name__ == "__main__":

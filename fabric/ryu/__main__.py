@@ -13,23 +13,11 @@ after an orderly shutdown the process ends with ``os._exit``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import logging
 
-from aiohttp import web
-
-from fabric.daemons import (
-    announce,
-    daemon_options,
-    exit_now,
-    listen_address,
-    listen_socket,
-    run_daemon,
-    stop_requested,
-)
+from fabric.daemons import daemon_options, exit_now, listen_address, run_daemon
 from fabric.odl.flows import Port
-from fabric.odl.southbound import Link, start_osken
+from fabric.odl.serving import serve_over_osken
 from fabric.ryu.rest import make_app
 
 log = logging.getLogger("reroute.fabric.ryu")
@@ -70,24 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    stop = stop_requested()
-    link = Link(asyncio.get_running_loop(), Events())
-    osken = await asyncio.to_thread(start_osken, link, *args.openflow)
-    runner = web.AppRunner(make_app(link))
-    await runner.setup()
-    try:
-        sock = listen_socket(*args.listen)
-        await web.SockSite(runner, sock).start()
-        ports = {"rest": sock.getsockname()[1], "openflow": osken.port}
-        log.info("EMULATOR listening: %s", ports)
-        announce(args.ready_file, json.dumps(ports) + "\n")
-        await stop.wait()
-        log.info("stopping")
-    finally:
-        await runner.cleanup()
-        link.close()
-        await asyncio.to_thread(osken.close)
-    return 0
+    return await serve_over_osken(args, Events(), make_app, rest="rest")
 
 
 if __name__ == "__main__":

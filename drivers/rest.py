@@ -1,0 +1,232 @@
+"""What the drivers that program a switch through a controller's REST northbound share
+(``odl``, ``ryu_rest``): one HTTP client, the wire log, transport errors translated, and
+the non-atomic batch.
+
+A REST northbound takes one flow per request and answers before the switch has it (ODL
+once its config datastore has it, ofctl_rest once the flow-mod is sent), and neither
+reports the switch's refusal. So ``apply``:
+
+1. builds every request first: a change the northbound cannot express is refused before
+   anything is sent (``_request`` raises ``DeviceRejected``);
+2. reads the flows (the undo point) and sends each request, in order;
+3. reads back until every touched entry is as the batch should leave it, for up to
+   ``settle_s`` (``DeviceRejected`` with ``absent_code`` after that);
+4. on any failure in 2-3 puts every touched entry back (``_undo_changes``) and reads back
+   again; then raises the error. When the undo fails too, a plain ``DriverError`` says so.
+
+Transport: connection refused or lost -> ``DeviceUnreachable``; no answer within
+``timeout`` -> ``DeviceTimeout``; bad HTTP -> ``ProtocolError``. Every request and answer
+is logged at DEBUG on ``reroute.wire.<kind>.<name>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from drivers import batch
+from drivers.base import FlowChange, FlowRule, Session
+from drivers.batch import Expected, Key
+from drivers.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DeviceUnreachable,
+    DriverError,
+    ProtocolError,
+)
+
+ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    method: str
+    path: str
+    body: object = None
+    change: int = -1  # the index of the change it carries (-1: none)
+
+
+class RestFlowDriver(Session):
+    """A switch behind a controller's REST northbound (see the module docstring)."""
+
+    kind = "rest"  # the wire log's name: reroute.wire.<kind>.<name>
+    poll_s = 0.05  # read-back interval while a batch settles
+    absent_code = "not-in-table"  # DeviceRejected code of a change the read-back lacks
+    read_back_from = "the switch's table"  # where the read-back looks, for messages
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        timeout: float,
+        settle_s: float,
+        verify_tls: bool | str,
+        auth: httpx.Auth | None = None,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.settle_s = settle_s
+        self.verify_tls = verify_tls  # https: check the certificate (a str: the CA file)
+        self._auth = auth
+        self._http: httpx.AsyncClient | None = None
+        self._wire = logging.getLogger(f"reroute.wire.{self.kind}.{name}")
+        self._log = logging.getLogger(f"reroute.drivers.{self.kind}")
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------------------------
+    # what each northbound says its own way
+
+    @abstractmethod
+    async def _check(self) -> None:
+        """Ask the controller for the switch; DeviceUnreachable when it does not have it."""
+
+    @abstractmethod
+    def _request(self, index: int, change: FlowChange) -> Request:
+        """The request of one change; DeviceRejected ``UNSUPPORTED`` if it cannot be said."""
+
+    @abstractmethod
+    async def _write(self, request: Request, changes: Sequence[FlowChange]) -> None:
+        """Send one change's request; the northbound's refusal as a DriverError."""
+
+    @abstractmethod
+    async def _flows(self) -> list[FlowRule]:
+        """Every flow of the switch, as the northbound reads it back."""
+
+    async def _undo_changes(
+        self, before: batch.Table, changes: Sequence[FlowChange]
+    ) -> list[FlowChange]:
+        """The changes that put the touched entries back as in ``before`` (by default read
+        from the switch now: only those that differ)."""
+        now = batch.index(await self.read())
+        return batch.restore(before, now, batch.touched(changes))
+
+    # ----------------------------------------------------------------------------------
+    # session
+
+    async def open(self) -> None:
+        """Open the HTTP client and check that the controller has the switch."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                base_url=self.base_url,
+                auth=self._auth,
+                timeout=self.timeout,
+                verify=self.verify_tls,
+            )
+        try:
+            await self._check()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+    # ----------------------------------------------------------------------------------
+    # FlowProgrammer
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        """Apply the batch in order, verified by reading back; undone on failure."""
+        if not changes:
+            return
+        requests = [self._request(i, c) for i, c in enumerate(changes)]
+        async with self._lock:
+            before = batch.index(await self.read())
+            try:
+                for request in requests:
+                    await self._write(request, changes)
+                await self._settle(changes, batch.expected(before, changes))
+            except DriverError as exc:
+                await self._undo(before, changes, exc)
+                raise
+
+    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+        """The switch's flows (those whose cookie matches under ``cookie_mask``, when
+        given; a ``cookie`` without a mask matches exactly)."""
+        rules = await self._flows()
+        if cookie is not None and not cookie_mask:
+            cookie_mask = ALL_COOKIE_BITS
+        want = (cookie or 0) & cookie_mask
+        return [r for r in rules if r.cookie & cookie_mask == want]
+
+    # ----------------------------------------------------------------------------------
+    # the batch, step by step
+
+    def _what(self, request: Request, changes: Sequence[FlowChange]) -> str:
+        """``change #i (op rule): `` for a request that carries one, else nothing."""
+        if request.change < 0:
+            return ""
+        change = changes[request.change]
+        return f"change #{request.change} ({change.op} {change.rule}): "
+
+    async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
+        """Read back until the touched entries are as ``want`` (or ``settle_s``)."""
+        deadline = time.monotonic() + self.settle_s
+        while wrong := batch.mismatches(want, batch.index(await self.read())):
+            if time.monotonic() >= deadline:
+                raise self._absent(changes, wrong)
+            await asyncio.sleep(self.poll_s)
+
+    def _absent(self, changes: Sequence[FlowChange], wrong: list[Key]) -> DeviceRejected:
+        i = next(i for i, c in enumerate(changes) if c.rule.key in wrong)
+        return DeviceRejected(
+            self.name,
+            f"change #{i} ({changes[i].op} {changes[i].rule}) is not in {self.read_back_from} "
+            f"after {self.settle_s:g} s ({len(wrong)} entries differ; the switch refused it "
+            "and the controller does not say why: see its log); the batch of "
+            f"{len(changes)} was undone",
+            self.absent_code,
+        )
+
+    async def _undo(
+        self, before: batch.Table, changes: Sequence[FlowChange], error: DriverError
+    ) -> None:
+        """Put every touched entry back as in ``before``; DriverError when that fails."""
+        keys = batch.touched(changes)
+        try:
+            fix = await self._undo_changes(before, changes)
+            self._log.warning("%s: undoing %d change(s) after: %s", self.name, len(fix), error)
+            for i, change in enumerate(fix):
+                await self._write(self._request(i, change), fix)
+            await self._settle(fix, {k: before.get(k) for k in keys})
+        except DriverError as undo_error:
+            raise DriverError(
+                self.name,
+                f"{error}; undoing the batch failed too ({undo_error}): the controller and "
+                "the switch are in an unknown state, read them back",
+            ) from undo_error
+
+    # ----------------------------------------------------------------------------------
+    # HTTP
+
+    async def _exchange(self, request: Request) -> httpx.Response:
+        """One request and its answer, whatever its status; transport errors translated."""
+        http = self._http
+        if http is None:
+            raise DeviceUnreachable(self.name, "not connected (call open() first)")
+        body = "" if request.body is None else str(request.body)
+        self._wire.debug("> %s %s %s", request.method, request.path, body)
+        try:
+            response = await http.request(request.method, request.path, json=request.body)
+        except httpx.TimeoutException as exc:
+            if isinstance(exc, httpx.ConnectTimeout):
+                raise DeviceUnreachable(self.name, f"cannot connect: {exc!r}") from exc
+            raise DeviceTimeout(
+                self.name, f"no answer to {request.method} {request.path} in {self.timeout:g} s"
+            ) from exc
+        except httpx.RemoteProtocolError as exc:
+            raise ProtocolError(self.name, f"bad HTTP from the controller: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise DeviceUnreachable(self.name, f"{self.base_url}: {exc!r}") from exc
+        self._wire.debug("< %d %s", response.status_code, response.text)
+        return response
