@@ -375,6 +375,53 @@ def test_every_command_is_in_the_wire_log(hp: OvsSite, caplog: pytest.LogCapture
     assert any(m.startswith("< ") and "mod_vlan_vid:10" in m for m in wire)
 
 
+def commands_in(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The tool runs the driver logged (its wire log's ``$`` lines)."""
+    wire = [r.getMessage() for r in caplog.records if r.name == "reroute.wire.hp_dpctl.hp1"]
+    return [m for m in wire if m.startswith("$ ")]
+
+
+@fabric
+def test_verify_after_confirmed_batches_needs_no_tool_run(
+    hp: OvsSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    """VERIFY (``missing``) after batches ovs-ofctl confirmed is answered from the table
+    they left: no dump. The answer is the switch's: what the table lacks is reported, as a
+    read shows."""
+
+    async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], list[FlowRule], list[FlowRule]]:
+        await d.read()  # the plan's read
+        await d.apply(adds([TCP, TRANSIT]))
+        await d.apply(deletes([TRANSIT]))
+        with caplog.at_level(logging.DEBUG, logger="reroute.wire.hp_dpctl.hp1"):
+            gone = await d.missing([TCP, TRANSIT, DROP], TCP.cookie)
+        return gone, await d.read(), await d.missing([TCP], TCP.cookie)
+
+    gone, table, none = with_driver(hp, body)
+    assert commands_in(caplog) == []  # answered without a tool run
+    assert gone == [TRANSIT, DROP] and none == []
+    assert table == [TCP]  # what the switch holds: the answer was right
+
+
+@fabric
+def test_verify_through_dpctl_reads_back(
+    hp: OvsSite, fake_dpctl: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """dpctl sends no barrier: VERIFY reads the table back, and sees a change made beside
+    the driver."""
+
+    async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], list[FlowRule]]:
+        await d.apply(adds([TCP, DROP]))
+        spec = flowtext.flow_spec(flowtext.delete_line(DROP))  # beside the driver:
+        hp.ovs.ofctl("-O", "OpenFlow10", "--strict", "del-flows", hp.ovs.mgmt("brhp"), spec)
+        with caplog.at_level(logging.DEBUG, logger="reroute.wire.hp_dpctl.hp1"):
+            return await d.missing([DROP], DROP.cookie), await d.missing([TCP], TCP.cookie)
+
+    assert with_driver(hp, body, dpctl=fake_dpctl) == ([DROP], [])
+    commands = commands_in(caplog)
+    assert len(commands) == 2 and all(" dump-flows " in c for c in commands), commands
+
+
 @fabric
 def test_an_add_replaces_the_entry_and_a_strict_delete_only_its_own(hp: OvsSite) -> None:
     first = TCP
