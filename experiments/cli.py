@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 # (matplotlib) and rich are imported only when an experiment command runs.
 
 ROOT = Path(__file__).resolve().parents[1]
+# every experiment's --backend values (each says which it runs on; a test keeps this whole)
+BACKENDS = ("ovs", "ryu", "dpctl", "dpctl+10", "dpctl+100", "odl", "p4runtime")
 
 
 class _Bar:
@@ -157,7 +159,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--seed", type=int, default=0, help="seed of the emulators' random draws")
     run.add_argument(
         "--backend",
-        choices=("ovs", "dpctl", "dpctl+10", "dpctl+100", "odl", "p4runtime"),
+        choices=BACKENDS,
         help="default: the experiment's first",
     )
     run.set_defaults(func=_run)

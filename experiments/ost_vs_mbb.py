@@ -5,10 +5,18 @@ mbb-01, bbm-02, ...) so that a drift of the machine's load touches both alike. E
 :func:`experiments.ostbench.measure`: UDP loss, the longest gap (unavailability), the TCP
 dip and retransmissions, the RTT during the switch, request-to-new-path time, the fabric's
 own drops and the emulator's drawn lock time.
+
+``--backend`` picks how the four packet switches are programmed (the testbed is the same):
+``ovs`` OpenFlow 1.3 bundles (ngncs-ost), ``ryu`` through a Ryu ofctl_rest controller as
+seed 003 did (ngncs-ost-ryu), ``dpctl`` OpenFlow 1.0 to each switch, no controller
+(ngncs-ost-dpctl), ``p4runtime`` P4Runtime switches running p4/reroute.p4 (ngncs-ost-p4).
+Runs of several backends may share one ``--out`` (their raw files are named
+``BACKEND-bbm-01``, ovs's plain ``bbm-01``): the report then covers each, side by side.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -20,6 +28,14 @@ from experiments import ostbench, plots
 from experiments.demo_report import SEED_003_GAP_MS, SEED_003_LOSS_PCT
 from experiments.runner import Options, Raw, Rep, Say
 from experiments.stats import percentile
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPOLOGIES = {  # --backend -> the testbed with its packet switches driven that way
+    "ovs": "ngncs-ost.yaml",
+    "ryu": "ngncs-ost-ryu.yaml",
+    "dpctl": "ngncs-ost-dpctl.yaml",
+    "p4runtime": "ngncs-ost-p4.yaml",
+}
 
 FULL_RUNS, QUICK_RUNS = 20, 3
 LOAD = ostbench.Load(tcp_s=7)  # TCP starts first: 7 s covers its recovery after the switch
@@ -69,13 +85,14 @@ METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
 class OstVsMbb:
     name = "ost-vs-mbb"
     title = "break-before-make (plain optical switching) vs make-before-break, seed 003 4.2.4"
-    backends: tuple[str, ...] = ("ovs",)
+    backends: tuple[str, ...] = tuple(TOPOLOGIES)
 
     def plan(self, opts: Options) -> list[Rep]:
         """The repetitions: each strategy, ``runs`` times."""
         n = opts.runs or (QUICK_RUNS if opts.quick else FULL_RUNS)
+        prefix = "" if opts.backend == "ovs" else f"{opts.backend}-"
         return [
-            Rep(key=f"{s}-{i:02d}", params={"strategy": s})
+            Rep(key=f"{prefix}{s}-{i:02d}", params={"strategy": s, "backend": opts.backend})
             for i in range(1, n + 1)
             for s in STRATEGIES
         ]
@@ -83,32 +100,63 @@ class OstVsMbb:
     def session(
         self, opts: Options, say: Say, *, seed: int
     ) -> AbstractContextManager[ostbench.Bench]:
-        """The demo fabric with its traffic, for every repetition."""
-        return ostbench.bench(say, seed=seed)
+        """The testbed of ``opts.backend`` with its traffic, for every repetition."""
+        topology = ROOT / "topologies" / TOPOLOGIES[opts.backend]
+        return ostbench.bench(say, seed=seed, topology=topology)
 
     def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
         """One measured reconfiguration with ``rep``'s strategy."""
         return ostbench.measure(session, str(rep.params["strategy"]), LOAD, say)
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
-        """The report (Markdown, plots under ``out``)."""
-        by = {s: [r for r in raws.values() if r["strategy"] == s] for s in STRATEGIES}
+        """The report (Markdown, plots under ``out``): every backend run into ``out``."""
+        runs = {**_all_raws(out), **raws}
+        backends = by_backend(runs)
         parts = [
             "vm2 -> vm3 on the long path (UDP probe 5000 pkt/s for 4 s, iperf3 TCP capped at"
             " 100 Mbit/s for 7 s, ping every 20 ms); 0.8 s into the probe ost1 is reconfigured"
             " to the short path. After each run the flows go back to the long path by an unmeasured"
             " MBB reroute.\n",
-            metrics_table(by),
-            lock_table(by),
-            md.image(cdf_plot(by, out), "CDF of unavailability, BBM vs MBB"),
-            md.image(series_plot(by, out), "throughput of a typical run of each"),
-            md.image(lock_plot(by, out), "drawn lock times vs seed 003 Table 4.3"),
+        ]
+        for backend, by in backends.items():
+            parts.append(metrics_table(by, backend if len(backends) > 1 else None))
+        if len(backends) > 1:
+            parts.append(backends_table(backends))
+        every = {s: [r for by in backends.values() for r in by[s]] for s in STRATEGIES}
+        first = next(iter(backends.values()), every)
+        parts += [
+            lock_table(every),
+            md.image(cdf_plot(backends, out), "CDF of unavailability, BBM vs MBB"),
+            md.image(series_plot(first, out), "throughput of a typical run of each"),
+            md.image(lock_plot(every, out), "drawn lock times vs seed 003 Table 4.3"),
         ]
         return "\n".join(parts)
 
 
-def metrics_table(by: Mapping[str, Sequence[Raw]]) -> str:
-    """The metrics of each strategy as a Markdown table."""
+def _all_raws(out: Path) -> dict[str, Raw]:
+    """Every repetition in ``out/raw`` (other backends' runs too), by key."""
+    files = sorted((out / "raw").glob("*.json"))
+    return {p.stem: json.loads(p.read_text()) for p in files}
+
+
+def backend_of(raw: Raw) -> str:
+    """The backend a repetition ran on (ovs for runs made before there was a choice)."""
+    return str(raw.get("params", {}).get("backend", "ovs"))
+
+
+def by_backend(runs: Mapping[str, Raw]) -> dict[str, dict[str, list[Raw]]]:
+    """Runs by backend (in ``TOPOLOGIES`` order), then by strategy."""
+    found: dict[str, dict[str, list[Raw]]] = {}
+    for backend in TOPOLOGIES:
+        mine = [r for _, r in sorted(runs.items()) if backend_of(r) == backend]
+        if mine:
+            found[backend] = {s: [r for r in mine if r["strategy"] == s] for s in STRATEGIES}
+    return found
+
+
+def metrics_table(by: Mapping[str, Sequence[Raw]], backend: str | None = None) -> str:
+    """The metrics of each strategy as a Markdown table (headed with ``backend``'s name
+    when the report has several)."""
     header = ["metric"]
     for s in STRATEGIES:
         header += [f"{s.upper()} mean [95 % CI]", f"{s.upper()} median / p95", "std", "n"]
@@ -119,7 +167,49 @@ def metrics_table(by: Mapping[str, Sequence[Raw]]) -> str:
         for s in STRATEGIES:
             row += md.stat_cells(md.values(by[s], get), digits)
         rows.append([*row, *seed])
-    return "## Per run, BBM vs MBB\n\n" + md.table(header, rows)
+    title = "## Per run, BBM vs MBB"
+    if backend is not None:
+        title += f": backend {backend} (`topologies/{TOPOLOGIES[backend]}`)"
+    return f"{title}\n\n" + md.table(header, rows)
+
+
+BACKEND_METRICS: tuple[tuple[str, Get, int], ...] = (
+    ("MBB unavailability (ms)", lambda r: r["udp"]["longest_gap_ms"], 1),
+    ("MBB UDP loss (%)", lambda r: r["udp"]["loss_pct"], 2),
+    ("MBB TCP retransmissions", lambda r: r["tcp"]["retransmits"], 0),
+    ("MBB request -> new path (ms)", _timing("new_path_ms"), 0),
+    ("MBB new path - drawn dark time (ms)", lambda r: _overhead_ms(r), 0),
+)
+
+
+def _overhead_ms(raw: Raw) -> float | None:
+    """Request -> new path beyond the emulator's switching + drawn lock: the engine's and
+    the backend's own time."""
+    t = raw["timing"]
+    return None if t is None else float(t["new_path_ms"]) - float(t["dark_ms"])
+
+
+def backends_table(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
+    """MBB's numbers of each backend in one table (mean [95 % CI], n)."""
+    header = [
+        "backend",
+        "topology",
+        *(label for label, _, _ in BACKEND_METRICS),
+        "BBM unavailability (ms)",
+    ]
+    rows = []
+    for backend, by in backends.items():
+        row = [backend, f"`{TOPOLOGIES[backend]}`"]
+        for _, get, digits in BACKEND_METRICS:
+            row.append(_mean_ci(md.values(by["mbb"], get), digits))
+        bbm = md.values(by["bbm"], lambda r: r["udp"]["longest_gap_ms"])
+        rows.append([*row, _mean_ci(bbm, 1)])
+    return "## Backends side by side (MBB; BBM for reference)\n\n" + md.table(header, rows)
+
+
+def _mean_ci(values: Sequence[float], digits: int) -> str:
+    cells = md.stat_cells(values, digits)
+    return f"{cells[0]} (n = {cells[3]})" if values else md.NONE
 
 
 def lock_table(by: Mapping[str, Sequence[Raw]]) -> str:
@@ -142,14 +232,19 @@ def lock_table(by: Mapping[str, Sequence[Raw]]) -> str:
     )
 
 
-def cdf_plot(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
-    """Plot the CDF of the probes' gaps per strategy; the Markdown image line."""
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def cdf_plot(backends: Mapping[str, Mapping[str, Sequence[Raw]]], out: Path) -> str:
+    """Plot the CDF of the probes' gaps per strategy (and backend); the Markdown image line."""
     fig = plots.figure()
     (ax,) = plots.axes(fig)
-    for s in STRATEGIES:
-        gaps = md.values(by[s], lambda r: r["udp"]["longest_gap_ms"])
-        if gaps:
-            plots.cdf(ax, gaps, label=s.upper(), color=plots.COLORS[s])
+    for style, (backend, by) in zip(LINESTYLES, backends.items(), strict=False):
+        for s in STRATEGIES:
+            gaps = md.values(by[s], lambda r: r["udp"]["longest_gap_ms"])
+            label = s.upper() if len(backends) == 1 else f"{s.upper()} {backend}"
+            if gaps:
+                plots.cdf(ax, gaps, label=label, color=plots.COLORS[s], ls=style)
     for s, gap in zip(STRATEGIES, SEED_003_GAP_MS, strict=True):
         ax.axvline(gap, ls=":", color=plots.COLORS[s], label=f"seed 003 {s.upper()} mean")
     ax.set_xscale("symlog", linthresh=10)

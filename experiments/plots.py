@@ -31,12 +31,14 @@ def axes(fig: Figure) -> list[Axes]:
     return list(fig.axes)
 
 
-def cdf(ax: Axes, values: Sequence[float], *, label: str, color: str | None = None) -> None:
+def cdf(
+    ax: Axes, values: Sequence[float], *, label: str, color: str | None = None, ls: str = "-"
+) -> None:
     """The empirical CDF of ``values`` as a step line."""
     ordered = sorted(values)
     n = len(ordered)
     ys = [(i + 1) / n for i in range(n)]
-    ax.step(ordered, ys, where="post", label=f"{label} (n={n})", color=color)
+    ax.step(ordered, ys, where="post", label=f"{label} (n={n})", color=color, ls=ls)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("fraction of runs")
     ax.grid(True, alpha=0.3)

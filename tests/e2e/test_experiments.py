@@ -18,6 +18,7 @@ from experiments import impulse_analysis as ia
 from experiments.bandwidth_steering import rate_around
 from experiments.mptcp import mptcp_missing, phase_mbps, stalled_ms
 from tests.e2e.conftest import ROOT, leftovers, reroute
+from tests.unit.experiments.test_reports import raw as made_up
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
 
@@ -76,6 +77,34 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     assert "| unavailability = longest gap (ms) |" in report and "| 3 | 598 | 121 |" in report
     for png in ("unavailability_cdf.png", "throughput_typical.png", "lock_times.png"):
         assert (out / png).stat().st_size > 10_000
+
+
+@pytest.mark.fabric
+@pytest.mark.timeout(300)
+def test_ost_vs_mbb_through_dpctl_switches_beside_the_ovs_runs(tmp_path: Path) -> None:
+    """``--backend dpctl`` (the testbed's packet switches driven OpenFlow 1.0, no
+    controller) into an ``--out`` that holds an ovs run: its own raw files, the same
+    verdict (MBB's gap below BBM's, MBB loses no more than the fabric dropped), and one
+    report with both backends side by side."""
+    out = tmp_path / "ost"
+    (out / "raw").mkdir(parents=True)
+    ovs = made_up("mbb", "mbb-01", gap=3.0, params={"strategy": "mbb", "backend": "ovs"})
+    (out / "raw" / "mbb-01.json").write_text(json.dumps(ovs))  # as an earlier ovs run left
+    done = reroute(
+        "experiment", "run", "ost-vs-mbb", "--runs", "1", "--backend", "dpctl", "--out",
+        str(out), timeout=240,
+    )  # fmt: skip
+    assert leftovers("ngncs-ost-dpctl") == []
+    assert "2/2 repetitions (2 run now)" in done.stdout, done.stdout
+    raws = _raws(out)
+    assert sorted(raws) == ["dpctl-bbm-01", "dpctl-mbb-01", "mbb-01"]
+    bbm, mbb = raws["dpctl-bbm-01"], raws["dpctl-mbb-01"]
+    assert bbm["params"]["backend"] == mbb["params"]["backend"] == "dpctl"
+    assert mbb["udp"]["lost"] <= mbb["fabric_drops"], mbb["udp"]
+    assert mbb["udp"]["longest_gap_ms"] < bbm["udp"]["longest_gap_ms"], (mbb["udp"], bbm["udp"])
+    report = (out / "report.md").read_text()
+    assert "## Per run, BBM vs MBB: backend dpctl" in report
+    assert "| dpctl | `ngncs-ost-dpctl.yaml` |" in report and "| ovs | `ngncs-ost.yaml` |" in report
 
 
 @pytest.mark.fabric

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,28 @@ def test_ost_vs_mbb_interleaves_its_strategies() -> None:
     assert keys == ["bbm-01", "mbb-01", "bbm-02", "mbb-02", "bbm-03", "mbb-03"]
     assert len(OstVsMbb().plan(Options())) == 40
     assert len(OstVsMbb().plan(Options(runs=5, quick=True))) == 10
+
+
+def test_ost_vs_mbb_backends_share_one_out_and_one_report(tmp_path: Path) -> None:
+    """Each backend's runs keep their own keys in one ``--out``; the report reads them all
+    from ``raw/`` and puts each backend's table and a side-by-side one in."""
+    keys = [r.key for r in OstVsMbb().plan(Options(quick=True, backend="dpctl"))]
+    assert keys[:2] == ["dpctl-bbm-01", "dpctl-mbb-01"]
+    assert OstVsMbb().backends[0] == "ovs" and "p4runtime" in OstVsMbb().backends
+    (tmp_path / "raw").mkdir()
+    for backend, prefix, gap in (("ovs", "", 2.0), ("dpctl", "dpctl-", 9.0)):
+        for i in (1, 2):
+            for strategy, g in (("bbm", 700.0), ("mbb", gap)):
+                key = f"{prefix}{strategy}-0{i}"
+                doc = raw(strategy, key, gap=g + i, params={"backend": backend})
+                (tmp_path / "raw" / f"{key}.json").write_text(json.dumps(doc))
+    text = OstVsMbb().report(Options(quick=True, backend="dpctl"), {}, tmp_path)
+    assert "## Per run, BBM vs MBB: backend ovs (`topologies/ngncs-ost.yaml`)" in text
+    assert "## Per run, BBM vs MBB: backend dpctl (`topologies/ngncs-ost-dpctl.yaml`)" in text
+    side = text.split("## Backends side by side")[1]
+    assert "| ovs | `ngncs-ost.yaml` | 3.5 [3.0, 4.0] (n = 2) |" in side
+    assert "| dpctl | `ngncs-ost-dpctl.yaml` | 10.5 [10.0, 11.0] (n = 2) |" in side
+    assert (tmp_path / "unavailability_cdf.png").stat().st_size > 10_000
 
 
 def test_tcp_backoff_model() -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from experiments.catalog import EXPERIMENTS
+from experiments.cli import BACKENDS
 from experiments.runner import Options, Raw, Rep, Say, run
 
 
@@ -117,3 +119,11 @@ def test_a_half_written_raw_file_is_never_left(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "raw").iterdir() if p.suffix == ".json") == [
         "a-01.json"
     ]
+
+
+def test_the_command_line_offers_every_experiments_backends_and_no_other() -> None:
+    """``--backend``'s choices are listed in experiments/cli.py (it must not import the
+    experiments to start); they are exactly the union of what the experiments run on."""
+    offered = set(BACKENDS)
+    run_on = {b for exp in EXPERIMENTS.values() for b in exp.backends}
+    assert offered == run_on, (offered - run_on, run_on - offered)
