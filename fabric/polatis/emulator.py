@@ -2,9 +2,10 @@
 
 ``SwitchState`` is the state machine: one SCPI command in, replies and Layer-1 effects out
 (no I/O, no clock: a lock timer is an effect, ``ArmLock``, and its expiry an input,
-``lock_done``). ``fabric.polatis.server`` runs it: ``PolatisEmulator`` applies the effects
-to a ``Layer1`` in order and arms the timers with an injected scheduler; ``EmulatorServer``
-puts it on a TCP port.
+``lock_done``). ``fabric.polatis.server`` runs it: ``PolatisEmulator`` arms the timers
+with an injected scheduler and applies the effects to a ``Layer1`` in order, overlapped
+with the following commands (``*OPC?`` waits for them); ``EmulatorServer`` puts it on a
+TCP port.
 
 Commands (headers case-insensitive, short or long forms, leading colon optional; ``;``
 joins commands, each taken as a full path, where real SCPI would resolve one without a
@@ -33,7 +34,8 @@ Error codes (SCPI-99; a failing command changes nothing, a failing query sends n
                                   1..N+M (any); a negative lock time
     -223 Too much data            more than 256 ports in one :PMON:POWer?
     -224 Illegal parameter value  a port given twice in one command
-    -300 Device-specific error    the Layer-1 hook failed (logged; the table did change)
+    -300 Device-specific error    the Layer-1 hook failed (logged; the table did change;
+                                  queued once the overlapped work ran: after ``*OPC?``)
     -350 Queue overflow           replaces the newest entry when 32 are queued
     1001 Ingress already connected   (device-specific; the real unit's answer is unverified)
     1002 Egress already in use       (device-specific; unverified)

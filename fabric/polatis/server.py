@@ -1,10 +1,15 @@
 """The Polatis EMULATOR running: lock timers, the Layer-1 hook, and a TCP front.
 
-``PolatisEmulator`` runs a ``SwitchState`` (see ``fabric.polatis.emulator``): it applies
-each command's effects to a ``Layer1`` in order, one command at a time, and arms each lock
-timer when the command arrives, before the Layer-1 work, with an injected scheduler
-(``loop.call_later`` unless a test passes its own). A Layer-1 failure is logged and queued
-as ``-300`` (the server keeps going).
+``PolatisEmulator`` runs a ``SwitchState`` (see ``fabric.polatis.emulator``), one command
+at a time: the command changes the state at once (a query right after it sees the new
+connections) and arms each lock timer when it arrives, with an injected scheduler
+(``loop.call_later`` unless a test passes its own); its Layer-1 effects (the fabric's
+patches, the light) are queued and applied in order by a worker, as overlapped commands:
+the next command is not held up by the emulator's own Layer-1 work, which is no part of
+a real unit's timing (its switching and lock times are modelled by the timers). ``*OPC?``
+answers once the queued work is done, as SCPI's operation-complete query does for
+overlapped commands. A Layer-1 failure is logged and queued as ``-300`` (the server keeps
+going).
 
 ``EmulatorServer`` serves one emulator to every client over TCP, as a real unit serves
 SCPI on port 5025: lines end in ``\\n`` or ``\\r\\n``; each query's reply is one line ending
@@ -66,36 +71,48 @@ class PolatisEmulator:
         self._timers: dict[int, Timer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
+        self._queue: asyncio.Queue[Effect] = asyncio.Queue()  # Layer-1 work, in order
+        self._worker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Patch and light the initial connections."""
+        """Patch and light the initial connections (done before it returns)."""
         async with self._lock:
-            await self._apply(self.state.initial_effects())
+            self._apply(self.state.initial_effects())
+        await self._queue.join()
 
     async def execute(self, line: str) -> list[str]:
         """A line of ``;``-joined commands; the replies of its queries, in order.
         ``HungUp`` when ``:EMULator:DROP`` fired on one of them (the rest are not run)."""
         replies: list[str] = []
         for command in split_commands(line):
+            if _is_opc_query(command):
+                await self._queue.join()  # every operation queued before it is complete
             async with self._lock:
                 result = self.state.execute(command)
-                await self._apply(result.effects)
+                self._apply(result.effects)
             if result.hangup:
                 raise HungUp(f"emulated connection drop at {command!r}")
             replies += result.replies
         return replies
 
     async def settle(self) -> None:
-        """Wait until the lock timers that already fired have been applied."""
-        while self._tasks:
+        """Wait until the queued Layer-1 work, and the lock timers that already fired, are
+        applied."""
+        while True:
+            await self._queue.join()
+            if not self._tasks:
+                return
             await asyncio.gather(*self._tasks)
 
     async def close(self) -> None:
-        """Cancel pending lock timers and unfinished timer work."""
+        """Cancel pending lock timers, unfinished timer work and the Layer-1 worker."""
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
         tasks, self._tasks = list(self._tasks), set()
+        if self._worker is not None:
+            tasks.append(self._worker)
+            self._worker = None
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -105,23 +122,37 @@ class PolatisEmulator:
         """Egress ports whose lock timer is armed."""
         return sorted(self._timers)
 
-    async def _apply(self, effects: Sequence[Effect]) -> None:
-        """The timers first (a connection's switching time runs from the command, not from
-        the end of the emulator's own Layer-1 work for it), then the Layer-1 calls in order."""
+    def _apply(self, effects: Sequence[Effect]) -> None:
+        """The timers now (a connection's switching time runs from the command, not from
+        the end of the emulator's own Layer-1 work for it), the Layer-1 calls queued."""
         for effect in effects:
             match effect:
                 case Unpatch(egress=e):
                     self._disarm(e)
                 case ArmLock():
                     self._arm(effect)
-        for effect in effects:
-            match effect:
-                case Patch(ingress=i, egress=e):
-                    await self._layer1(self.layer1.patch(i, e), effect)
-                case Unpatch(ingress=i, egress=e):
-                    await self._layer1(self.layer1.unpatch(i, e), effect)
-                case Signal(egress=e, lit=lit):
-                    await self._layer1(self.layer1.signal(e, lit), effect)
+                case Patch() | Signal():
+                    pass
+        queued = [e for e in effects if isinstance(e, Patch | Unpatch | Signal)]
+        for effect in queued:
+            self._queue.put_nowait(effect)
+        if queued and self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._layer1_worker())
+
+    async def _layer1_worker(self) -> None:
+        """Apply the queued Layer-1 effects, one at a time, in order."""
+        while True:
+            effect = await self._queue.get()
+            try:
+                match effect:
+                    case Patch(ingress=i, egress=e):
+                        await self._layer1(self.layer1.patch(i, e), effect)
+                    case Unpatch(ingress=i, egress=e):
+                        await self._layer1(self.layer1.unpatch(i, e), effect)
+                    case Signal(egress=e, lit=lit):
+                        await self._layer1(self.layer1.signal(e, lit), effect)
+            finally:
+                self._queue.task_done()
 
     async def _layer1(self, call: Awaitable[None], effect: Effect) -> None:
         try:
@@ -149,7 +180,11 @@ class PolatisEmulator:
 
     async def _locked(self, egress: int, token: int) -> None:
         async with self._lock:
-            await self._apply(self.state.lock_done(egress, token))
+            self._apply(self.state.lock_done(egress, token))
+
+
+def _is_opc_query(command: str) -> bool:
+    return command.strip().upper() == "*OPC?"
 
 
 class EmulatorServer:

@@ -395,6 +395,7 @@ def test_add_is_dark_then_lit_after_switch_and_lock() -> None:
     async def main() -> tuple[list[tuple[object, ...]], list[float], list[tuple[object, ...]]]:
         emu, layer1, schedule = emulated()
         await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18)")
+        await emu.settle()
         before = list(layer1.calls)
         delays = [t.delay for t in schedule.timers]
         assert emu.pending_locks == [18]
@@ -444,6 +445,7 @@ def test_the_lock_timer_runs_from_the_command_not_from_the_end_of_layer1_work() 
         armed = [t.delay for t in schedule.timers]  # the first patch still under way
         layer1.go.set()
         await add
+        await emu.settle()
         return armed, layer1.calls
 
     armed, calls = asyncio.run(main())
@@ -487,16 +489,46 @@ def test_removal_unpatches_darkens_and_cancels_the_lock_timer() -> None:
 
 
 def test_a_layer1_failure_is_queued_not_fatal() -> None:
+    """Layer-1 work is overlapped: the error is in the queue once ``*OPC?`` says the
+    operation is complete."""
+
     async def main() -> list[str]:
         emu, _, _ = emulated(fail_on="patch")
-        replies = await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18);SYST:ERR?;*OPC?")
+        replies = await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18);*OPC?;SYST:ERR?")
         return replies + await emu.execute(":OXC:SWIT:CONN:STAT?")
 
     assert asyncio.run(main()) == [
-        '-300,"Device-specific error;layer 1: patch failed"',
         "1",
+        '-300,"Device-specific error;layer 1: patch failed"',
         "(@2),(@18)",
     ]
+
+
+def test_commands_do_not_wait_for_layer1_work_but_opc_does() -> None:
+    """The next command (a query of the new state, an error query) is answered while the
+    emulator's own Layer-1 work for the last one is under way; ``*OPC?`` waits for it."""
+
+    async def main() -> tuple[list[str], int, list[tuple[object, ...]], bool]:
+        layer1 = SlowLayer1()
+        emu = PolatisEmulator(EmulatorConfig(lock=FixedLock(ms=LOCK_MS)), layer1)
+        replies = await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18);:OXC:SWIT:CONN:STAT?;SYST:ERR?")
+        for _ in range(100):
+            if layer1.busy:
+                break
+            await asyncio.sleep(0)
+        busy = layer1.busy
+        opc = asyncio.create_task(emu.execute("*OPC?"))
+        await asyncio.sleep(0.01)
+        waiting = not opc.done()
+        layer1.go.set()
+        replies += await opc
+        await emu.close()
+        return replies, busy, layer1.calls, waiting
+
+    replies, busy, calls, waiting = asyncio.run(main())
+    assert replies == ["(@2),(@18)", '0,"No error"', "1"]
+    assert busy == 1 and waiting  # the patch was still under way; *OPC? waited for it
+    assert calls == [("signal", 18, False), ("patch", 2, 18)]
 
 
 def test_a_real_timer_lights_after_switch_plus_lock() -> None:
