@@ -8,7 +8,10 @@ cookie) and requires every expected rule; DRAIN/WAIT sleep. Steps of a concurren
 run at once. Before a step touches a device its start is committed to the journal. On any
 failure the executor waits for the steps in flight, then undoes every started step, newest
 first (each step carries its inverse, computed by the planner), which returns every flow to
-the path it had before. Recovery after a crash is the engine's (``engine.recover``).
+the path it had before. A journal that can no longer be written (its disk filled up) is
+such a failure: the step whose start it cannot record is not run, and the undo is
+journaled as far as it can be (the record stays ``running``, so recovery after a restart
+restores the same origins). Recovery after a crash is the engine's (``engine.recover``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
-from services.reroute.journal import Journal, RerouteState, StepState
+from services.reroute.journal import Journal, JournalError, RerouteState, StepState
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.topology import Circuit
@@ -117,6 +120,7 @@ class Executor:
         self.clock = clock
         self.on_event = on_event
         self._total = 0
+        self._ran = False  # the last batch ran (its start was journaled)
 
     async def run(self, reroute_id: str, plan: Plan) -> Outcome:
         """Execute ``plan`` step by step (garbage collection paused); roll back on failure."""
@@ -133,58 +137,84 @@ class Executor:
         first = 0
         checkpoint = 0  # steps before this index are never undone (a checkpoint passed)
         rest = ""
+        error: RerouteError | None = None
         for phase in plan.phases:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
                 index = range(first, first + len(batch))
-                first += len(batch)
                 error = await self._run_batch(reroute_id, batch, index, timings)
+                if error is not None and not self._ran:
+                    break  # its start could not be journaled: not run, nothing to undo
+                first += len(batch)
                 if error is not None:
-                    undo = list(range(checkpoint, first))
-                    state, story = await self.rollback(reroute_id, steps, undo, error, rest)
-                    return Outcome(
-                        reroute_id=reroute_id,
-                        state=state,
-                        timings=tuple(timings),
-                        total_ms=(self.clock() - started) * 1000,
-                        error=story,
-                    )
+                    break
                 if any(s.kind is StepKind.SHIFT for s in batch):
                     shifted = (self.clock() - started) * 1000
-            if phase.rest:
-                checkpoint = first
-                rest = ", ".join(f"{len(f)} flow(s) on {p}" for p, f in phase.rest)
-                self.journal.checkpoint(reroute_id, phase.rest)
-        self.journal.finish(reroute_id, RerouteState.DONE)
+            if error is None and phase.rest:
+                error = self._write(self.journal.checkpoint, reroute_id, phase.rest)
+                if error is None:
+                    checkpoint = first
+                    rest = ", ".join(f"{len(f)} flow(s) on {p}" for p, f in phase.rest)
+            if error is not None:
+                break
+        else:
+            error = self._write(self.journal.finish, reroute_id, RerouteState.DONE)
+            if error is None:
+                return Outcome(
+                    reroute_id=reroute_id,
+                    state=RerouteState.DONE,
+                    timings=tuple(timings),
+                    total_ms=(self.clock() - started) * 1000,
+                    shifted_ms=shifted,
+                )
+        undo = list(range(checkpoint, first))
+        state, story = await self.rollback(reroute_id, steps, undo, error, rest)
         return Outcome(
             reroute_id=reroute_id,
-            state=RerouteState.DONE,
+            state=state,
             timings=tuple(timings),
             total_ms=(self.clock() - started) * 1000,
-            shifted_ms=shifted,
+            error=story,
         )
+
+    @staticmethod
+    def _write(record: Callable[..., None], *args: object) -> JournalError | None:
+        """A journal write during the run; its JournalError (the file cannot be written any
+        more, e.g. its disk filled up) is returned: the reroute stops and rolls back."""
+        try:
+            record(*args)
+        except JournalError as exc:
+            log.error("%s", exc)
+            return exc
+        return None
 
     async def _run_batch(
         self, reroute_id: str, batch: tuple[Step, ...], index: range, timings: list[StepTiming]
     ) -> RerouteError | None:
-        """Run steps at once (journaled first); the first error, after all have finished."""
+        """Run steps at once (journaled first); the first error, after all have finished.
+        A step whose start cannot be journaled is not run (nor are the others of its batch:
+        ``_ran`` says whether they ran)."""
+        self._ran = False
+        for i in index:
+            if unwritable := self._write(self.journal.step, reroute_id, i, StepState.STARTED):
+                return unwritable
         for i, step in zip(index, batch, strict=True):
-            self.journal.step(reroute_id, i, StepState.STARTED)
             self._emit(reroute_id, i, step, StepState.STARTED)
+        self._ran = True
         results = await asyncio.gather(
             *(self._timed(step) for step in batch), return_exceptions=True
         )
         error: RerouteError | None = None
         for i, step, result in zip(index, batch, results, strict=True):
             if isinstance(result, RerouteError):
-                self.journal.step(reroute_id, i, StepState.FAILED, str(result))
+                self._write(self.journal.step, reroute_id, i, StepState.FAILED, str(result))
                 self._emit(reroute_id, i, step, StepState.FAILED, error=str(result))
                 log.warning("step %d (%s) failed: %s", i + 1, step.describe(), result)
                 error = error or result
             elif isinstance(result, BaseException):
                 raise result
             else:
-                self.journal.step(reroute_id, i, StepState.DONE)
+                error = error or self._write(self.journal.step, reroute_id, i, StepState.DONE)
                 self._emit(reroute_id, i, step, StepState.DONE, ms=result)
                 timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
         return error
@@ -348,7 +378,9 @@ class Executor:
         cause: Exception,
         rest: str = "",
     ) -> tuple[RerouteState, str]:
-        """Undo the started steps, newest first. Returns the final state and the story."""
+        """Undo the started steps, newest first. Returns the final state and the story.
+        Journaling the undo is best effort: a journal that cannot be written (the cause,
+        perhaps) does not stop it; recovery restores the same origins."""
         for i in reversed(started):
             step = steps[i]
             try:
@@ -356,13 +388,13 @@ class Executor:
                     await self._undo(step)
             except (RerouteError, TimeoutError) as exc:
                 error = f"{cause}; rollback of step {i + 1} failed too: {exc}"
-                self.journal.finish(reroute_id, RerouteState.FAILED, error)
+                self._write(self.journal.finish, reroute_id, RerouteState.FAILED, error)
                 return RerouteState.FAILED, error
-            self.journal.step(reroute_id, i, StepState.UNDONE)
+            self._write(self.journal.step, reroute_id, i, StepState.UNDONE)
             self._emit(reroute_id, i, step, StepState.UNDONE)
         where = f"to the checkpoint ({rest})" if rest else "every flow is on its previous path"
         error = f"{cause} (rolled back: {where})"
-        self.journal.finish(reroute_id, RerouteState.ROLLED_BACK, error)
+        self._write(self.journal.finish, reroute_id, RerouteState.ROLLED_BACK, error)
         return RerouteState.ROLLED_BACK, error
 
     async def _undo(self, step: Step) -> None:

@@ -302,14 +302,15 @@ class Journal:
         return cur.rowcount == 1
 
     def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
-        """Record that step ``index`` of a reroute started, finished or failed."""
+        """Record that step ``index`` of a reroute started, finished or failed
+        (``JournalError`` when the file cannot be written, e.g. its disk is full)."""
         if state is StepState.STARTED:
-            self.db.execute(
+            self._write(
                 "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)",
                 (reroute_id, idx, state, time.time()),
             )
         else:
-            self.db.execute(
+            self._write(
                 "UPDATE steps SET state = ?, finished = ?, error = ? "
                 "WHERE reroute_id = ? AND idx = ?",
                 (state, time.time(), error, reroute_id, idx),
@@ -319,17 +320,25 @@ class Journal:
         self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
     ) -> None:
         """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
-        self.db.execute(
+        self._write(
             "UPDATE reroutes SET origins = ? WHERE id = ?",
             (json.dumps({p: _encode_flows(f) for p, f in rest}), reroute_id),
         )
 
     def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
         """Record a reroute's final state and error."""
-        self.db.execute(
+        self._write(
             "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?",
             (state, error, time.time(), reroute_id),
         )
+
+    def _write(self, sql: str, params: tuple[object, ...]) -> None:
+        try:
+            self.db.execute(sql, params)
+        except sqlite3.OperationalError as exc:  # its disk filled up meanwhile
+            raise JournalError(
+                f"journal {self.path or ':memory:'} cannot be written ({exc})"
+            ) from exc
 
     def get(self, reroute_id: str) -> Record | None:
         """The record of ``reroute_id``, or None."""

@@ -103,6 +103,49 @@ def test_full_journal_disk_refuses_before_anything_changes(
         Journal(full_disk / "other.db")
 
 
+def test_journal_disk_filling_mid_reroute_rolls_it_back(
+    ngncs: Fabric, topo_ngncs: Topology, full_disk: Path
+) -> None:
+    """The disk fills up as the MBB's shift starts (its start was journaled, the next
+    write is not): the shift runs, the reroute stops there and rolls back; the flows are
+    on their path as before (read back), the probe lost no more than the fabric dropped,
+    and the outcome says the journal could not be written."""
+    journal = Journal(full_disk / "journal.db")
+    before = asyncio.run(path_tags(topo_ngncs, ngncs))
+    filled: list[str] = []
+
+    def fill_at_shift(event: StepEvent) -> None:
+        shift = event.state is StepState.STARTED and event.description.startswith("shift")
+        if shift and not filled:
+            _fill(full_disk)
+            filled.append(event.description)
+
+    async def move() -> Outcome:
+        async with fabric_drivers(topo_ngncs, ngncs.state) as drivers:
+            _, outcome = await reroute(
+                topo_ngncs, drivers, journal, Intent(flows=(FLOW,), to_path="temporary"),
+                on_event=fill_at_shift,
+            )  # fmt: skip
+        return outcome
+
+    drops = fabric_drops(ngncs)
+    outcomes: list[Outcome] = []
+
+    async def moved() -> None:
+        outcomes.append(await move())
+
+    try:
+        report = during(ngncs, 2.0, moved)
+    finally:
+        journal.close()
+    (outcome,) = outcomes
+    assert filled and outcome.state is RerouteState.ROLLED_BACK, outcome.describe()
+    assert "cannot be written" in (outcome.error or "") and "rolled back" in (outcome.error or "")
+    assert asyncio.run(path_tags(topo_ngncs, ngncs)) == before  # as before, read back
+    assert report["received"] > 0, report
+    assert report["lost"] <= fabric_drops(ngncs) - drops, report
+
+
 TOKEN = "faults-test-operator-token"
 
 
