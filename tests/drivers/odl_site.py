@@ -1,116 +1,65 @@
 """The ODL northbound EMULATOR (``python -m fabric.odl``) as a test peer, and a private OVS
-whose bridge it controls.
-
-- ``Emulator``: the emulator in a subprocess (os-ken keeps global state: one per process),
-  stopped with SIGTERM; its log is a file the tests can read.
-- ``OdlSite``: one private OVS in network namespace ``NS`` with bridge ``brodl`` (datapath
-  id 1, node ``openflow:1``, veth ports 1 and 2 whose far ends the tests take up and
-  down), connected to an emulator. The emulator's OpenFlow listener binds the root end of
-  a management veth (as in conftest.py: OVS in a namespace cannot reach the tests'
-  127.0.0.1), and its northbound binds 127.0.0.1.
-"""
+whose bridge it controls (``controller_site``): network namespace ``NS``, bridge ``brodl``,
+node ``openflow:1``; its statistics poll every ``STATS_INTERVAL_S``."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 
 import httpx
 
-from fabric import daemons, mgmt, netns
-from fabric.run import run
-from fabric.vswitch import OvsInstance
+from tests.drivers.controller_site import (
+    ControllerSite,
+    Emulator,
+    Layout,
+    build,
+    tear_down,
+    wait_for,
+)
 
-NS = "rr-test-odl"
-MGMT_HOST, MGMT_SWITCH = "rrodl-host", "rrodl-sw"
-HOST_IP, SWITCH_IP = "169.254.214.1", "169.254.214.2"
-BRIDGE, NODE = "brodl", "openflow:1"
-STATS_INTERVAL_S = 0.2
 AUTH = ("admin", "admin")
-WAIT_S = 15.0
+LAYOUT = Layout(
+    kind="odl", ns="rr-test-odl", bridge="brodl", mgmt_host="rrodl-host",
+    mgmt_switch="rrodl-sw", host_ip="169.254.214.1", switch_ip="169.254.214.2",
+    rest="northbound", auth=AUTH,
+)  # fmt: skip
+NS, BRIDGE, HOST_IP = LAYOUT.ns, LAYOUT.bridge, LAYOUT.host_ip
+NODE = "openflow:1"
+STATS_INTERVAL_S = 0.2
 NODES = "/rests/data/opendaylight-inventory:nodes"
 CONFIG_NODE = f"{NODES}/node=openflow%3A1"
+__all__ = [
+    "AUTH", "CONFIG_NODE", "HOST_IP", "NS", "Emulator", "OdlSite", "start_emulator",
+    "start_site", "stop_site", "wait_for",
+]  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Emulator:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    openflow_port: int
-    log: Path
-
-    @classmethod
-    def start(cls, workdir: Path, *, openflow_host: str, stats_interval_s: float) -> Emulator:
-        args = ["--listen", "127.0.0.1:0", "--openflow", f"{openflow_host}:0"]
-        args += ["--stats-interval-s", str(stats_interval_s)]
-        spawned = daemons.spawn(workdir, "odl", "fabric.odl", args, timeout=WAIT_S)
-        ports = json.loads(spawned.ready)
-        return cls(
-            process=spawned.process,
-            base_url=f"http://127.0.0.1:{ports['northbound']}",
-            openflow_port=ports["openflow"],
-            log=spawned.log,
-        )
-
-    def http(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, auth=AUTH, timeout=5.0)
-
-    def stop(self) -> int:
-        """SIGTERM; the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(10)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OdlSite:
-    ovs: OvsInstance
-    emulator: Emulator
-
-    def ofctl(self, *args: str) -> str:
-        return self.ovs.ofctl("-O", "OpenFlow13", *args, self.ovs.mgmt(BRIDGE))
-
-    def connect(self, emulator: Emulator) -> None:
-        """Make ``emulator`` the bridge's controller; returns once it has the node."""
-        target = f"tcp:{HOST_IP}:{emulator.openflow_port}"
-        self.ovs.vsctl("set-controller", BRIDGE, target)
-        self.ovs.vsctl("set", "controller", BRIDGE, "connection-mode=out-of-band")
-        wait_for(lambda: _has_node(emulator), f"{NODE} connected to {emulator.base_url}")
+class OdlSite(ControllerSite):
+    """The site's OVS and the emulator controlling its bridge."""
 
     def reset(self) -> None:
         """No config flows, an empty table, no table limit, every port's link up."""
-        self.cap_table(None)
         with self.emulator.http() as http:
             for table in _config_tables(http):
                 http.delete(f"{CONFIG_NODE}/flow-node-inventory:table={table}")
-        self.ofctl("del-flows")
-        for port in (1, 2):
-            self.set_link(port, up=True)
+        self.reset_bridge()
         wait_for(lambda: not _operational_flows(self.emulator), "an empty operational table")
 
-    def cap_table(self, limit: int | None) -> None:
-        """Refuse adds to table 0 beyond ``limit`` entries (None: no limit)."""
-        self.ovs.cap_table(BRIDGE, limit)
-
-    def set_link(self, port: int, *, up: bool) -> None:
-        run(["ip", "link", "set", f"odl-{port}p", "up" if up else "down"], ns=NS)
+    def control(self, emulator: Emulator) -> None:
+        """Make ``emulator`` the bridge's controller; returns once it has the node."""
+        self.connect(emulator, has_node)
 
 
-def wait_for(check: object, what: str, timeout: float = WAIT_S) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {what} after {timeout:g} s")
-        time.sleep(0.02)
+def start_emulator(workdir: Path, *, openflow_host: str, stats_interval_s: float) -> Emulator:
+    """An ODL emulator whose OpenFlow side listens on ``openflow_host``."""
+    args = ["--stats-interval-s", str(stats_interval_s)]
+    return Emulator.spawn(LAYOUT, workdir, openflow_host=openflow_host, args=args)
 
 
-def _has_node(emulator: Emulator) -> bool:
+def has_node(emulator: Emulator) -> bool:
+    """The emulator's operational datastore has the site's node."""
     with emulator.http() as http:
         return http.get(f"{CONFIG_NODE}?content=nonconfig").status_code == 200
 
@@ -129,57 +78,22 @@ def _operational_flows(emulator: Emulator) -> list[object]:
     return [f for t in node.get("flow-node-inventory:table", []) for f in t.get("flow", [])]
 
 
-# --------------------------------------------------------------------------------------
-# building it
-
-
 def start_site(workdir: Path) -> OdlSite:
     """OVS in ``NS`` with ``brodl``, and an emulator controlling it (stop with stop_site)."""
-    netns.delete(NS)  # a leftover of a crashed run (its veths go with it)
-    ovs = OvsInstance(rundir=workdir / "ovs", netns=NS)
-    netns.add(NS)
-    _management_link()
-    ovs.start()
-    _bridge(ovs)
-    emulator = Emulator.start(
+    ovs = build(LAYOUT, workdir)
+    emulator = start_emulator(
         workdir / "emulator", openflow_host=HOST_IP, stats_interval_s=STATS_INTERVAL_S
     )
-    site = OdlSite(ovs=ovs, emulator=emulator)
-    site.connect(emulator)
+    site = OdlSite(layout=LAYOUT, ovs=ovs, emulator=emulator)
+    site.control(emulator)
     return site
 
 
 def stop_site(workdir: Path, site: OdlSite | None) -> None:
-    if site is not None:
-        site.emulator.stop()
-    OvsInstance(rundir=workdir / "ovs", netns=NS).stop()
-    netns.delete(NS)
-    run(["ip", "link", "del", MGMT_HOST], check=False)
-
-
-def _management_link() -> None:
-    run(["ip", "link", "del", MGMT_HOST], check=False)
-    mgmt.link(NS, (MGMT_HOST, HOST_IP), (MGMT_SWITCH, SWITCH_IP))
-
-
-def _bridge(ovs: OvsInstance) -> None:
-    veths = [f"odl-{port}" for port in (1, 2)]
-    batch = [f"link add {v} type veth peer name {v}p" for v in veths]
-    batch += [f"link set {v}{end} up" for v in veths for end in ("", "p")]
-    run(["ip", "-batch", "-"], ns=NS, stdin="\n".join(batch) + "\n")
-    args = ["--", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev"]
-    args += [
-        "fail_mode=secure",
-        "protocols=OpenFlow13",
-        "other-config:datapath-id=0000000000000001",
-    ]
-    for number, veth in enumerate(veths, start=1):
-        args += ["--", "add-port", BRIDGE, veth]
-        args += ["--", "set", "interface", veth, f"ofport_request={number}"]
-    ovs.vsctl(*args)
+    """Everything ``start_site`` made, stopped and removed."""
+    tear_down(LAYOUT, workdir, None if site is None else site.emulator)
 
 
 def is_root_with_ovs() -> bool:
-    from shutil import which
-
+    """Root, with Open vSwitch installed: the fabric tests can run."""
     return os.geteuid() == 0 and which("ovs-vswitchd") is not None

@@ -358,17 +358,28 @@ def polatis_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         emulator.close()
 
 
-@contextlib.contextmanager
-def odl_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
-    site: OdlSite = request.getfixturevalue("odl_site")
-    site.reset()
-    yield Peer(
-        kind=kind,
-        address=site.emulator.base_url,
-        cap_table=site.cap_table,
-        set_link=lambda port, up: site.set_link(port, up=up),
-    )
-    site.reset()
+def controller_peer(
+    fixture: str,
+) -> Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]:
+    """The peer of a controller's REST northbound: the emulator of the site ``fixture``
+    builds (``controller_site``), reset before and after."""
+
+    @contextlib.contextmanager
+    def peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
+        site: OdlSite | RyuSite = request.getfixturevalue(fixture)
+        site.reset()
+        yield Peer(
+            kind=kind,
+            address=site.emulator.base_url,
+            cap_table=site.cap_table,
+            set_link=lambda port, up: site.set_link(port, up=up),
+        )
+        site.reset()
+
+    return peer
+
+
+odl_peer, ryu_peer = controller_peer("odl_site"), controller_peer("ryu")
 
 
 @contextlib.contextmanager
@@ -380,19 +391,6 @@ def p4rt_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         address=site.emulator.address,
         cap_table=site.cap_table,
         set_link=lambda port, up: None,  # no port state: P4Runtime has none
-    )
-    site.reset()
-
-
-@contextlib.contextmanager
-def ryu_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
-    site: RyuSite = request.getfixturevalue("ryu")
-    site.reset()
-    yield Peer(
-        kind=kind,
-        address=site.emulator.base_url,
-        cap_table=site.cap_table,
-        set_link=lambda port, up: site.set_link(port, up=up),
     )
     site.reset()
 

@@ -36,7 +36,15 @@ from drivers.odl.mapping import MappingError
 from drivers.odl.spec import OdlSpec
 from fabric.odl import adsal, restconf
 from fabric.odl.flows import Action, ActionKind, FlowError
-from tests.drivers.odl_site import AUTH, CONFIG_NODE, HOST_IP, Emulator, OdlSite, wait_for
+from tests.drivers.odl_site import (
+    AUTH,
+    CONFIG_NODE,
+    HOST_IP,
+    Emulator,
+    OdlSite,
+    start_emulator,
+    wait_for,
+)
 
 RULE = FlowRule(
     match=FlowMatch(
@@ -248,7 +256,7 @@ def test_a_flow_id_is_the_rules_key() -> None:
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    found = Emulator.start(
+    found = start_emulator(
         tmp_path_factory.mktemp("odl-bare"), openflow_host="127.0.0.1", stats_interval_s=0.2
     )
     yield found
@@ -337,7 +345,7 @@ def test_server_errors_are_rejections_with_the_status() -> None:
 
 
 def test_sigterm_stops_the_emulator_cleanly(tmp_path: Path) -> None:
-    found = Emulator.start(tmp_path, openflow_host="127.0.0.1", stats_interval_s=3.0)
+    found = start_emulator(tmp_path, openflow_host="127.0.0.1", stats_interval_s=3.0)
     start = time.monotonic()
     assert found.stop() == 0
     assert time.monotonic() - start < 5.0
@@ -358,13 +366,13 @@ def site(odl_site: OdlSite) -> Iterator[OdlSite]:
 @pytest.fixture
 def slow(site: OdlSite, tmp_path: Path) -> Iterator[Emulator]:
     """An emulator polling statistics every second, controlling the bridge meanwhile."""
-    found = Emulator.start(tmp_path, openflow_host=HOST_IP, stats_interval_s=1.0)
+    found = start_emulator(tmp_path, openflow_host=HOST_IP, stats_interval_s=1.0)
     try:
-        site.connect(found)
+        site.control(found)
         yield found
     finally:
         found.stop()
-        site.connect(site.emulator)
+        site.control(site.emulator)
 
 
 def _operational(http: httpx.Client, flow_id: str) -> int:

@@ -30,7 +30,7 @@ from drivers.base import (
 )
 from drivers.ryu_rest import RyuRestDriver, mapping
 from drivers.ryu_rest.mapping import MappingError
-from tests.drivers.ryu_site import DPID, Emulator, RyuSite
+from tests.drivers.ryu_site import DPID, Emulator, RyuSite, start_emulator
 
 RULE = FlowRule(
     match=FlowMatch(
@@ -141,7 +141,7 @@ def test_an_unsupported_change_is_refused_before_anything_is_sent() -> None:
 @pytest.fixture(scope="module")
 def lone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     """An emulator no switch connects to (its OpenFlow listener on loopback)."""
-    emulator = Emulator.start(tmp_path_factory.mktemp("ryu-lone"), openflow_host="127.0.0.1")
+    emulator = start_emulator(tmp_path_factory.mktemp("ryu-lone"), openflow_host="127.0.0.1")
     try:
         yield emulator
     finally:
