@@ -15,7 +15,7 @@ backend   topology                       configurations run
 dpctl     two-site-dpctl (A: dpctl, HP)  path, rtt
 dpctl+10  two-site-dpctl                 path, 10 extra flows per switch (Figure 11)
 dpctl+100 two-site-dpctl                 path, 100 extra flows per switch (Figure 11)
-odl       two-site-odl (D: ODL remote)   rtt (path switching through ODL: see README)
+odl       two-site-odl (C/D: ODL remote) path (C), rtt (D)
 ovs       two-site-longhaul              path, rtt
 p4runtime two-site-p4                    path, rtt
 ========= ============================== =============================================
@@ -56,7 +56,7 @@ CONFIGS: dict[str, tuple[tuple[str, int], ...]] = {  # backend -> (degradation, 
     # written through the hp_dpctl driver, moved with the measured one at every failover
     "dpctl+10": (("path", 10),),
     "dpctl+100": (("path", 100),),
-    "odl": (("rtt", 0),),
+    "odl": (("path", 0), ("rtt", 0)),
     "ovs": (("path", 0), ("rtt", 0)),
     "p4runtime": (("path", 0), ("rtt", 0)),
 }
@@ -64,9 +64,12 @@ SEED_CONFIG = {
     ("dpctl", "path", 0): "A",
     ("dpctl+10", "path", 10): "A, Fig. 11",
     ("dpctl+100", "path", 100): "A, Fig. 11",
+    ("odl", "path", 0): "C",
     ("odl", "rtt", 0): "D",
 }
 EXTRA_FLOWS = ("dpctl-path", "dpctl+10-path", "dpctl+100-path")  # Figure 11's comparison
+DEGRADATIONS = ("path", "rtt")
+RELATIVE_COLORS = {"path": "tab:green", "rtt": "tab:olive"}
 FULL_N, QUICK_N = 10, 3
 QUICK_T = 4.0
 FULL_T = {"odl": 15.0}  # its failover call takes ~5.5 s (bench/README), the reset as long
@@ -269,22 +272,37 @@ def _plot_means(
 
 def _relative(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
     head = "## ODL against dpctl: relative delays (Figure 10b)\n\n"
-    slow, fast = responses.get("odl-rtt"), responses.get("dpctl-rtt")
-    if not slow or not fast:
-        return head + "Needs trains of both odl and dpctl (rtt extension) in this `raw/`.\n"
-    delays = ia.relative_delays(slow, fast)
-    if not delays:
+    pairs = {  # degradation -> every (ODL, dpctl) pair's difference in recovery time
+        deg: ia.relative_delays(slow, fast)
+        for deg, slow, fast in (
+            (d, responses.get(f"odl-{d}"), responses.get(f"dpctl-{d}")) for d in DEGRADATIONS
+        )
+        if slow and fast
+    }
+    if not pairs:
+        return head + "Needs trains of both odl and dpctl (one degradation) in this `raw/`.\n"
+    if not any(pairs.values()):
         return head + "No recovered impulses to compare.\n"
     fig = plots.figure(1, 1, size=(6, 3.5))
     ax = plots.axes(fig)[0]
-    ax.hist(delays, bins=20, color="tab:green")
+    lines = []
+    for deg, delays in pairs.items():
+        if not delays:
+            continue
+        label = f"{deg} ({SEED_CONFIG[('odl', deg, 0)]} vs dpctl {deg})"
+        ax.hist(delays, bins=20, alpha=0.6, color=RELATIVE_COLORS[deg], label=label)
+        cells = md.stat_cells(delays, 2)
+        lines.append(
+            f"- {label}: over {len(delays)} pairs, mean {cells[0]} s, median / p95 {cells[1]} s"
+        )
     ax.set_xlabel("recovery time ODL - dpctl (s), every pair of impulses")
     ax.set_ylabel("pairs")
+    ax.legend(fontsize=7)
     file = plots.save(fig, out / "impulse_relative_delays.png")
-    cells = md.stat_cells(delays, 2)
     return (
-        head + f"Over {len(delays)} pairs: mean {cells[0]} s, median / p95 {cells[1]} s"
-        " (seed 000: 2-3 s in the majority of cases).\n\n"
+        head
+        + "\n".join(lines)
+        + "\n\n(seed 000: 2-3 s in the majority of cases)\n\n"
         + md.image(file, "relative delays ODL vs dpctl")
     )
 

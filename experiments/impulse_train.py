@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
+from drivers.odl.spec import OdlSpec
 from drivers.p4runtime.spec import P4RuntimeSpec
+from drivers.spec import DeviceSpec
 from experiments.twosite import CLI, ROOT, SITES, serve_site, stop_processes
 from fabric import fabric, longhaul
 from fabric.errors import FabricError
@@ -240,17 +242,25 @@ async def _move_async(
 
 
 def injector_inventory(inv: Inventory) -> Inventory:
-    """The inventory as the network's own client uses it. A site's ``reroute serve`` holds
-    its P4Runtime switch open for its whole life, and a second client needs an election id
-    of its own: a higher one, so that it is the primary (the only writer) while it moves the
-    flows, and the site's service is the primary again once it has closed."""
-    devices = {
-        name: spec.model_copy(update={"election_id": spec.election_id + INJECTOR_ELECTION})
-        if isinstance(spec, P4RuntimeSpec)
-        else spec
-        for name, spec in inv.devices.items()
-    }
+    """The inventory as the network's own client uses it.
+
+    P4Runtime: a site's ``reroute serve`` holds its switch open for its whole life, and a
+    second client needs an election id of its own: a higher one, so that it is the primary
+    (the only writer) while it moves the flows, and the site's service is the primary again
+    once it has closed. ODL: the injector trusts the controller, as the seed's external ODL
+    code did (``read_back: config``): the flows move as soon as the controller has them, not
+    once its next statistics poll shows them, so a path-switching degradation starts
+    sharply (configuration C)."""
+    devices = {name: _injector_spec(spec) for name, spec in inv.devices.items()}
     return dataclasses.replace(inv, devices=devices)
+
+
+def _injector_spec(spec: DeviceSpec) -> DeviceSpec:
+    if isinstance(spec, P4RuntimeSpec):
+        return spec.model_copy(update={"election_id": spec.election_id + INJECTOR_ELECTION})
+    if isinstance(spec, OdlSpec):
+        return spec.model_copy(update={"read_back": "config"})
+    return spec
 
 
 class _Stream:

@@ -9,6 +9,7 @@ northbound base URL, its API style and the switch's node id there.
       user: admin
       password: {env: ODL_PASSWORD}      # or {file: odl-password.txt}; never inline
       verify_tls: true                   # https: check the controller's certificate
+      read_back: operational             # or config: trust the controller (see below)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from drivers.spec import DeviceSpec, SecretRef
 
@@ -49,6 +50,13 @@ class OdlSpec(DeviceSpec):
     operational_wait_s: float = Field(
         default=10.0, gt=0, le=600, description="longest wait for a change to show in operational"
     )
+    read_back: Literal["operational", "config"] = Field(
+        default="operational",
+        description="where a batch is read back: operational (what the switch has, as the "
+        "controller last polled it: a refusal shows) or config (what the controller was "
+        "asked for, at once: a client that trusts the controller, as the seeds' external "
+        "ODL scripts did; RESTCONF styles only)",
+    )
 
     @field_validator("target")
     @classmethod
@@ -56,6 +64,12 @@ class OdlSpec(DeviceSpec):
         if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
             raise ValueError(f"{value!r}: expected http(s)://HOST:PORT")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _config_needs_restconf(self) -> OdlSpec:
+        if self.read_back == "config" and self.api == "adsal":
+            raise ValueError("read_back: config needs a RESTCONF api (rfc8040 or restconf)")
+        return self
 
     @property
     def url(self) -> str:

@@ -1,5 +1,5 @@
 """The three ODL northbound URL styles: where a flow is written, where the operational
-datastore is read, and what the operational node says.
+(and config) datastore is read, and what the operational node says.
 
 - ``rfc8040`` (Oxygen on; the only form from Chlorine)::
 
@@ -97,6 +97,17 @@ def operational_path(style: Style, node: str) -> str:
         node_key = quote(node, safe="")
         return f"/rests/data/opendaylight-inventory:nodes/node={node_key}?content=nonconfig"
     return f"/restconf/operational/opendaylight-inventory:nodes/node/{node}"
+
+
+def config_path(style: Style, node: str) -> str:
+    """Where the node's config (the flows the controller was asked for) is read; 404 while
+    it has none. RESTCONF styles only (AD-SAL keeps static flows elsewhere)."""
+    if style is Style.RFC8040:
+        node_key = quote(node, safe="")
+        return f"/rests/data/opendaylight-inventory:nodes/node={node_key}?content=config"
+    if style is Style.RESTCONF:
+        return f"/restconf/config/opendaylight-inventory:nodes/node/{node}"
+    raise ValueError("AD-SAL has no RESTCONF config datastore for flows")
 
 
 # --------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pydantic
 import pytest
 
 from drivers.base import (
@@ -477,3 +478,40 @@ def test_adsal_reads_back_through_its_statistics_northbound(
     stats = "/controller/nb/v2/statistics/default/flow/node/OF/00:00:00:00:00:00:00:01"
     assert reads.count(stats) >= 2  # the undo point and the read-back
     assert not any("/restconf/" in r or "/rests/" in r for r in reads[1:]), reads
+
+
+@pytest.mark.fabric
+@pytest.mark.parametrize("style", ["rfc8040", "restconf"])
+def test_read_back_from_config_settles_before_the_poll_and_the_switch_has_it(
+    slow: Emulator, site: OdlSite, style: str
+) -> None:
+    """``read_back: config``: a batch is confirmed from the config datastore at once, well
+    before the 1 s statistics poll shows it in operational; the switch has the flow then
+    (read from the bridge itself), and a delete settles the same way."""
+
+    async def main() -> tuple[float, list[FlowRule], float]:
+        async with OdlDriver(
+            "dut", slow.base_url, style=style, operational_wait_s=3.0, read_back="config"
+        ) as d:
+            start = time.monotonic()
+            await d.apply([add(RULE)])
+            added = time.monotonic() - start
+            table = await d.read()
+            start = time.monotonic()
+            await d.apply([FlowChange(op=FlowOp.DELETE, rule=RULE)])
+            return added, table, time.monotonic() - start
+
+    added, table, deleted = asyncio.run(main())
+    assert table == [RULE] and added < 0.5 and deleted < 0.5, (added, deleted)
+    assert "nw_dst=10.1.2.3" not in site.ofctl("dump-flows")  # deleted on the switch too
+
+
+def test_read_back_from_config_needs_a_restconf_style() -> None:
+    with pytest.raises(ValueError, match="operational or config"):
+        OdlDriver("dut", "http://127.0.0.1:1", read_back="switch")
+    with pytest.raises(ValueError, match="AD-SAL"):
+        OdlDriver("dut", "http://127.0.0.1:1", style="adsal", read_back="config")
+    spec = {"driver": "odl", "target": "http://192.0.2.40", "api": "adsal",
+            "password": {"env": "X"}, "read_back": "config"}  # fmt: skip
+    with pytest.raises(pydantic.ValidationError, match="needs a RESTCONF api"):
+        OdlSpec.model_validate(spec)

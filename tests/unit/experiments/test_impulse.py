@@ -59,15 +59,20 @@ def test_no_dip_is_no_recovery_time_and_no_return_is_none() -> None:
 
 def test_report_covers_every_backend_in_raw(tmp_path: Path) -> None:
     (tmp_path / "raw").mkdir()
-    for key, zero in (("dpctl-rtt-01", 0.3), ("odl-rtt-01", 2.5), ("dpctl-path-01", 0.3)):
+    trains_made = (
+        ("dpctl-rtt-01", 0.3), ("odl-rtt-01", 2.5), ("dpctl-path-01", 0.3), ("odl-path-01", 1.3),
+    )  # fmt: skip
+    for key, zero in trains_made:
         doc = _train([(zero, 0.5)] * 3, n_samples=160) | {"degradation": key.split("-")[1]}
         (tmp_path / "raw" / f"{key}.json").write_text(json.dumps(doc))
     exp = ImpulseResponse()
     trains = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "raw").glob("*.json")}
-    assert list(by_config(trains)) == ["dpctl-path", "dpctl-rtt", "odl-rtt"]
+    assert list(by_config(trains)) == ["dpctl-path", "dpctl-rtt", "odl-path", "odl-rtt"]
     text = exp.report(Options(backend="dpctl", quick=True), {}, tmp_path)
     assert "| dpctl-path | A |" in text and "| odl-rtt | D |" in text
-    assert "Over 9 pairs: mean 2.20" in text
+    assert "| odl-path | C |" in text
+    assert "- rtt (D vs dpctl rtt): over 9 pairs, mean 2.20" in text
+    assert "- path (C vs dpctl path): over 9 pairs, mean 1.00" in text
     for png in (
         "impulse_single",
         "impulse_means",
@@ -81,5 +86,5 @@ def test_plan_names_a_train_per_configuration() -> None:
     keys = [r.key for r in exp.plan(Options(backend="dpctl", quick=True))]
     assert keys == ["dpctl-path-01", "dpctl-rtt-01"]
     full = exp.plan(Options(backend="odl", runs=2))
-    assert [r.key for r in full] == ["odl-rtt-01", "odl-rtt-02"]
-    assert full[0].params == {"degradation": "rtt", "extra_flows": 0, "n": 10, "period_s": 15.0}
+    assert [r.key for r in full] == ["odl-path-01", "odl-path-02", "odl-rtt-01", "odl-rtt-02"]
+    assert full[2].params == {"degradation": "rtt", "extra_flows": 0, "n": 10, "period_s": 15.0}

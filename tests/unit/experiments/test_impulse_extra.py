@@ -11,6 +11,7 @@ from typing import Any
 from drivers.base import FlowMatch, FlowRule, Output
 from drivers.hp_dpctl import flowtext
 from drivers.hp_dpctl.spec import HpDpctlSpec
+from drivers.odl.spec import OdlSpec
 from drivers.p4runtime.spec import P4RuntimeSpec
 from experiments.impulse_response import ImpulseResponse, by_config
 from experiments.impulse_train import (
@@ -75,14 +76,19 @@ def test_read_back_finds_missing_rules_by_key_not_by_spelling() -> None:
     assert missing_rules(want, [*have, want[1]]) == []
 
 
-def test_the_injector_has_its_own_higher_p4runtime_election_id(tmp_path: Path) -> None:
+def test_the_injector_has_its_own_higher_p4runtime_election_id_and_trusts_odl(
+    tmp_path: Path,
+) -> None:
     p4 = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", election_id=10)
     hp = HpDpctlSpec(driver="hp_dpctl", target="tcp:127.0.0.1:6634")
+    odl = OdlSpec(driver="odl", target="http://127.0.0.1:8181", password={"env": "X"})
     inv = Inventory(file=tmp_path / "i.yaml", topology="t", state_dir=tmp_path,
-                    devices={"sw1": p4, "sw2": hp})  # fmt: skip
+                    devices={"sw1": p4, "sw2": hp, "sw3": odl})  # fmt: skip
     mine = injector_inventory(inv)
     assert mine.devices["sw1"] == p4.model_copy(update={"election_id": 10 + INJECTOR_ELECTION})
     assert mine.devices["sw2"] == hp
+    assert mine.devices["sw3"] == odl.model_copy(update={"read_back": "config"})
+    assert inv.devices["sw3"].read_back == "operational"  # type: ignore[union-attr]
     assert dataclasses.replace(mine, devices=inv.devices) == inv  # the locks are shared
     assert inv.devices["sw1"] == p4  # the sites' inventory unchanged
 
