@@ -9,7 +9,8 @@ reports the switch's refusal. So ``apply``:
 1. builds every request first: a change the northbound cannot express is refused before
    anything is sent (``_request`` raises ``DeviceRejected``);
 2. reads the flows (the undo point) and sends each request, in order;
-3. reads back until every touched entry is as the batch should leave it, for up to
+3. reads back (``_confirmed_flows``: what ``read`` shows, unless the northbound confirms
+   elsewhere) until every touched entry is as the batch should leave it, for up to
    ``settle_s`` (``DeviceRejected`` with ``absent_code`` after that);
 4. on any failure in 2-3 puts every touched entry back (``_undo_changes``) and reads back
    again; then raises the error. When the undo fails too, a plain ``DriverError`` says so.
@@ -100,6 +101,10 @@ class RestFlowDriver(Session):
     async def _flows(self) -> list[FlowRule]:
         """Every flow of the switch, as the northbound reads it back."""
 
+    async def _confirmed_flows(self) -> list[FlowRule]:
+        """The flows a batch is confirmed against (by default what ``read`` shows)."""
+        return await self._flows()
+
     async def _undo_changes(
         self, before: batch.Table, changes: Sequence[FlowChange]
     ) -> list[FlowChange]:
@@ -172,7 +177,7 @@ class RestFlowDriver(Session):
     async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
         """Read back until the touched entries are as ``want`` (or ``settle_s``)."""
         deadline = time.monotonic() + self.settle_s
-        while wrong := batch.mismatches(want, batch.index(await self.read())):
+        while wrong := batch.mismatches(want, batch.index(await self._confirmed_flows())):
             if time.monotonic() >= deadline:
                 raise self._absent(changes, wrong)
             await asyncio.sleep(self.poll_s)

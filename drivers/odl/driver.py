@@ -6,8 +6,9 @@ switch over OpenFlow).
 
 1. changes the style cannot express are refused before anything is sent
    (``DeviceRejected`` code ``UNSUPPORTED``);
-2. the operational datastore is read (the undo point); each change is one PUT (add or
-   replace) or DELETE of the flow whose id is derived from the rule's key, in order;
+2. the node's flows are read (the undo point; ``read`` shows the *config* datastore, every
+   writer's flows at once, see below); each change is one PUT (add or replace) or DELETE
+   of the flow whose id is derived from the rule's key, in order;
 3. the controller answers once its *config* datastore has the change: the switch is
    programmed after that, and the *operational* datastore shows it only after the
    controller's next statistics poll (ODL: every 3 s). So the driver polls the
@@ -19,14 +20,22 @@ switch over OpenFlow).
    or DELETE, which also clears refused flows out of config) and re-verified; then the
    error is raised. When the undo fails too, a plain ``DriverError`` says so.
 
-``read_back: config`` (RESTCONF styles) reads the batch back from the config datastore
-instead: at once, but a flow the switch refused is not seen there (``not-in-config`` only
+``read`` (what the engine plans on, and the undo point) is the config datastore: what the
+controller holds for the switch, as soon as any client wrote it. Operational lags by up to
+a statistics poll, so a plan made on it would not see a change made in the last 3 s (a
+move by another client through the same controller: the engine would refuse to move
+flows "already" where they no longer are). A flow the switch refused stays in config,
+until this driver's undo deletes it (step 4).
+
+``read_back: config`` (RESTCONF styles) also confirms the batch from the config datastore
+instead of operational: at once, but a flow the switch refused is not seen there (``not-in-config`` only
 when the controller lost it). For a client that trusts the controller, as the seeds'
 external ODL scripts did: the impulse-response experiment's injector, which must move the
 flows sharply, not once the next statistics poll confirms it.
 
-AD-SAL (``api: adsal``) reads flows back through its own statistics northbound (the
-switch's flows at the last poll, ``styles.flows_path``), not through RESTCONF.
+AD-SAL (``api: adsal``) reads flows (for plans and read-backs alike) through its own
+statistics northbound (the switch's flows at the last poll, ``styles.flows_path``), not
+through RESTCONF.
 
 HTTP statuses: 2xx ok (on DELETE also 404, and 409 with error-tag ``data-missing``, which
 RFC 8040 section 7 maps data-missing to: already gone); 401/403 -> ``DeviceRejected``
@@ -233,20 +242,35 @@ class OdlDriver(RestFlowDriver):
             raise ProtocolError(self.name, f"operational node: {exc}") from exc
 
     async def _flows(self) -> list[FlowRule]:
-        """Every flow of the node: AD-SAL's listing, the config node (``read_back:
-        config``), or the operational node's tables."""
-        listing = styles.flows_path(self.style, self.node)
+        """What ``read`` shows: the node's config (RESTCONF: the flows the controller holds
+        for it, every writer's at once), or AD-SAL's statistics listing."""
         try:
+            if self.style is Style.ADSAL:
+                return await self._statistics_flows()
+            return await self._config_flows()
+        except (ValueError, MappingError) as exc:
+            raise ProtocolError(self.name, f"flow read: {exc}") from exc
+
+    async def _confirmed_flows(self) -> list[FlowRule]:
+        """What a batch is confirmed against: the operational node (the switch's flows at
+        the controller's last poll), the config node with ``read_back: config``, AD-SAL's
+        statistics listing."""
+        try:
+            if self.style is Style.ADSAL:
+                return await self._statistics_flows()
             if self.from_config:
                 return await self._config_flows()
-            if listing is None:
-                return styles.node_flows(await self._node())
-            response = await self._call(Request(method="GET", path=listing))
-            if not response.is_success:
-                raise self._status_error(response, "reading the flow statistics: ")
-            return styles.statistics_flows(response.json())
+            return styles.node_flows(await self._node())
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
+
+    async def _statistics_flows(self) -> list[FlowRule]:
+        listing = styles.flows_path(self.style, self.node)
+        assert listing is not None  # AD-SAL
+        response = await self._call(Request(method="GET", path=listing))
+        if not response.is_success:
+            raise self._status_error(response, "reading the flow statistics: ")
+        return styles.statistics_flows(response.json())
 
     async def _config_flows(self) -> list[FlowRule]:
         path = styles.config_path(self.style, self.node)

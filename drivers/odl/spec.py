@@ -52,10 +52,10 @@ class OdlSpec(DeviceSpec):
     )
     read_back: Literal["operational", "config"] = Field(
         default="operational",
-        description="where a batch is read back: operational (what the switch has, as the "
+        description="where a batch is confirmed: operational (what the switch has, as the "
         "controller last polled it: a refusal shows) or config (what the controller was "
         "asked for, at once: a client that trusts the controller, as the seeds' external "
-        "ODL scripts did; RESTCONF styles only)",
+        "ODL scripts did; RESTCONF styles only). Plans are made on config either way",
     )
 
     @field_validator("target")

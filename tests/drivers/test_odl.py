@@ -376,6 +376,15 @@ def slow(site: OdlSite, tmp_path: Path) -> Iterator[Emulator]:
         site.control(site.emulator)
 
 
+def _put(http: httpx.Client, rule: FlowRule) -> None:
+    """Write ``rule`` through the northbound as another client would."""
+    answer = http.put(
+        styles.flow_path(Style.RFC8040, "openflow:1", rule),
+        json=styles.flow_body(Style.RFC8040, "openflow:1", rule),
+    )
+    assert answer.status_code in (200, 201), answer.text
+
+
 def _operational(http: httpx.Client, flow_id: str) -> int:
     url = f"{CONFIG_NODE}/flow-node-inventory:table=0/flow={flow_id}?content=nonconfig"
     return http.get(url).status_code
@@ -515,3 +524,30 @@ def test_read_back_from_config_needs_a_restconf_style() -> None:
             "password": {"env": "X"}, "read_back": "config"}  # fmt: skip
     with pytest.raises(pydantic.ValidationError, match="needs a RESTCONF api"):
         OdlSpec.model_validate(spec)
+
+
+@pytest.mark.fabric
+def test_read_shows_another_clients_flow_at_once_and_a_batch_waits_for_the_switch(
+    slow: Emulator,
+) -> None:
+    """What the engine plans on is the controller's config: a flow another client wrote a
+    moment ago is there before the next statistics poll (operational still lacks it); the
+    driver's own batch still returns only once operational (the switch) shows it."""
+    other = FlowRule(match=FlowMatch(in_port=2), priority=5, actions=(Output(1),))
+
+    async def main() -> tuple[list[FlowRule], int, int]:
+        async with OdlDriver("dut", slow.base_url, operational_wait_s=3.0) as d:
+            with slow.http() as http:
+                first = FlowRule(match=FlowMatch(in_port=1), priority=5, actions=())
+                first_id = mapping.flow_id(first)
+                _put(http, first)
+                wait_for(lambda: _operational(http, first_id) == 200, "a poll")
+                _put(http, other)  # a poll has just shown the first: ~1 s to the next
+                seen = [r for r in await d.read() if r != first]
+                in_operational = _operational(http, mapping.flow_id(other))
+                await d.apply([add(RULE)])
+                return seen, in_operational, _operational(http, FLOW_ID)
+
+    seen, other_then, rule_after = asyncio.run(main())
+    assert seen == [other] and other_then == 404  # config has it, operational not yet
+    assert rule_after == 200  # the batch returned once the switch (operational) had it
