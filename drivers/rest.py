@@ -101,8 +101,14 @@ class RestFlowDriver(Session):
     async def _flows(self) -> list[FlowRule]:
         """Every flow of the switch, as the northbound reads it back."""
 
-    async def _confirmed_flows(self) -> list[FlowRule]:
-        """The flows a batch is confirmed against (by default what ``read`` shows)."""
+    async def _snapshot(self) -> object:
+        """Taken before a batch's writes: what a read-back confirming it must be newer than
+        (a northbound whose read-back lags, by a poll, compares; by default nothing)."""
+        return None
+
+    async def _confirmed_flows(self, since: object) -> list[FlowRule] | None:
+        """The flows a batch is confirmed against (by default what ``read`` shows), or None
+        while the read-back is not yet newer than the snapshot ``since``."""
         return await self._flows()
 
     async def _undo_changes(
@@ -148,9 +154,10 @@ class RestFlowDriver(Session):
         async with self._lock:
             before = batch.index(await self.read())
             try:
+                since = await self._snapshot()
                 for request in requests:
                     await self._write(request, changes)
-                await self._settle(changes, batch.expected(before, changes))
+                await self._settle(changes, batch.expected(before, changes), since)
             except DriverError as exc:
                 await self._undo(before, changes, exc)
                 raise
@@ -174,10 +181,15 @@ class RestFlowDriver(Session):
         change = changes[request.change]
         return f"change #{request.change} ({change.op} {change.rule}): "
 
-    async def _settle(self, changes: Sequence[FlowChange], want: Expected) -> None:
-        """Read back until the touched entries are as ``want`` (or ``settle_s``)."""
+    async def _settle(self, changes: Sequence[FlowChange], want: Expected, since: object) -> None:
+        """Read back until the touched entries are as ``want``, in a read-back newer than
+        ``since`` (or ``settle_s``)."""
         deadline = time.monotonic() + self.settle_s
-        while wrong := batch.mismatches(want, batch.index(await self._confirmed_flows())):
+        while True:
+            flows = await self._confirmed_flows(since)
+            wrong = list(want) if flows is None else batch.mismatches(want, batch.index(flows))
+            if not wrong:
+                return
             if time.monotonic() >= deadline:
                 raise self._absent(changes, wrong)
             await asyncio.sleep(self.poll_s)
@@ -201,9 +213,10 @@ class RestFlowDriver(Session):
         try:
             fix = await self._undo_changes(before, changes)
             self._log.warning("%s: undoing %d change(s) after: %s", self.name, len(fix), error)
+            since = await self._snapshot()
             for i, change in enumerate(fix):
                 await self._write(self._request(i, change), fix)
-            await self._settle(fix, {k: before.get(k) for k in keys})
+            await self._settle(fix, {k: before.get(k) for k in keys}, since)
         except DriverError as undo_error:
             raise DriverError(
                 self.name,

@@ -27,8 +27,12 @@ move by another client through the same controller: the engine would refuse to m
 flows "already" where they no longer are). A flow the switch refused stays in config,
 until this driver's undo deletes it (step 4).
 
-``read_back: config`` (RESTCONF styles) also confirms the batch from the config datastore
-instead of operational: at once, but a flow the switch refused is not seen there (``not-in-config`` only
+Step 3 takes the operational node before the writes and accepts a read-back only once
+the node has changed since (a poll after the writes: each poll moves the flows' durations),
+so a change that puts back what was there a poll ago is not taken as done on the old view.
+
+``read_back: config`` (RESTCONF styles) confirms the batch from the config datastore
+instead: at once, but a flow the switch refused is not seen there (``not-in-config`` only
 when the controller lost it). For a client that trusts the controller, as the seeds'
 external ODL scripts did: the impulse-response experiment's injector, which must move the
 flows sharply, not once the next statistics poll confirms it.
@@ -251,16 +255,29 @@ class OdlDriver(RestFlowDriver):
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read: {exc}") from exc
 
-    async def _confirmed_flows(self) -> list[FlowRule]:
-        """What a batch is confirmed against: the operational node (the switch's flows at
-        the controller's last poll), the config node with ``read_back: config``, AD-SAL's
-        statistics listing."""
+    async def _snapshot(self) -> object:
+        """The operational node before a batch's writes (None when it is not confirmed on
+        operational): a read-back confirms the batch only once the node has changed since,
+        i.e. the controller has polled the switch after the writes."""
+        if self.from_config or self.style is Style.ADSAL:
+            return None
+        return await self._node()
+
+    async def _confirmed_flows(self, since: object) -> list[FlowRule] | None:
+        """What a batch is confirmed against: the operational node once it is newer than
+        ``since`` (a poll after the writes: before it, a change that puts back what was
+        there a moment ago would look done), the config node with ``read_back: config``,
+        AD-SAL's statistics listing."""
         try:
             if self.style is Style.ADSAL:
                 return await self._statistics_flows()
             if self.from_config:
                 return await self._config_flows()
-            return styles.node_flows(await self._node())
+            node = await self._node()
+            flows = styles.node_flows(node)
+            if node == since and flows:  # the same poll (flows' durations move each poll)
+                return None
+            return flows
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
 
