@@ -126,17 +126,13 @@ class PolatisEmulator:
         """The timers now (a connection's switching time runs from the command, not from
         the end of the emulator's own Layer-1 work for it), the Layer-1 calls queued."""
         for effect in effects:
-            match effect:
-                case Unpatch(egress=e):
-                    self._disarm(e)
-                case ArmLock():
-                    self._arm(effect)
-                case Patch() | Signal():
-                    pass
-        queued = [e for e in effects if isinstance(e, Patch | Unpatch | Signal)]
-        for effect in queued:
-            self._queue.put_nowait(effect)
-        if queued and self._worker is None:
+            if isinstance(effect, ArmLock):
+                self._arm(effect)
+                continue
+            if isinstance(effect, Unpatch):
+                self._disarm(effect.egress)
+            self._queue.put_nowait(effect)  # Patch, Unpatch, Signal: Layer-1 work
+        if self._worker is None and not self._queue.empty():
             self._worker = asyncio.get_running_loop().create_task(self._layer1_worker())
 
     async def _layer1_worker(self) -> None:

@@ -179,11 +179,11 @@ def test_sub_with_an_empty_egress_list_removes_every_connection_of_those_ingress
     state = switch((1, 17), (2, 18), (3, 19))
     result = state.execute(":OXC:SWIT:CONN:SUB (@1,3,5),(@)")  # 5 is not connected: no error
     assert state.connections() == {2: 18}
-    assert result.effects == (
-        Unpatch(ingress=1, egress=17),
+    assert result.effects == (  # the light goes off at the command, the patches follow
         Signal(egress=17, lit=False),
-        Unpatch(ingress=3, egress=19),
         Signal(egress=19, lit=False),
+        Unpatch(ingress=1, egress=17),
+        Unpatch(ingress=3, egress=19),
     )
     assert next_error(state) == 0
 
@@ -201,9 +201,9 @@ def test_only_replaces_every_connection_and_keeps_unchanged_ones_lit() -> None:
     assert state.lit(18)
     assert not state.lit(19)
     assert result.effects == (
-        Unpatch(ingress=1, egress=17),
         Signal(egress=17, lit=False),
         Signal(egress=19, lit=False),
+        Unpatch(ingress=1, egress=17),
         Patch(ingress=3, egress=19),
         ArmLock(egress=19, token=3, delay_ms=25.0 + LOCK_MS),
     )
@@ -224,9 +224,9 @@ def test_add_goes_dark_patches_and_arms_the_lock() -> None:
     result = state.execute(":OXC:SWIT:CONN:ADD (@2,3),(@18,19)")
     assert result.effects == (
         Signal(egress=18, lit=False),
+        Signal(egress=19, lit=False),
         Patch(ingress=2, egress=18),
         ArmLock(egress=18, token=1, delay_ms=10.0 + LOCK_MS),
-        Signal(egress=19, lit=False),
         Patch(ingress=3, egress=19),
         ArmLock(egress=19, token=2, delay_ms=10.0 + LOCK_MS),
     )
@@ -450,7 +450,7 @@ def test_the_lock_timer_runs_from_the_command_not_from_the_end_of_layer1_work() 
 
     armed, calls = asyncio.run(main())
     assert armed == [pytest.approx((25.0 + LOCK_MS) / 1000)] * 2
-    assert calls == [("signal", 18, False), ("patch", 2, 18), ("signal", 19, False),
+    assert calls == [("signal", 18, False), ("signal", 19, False), ("patch", 2, 18),
                      ("patch", 3, 19)]  # fmt: skip
 
 
@@ -469,7 +469,7 @@ def test_held_dark_stays_dark_until_released() -> None:
     assert asyncio.run(main())[-1] == ("signal", 18, True)
 
 
-def test_removal_unpatches_darkens_and_cancels_the_lock_timer() -> None:
+def test_removal_darkens_unpatches_and_cancels_the_lock_timer() -> None:
     async def main() -> tuple[list[tuple[object, ...]], bool]:
         emu, layer1, schedule = emulated()
         await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18);:OXC:SWIT:CONN:SUB (@2),(@)")
@@ -483,8 +483,8 @@ def test_removal_unpatches_darkens_and_cancels_the_lock_timer() -> None:
     assert calls == [
         ("signal", 18, False),
         ("patch", 2, 18),
+        ("signal", 18, False),  # dark at the command; the emulator's patch work after
         ("unpatch", 2, 18),
-        ("signal", 18, False),
     ]
 
 
