@@ -26,7 +26,6 @@ Runs of several backends may share one ``--out``: the report covers every train 
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -37,7 +36,7 @@ from experiments import impulse_analysis as ia
 from experiments import markdown as md
 from experiments import plots
 from experiments.impulse_train import Train, run_train
-from experiments.runner import Options, Raw, Rep, Say
+from experiments.runner import Options, Raw, Rep, Say, every_raw
 from experiments.stats import mean_band
 from services.reroute.topology import Topology, load_topology
 
@@ -123,7 +122,7 @@ class ImpulseResponse:
         return run_train(session, train, rep.key)
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
-        trains = all_raws(out) | dict(raws)
+        trains = every_raw(out) | dict(raws)
         configs = by_config(trains)
         responses = {c: [i for r in rs for i in ia.impulses(r)] for c, rs in configs.items()}
         parts = [_intro(configs), _table(configs, responses)]
@@ -139,10 +138,6 @@ def _topology(backend: str, say: Say) -> Iterator[Topology]:
     topo = load_topology(ROOT / "topologies" / TOPOLOGIES[backend])
     say(f"topology {topo.name}: a fabric per train")
     yield topo
-
-
-def all_raws(out: Path) -> dict[str, Raw]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "raw").glob("*.json"))}
 
 
 def by_config(trains: Mapping[str, Raw]) -> dict[str, list[Raw]]:

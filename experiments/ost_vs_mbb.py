@@ -16,7 +16,6 @@ Runs of several backends may share one ``--out`` (their raw files are named
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -26,7 +25,7 @@ from typing import Any
 from experiments import markdown as md
 from experiments import ostbench, plots
 from experiments.demo_report import SEED_003_GAP_MS, SEED_003_LOSS_PCT
-from experiments.runner import Options, Raw, Rep, Say
+from experiments.runner import Options, Raw, Rep, Say, every_raw
 from experiments.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +109,7 @@ class OstVsMbb:
 
     def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
         """The report (Markdown, plots under ``out``): every backend run into ``out``."""
-        runs = {**_all_raws(out), **raws}
+        runs = {**every_raw(out), **raws}
         backends = by_backend(runs)
         parts = [
             "vm2 -> vm3 on the long path (UDP probe 5000 pkt/s for 4 s, iperf3 TCP capped at"
@@ -131,12 +130,6 @@ class OstVsMbb:
             md.image(lock_plot(every, out), "drawn lock times vs seed 003 Table 4.3"),
         ]
         return "\n".join(parts)
-
-
-def _all_raws(out: Path) -> dict[str, Raw]:
-    """Every repetition in ``out/raw`` (other backends' runs too), by key."""
-    files = sorted((out / "raw").glob("*.json"))
-    return {p.stem: json.loads(p.read_text()) for p in files}
 
 
 def backend_of(raw: Raw) -> str:

@@ -103,6 +103,12 @@ def raw_path(out: Path, key: str) -> Path:
     return out / "raw" / f"{key}.json"
 
 
+def every_raw(out: Path) -> dict[str, Raw]:
+    """Every raw document in ``out/raw``, by key (runs of other plans into the same ``--out``
+    too: another backend's, another configuration's)."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "raw").glob("*.json"))}
+
+
 def load_raws(out: Path, plan: Sequence[Rep]) -> dict[str, Raw]:
     """The raw documents present for ``plan``, by key, in plan order."""
     found = {}

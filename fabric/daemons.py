@@ -70,6 +70,13 @@ def spawn(rundir: Path, name: str, module: str, args: list[str], timeout: float 
     return Spawned(process=proc, ready=ready.read_text().strip(), log=log_path)
 
 
+def sigterm(process: subprocess.Popen[bytes], wait_s: float = 10.0) -> int:
+    """A ``spawn``ed daemon asked to stop (SIGTERM, if it still runs); its exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    return process.wait(wait_s)
+
+
 def stop_all(rundir: Path) -> list[str]:
     """Stop every daemon with a pid file in ``rundir``; returns their names."""
     stopped = []

@@ -168,11 +168,6 @@ class OdlDriver(RestFlowDriver):
             self.absent_code = "not-in-config"
             styles.config_path(self.style, node)  # AD-SAL: ValueError
 
-    @property
-    def operational_wait_s(self) -> float:
-        """How long a batch may take to show in the operational datastore."""
-        return self.settle_s
-
     async def identify(self) -> Identity:
         """The node as the controller's operational datastore shows it."""
         node = await self._node()

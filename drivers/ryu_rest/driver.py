@@ -115,11 +115,6 @@ class RyuRestDriver(RestFlowDriver):
         )
         self.dpid = dpid
 
-    @property
-    def verify_wait_s(self) -> float:
-        """How long a batch may take to show in the switch's table."""
-        return self.settle_s
-
     async def identify(self) -> Identity:
         """The switch as the controller sees it: its datapath id and ports."""
         ports = await self._port_descs()

@@ -194,11 +194,10 @@ class Journal:
             self.db.close()
             raise self._unwritable(exc) from exc
 
-    def _unwritable(self, exc: sqlite3.OperationalError) -> JournalError:
-        return JournalError(
-            f"journal {self.path or ':memory:'} cannot be written ({exc}): "
-            "reroute refused, nothing changed"
-        )
+    def _unwritable(
+        self, exc: sqlite3.OperationalError, then: str = ": reroute refused, nothing changed"
+    ) -> JournalError:
+        return JournalError(f"journal {self.path or ':memory:'} cannot be written ({exc}){then}")
 
     def _open(self) -> None:
         path = self.path
@@ -336,9 +335,7 @@ class Journal:
         try:
             self.db.execute(sql, params)
         except sqlite3.OperationalError as exc:  # its disk filled up meanwhile
-            raise JournalError(
-                f"journal {self.path or ':memory:'} cannot be written ({exc})"
-            ) from exc
+            raise self._unwritable(exc, then="") from exc
 
     def get(self, reroute_id: str) -> Record | None:
         """The record of ``reroute_id``, or None."""

@@ -13,7 +13,6 @@ private OVS whose bridge it controls: what ``odl_site.py`` and ``ryu_site.py`` s
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -80,9 +79,7 @@ class Emulator:
 
     def stop(self) -> int:
         """SIGTERM; the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(10)
+        return daemons.sigterm(self.process)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

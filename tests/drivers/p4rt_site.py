@@ -10,7 +10,6 @@ server listens on the root namespace's 127.0.0.1, where the tests' drivers run.
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +40,7 @@ class P4rtEmulator:
 
     def stop(self) -> int:
         """SIGTERM; the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(10)
+        return daemons.sigterm(self.process)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
