@@ -120,7 +120,6 @@ class Executor:
         self.clock = clock
         self.on_event = on_event
         self._total = 0
-        self._ran = False  # the last batch ran (its start was journaled)
 
     async def run(self, reroute_id: str, plan: Plan) -> Outcome:
         """Execute ``plan`` step by step (garbage collection paused); roll back on failure."""
@@ -128,11 +127,11 @@ class Executor:
             return await self._run(reroute_id, plan)
 
     async def _run(self, reroute_id: str, plan: Plan) -> Outcome:
+        started = self.clock()  # the write-ahead record counts: 0.3 s for 100,000 flows
         self.journal.create(reroute_id, plan)
         steps = plan.steps()
         self._total = len(steps)
         timings: list[StepTiming] = []
-        started = self.clock()
         shifted: float | None = None
         first = 0
         checkpoint = 0  # steps before this index are never undone (a checkpoint passed)
@@ -142,10 +141,13 @@ class Executor:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
                 index = range(first, first + len(batch))
-                error = await self._run_batch(reroute_id, batch, index, timings)
-                if error is not None and not self._ran:
-                    break  # its start could not be journaled: not run, nothing to undo
+                for i in index:  # every start journaled before any step of the batch runs
+                    if error := self._write(self.journal.step, reroute_id, i, StepState.STARTED):
+                        break  # not run, nothing of this batch to undo
+                if error is not None:
+                    break
                 first += len(batch)
+                error = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
                     break
                 if any(s.kind is StepKind.SHIFT for s in batch):
@@ -168,7 +170,9 @@ class Executor:
                     shifted_ms=shifted,
                 )
         undo = list(range(checkpoint, first))
-        state, story = await self.rollback(reroute_id, steps, undo, error, rest)
+        state, story = await self.rollback(
+            reroute_id, steps, undo, error, rest, undo_drain_s=plan.undo_drain_s
+        )
         return Outcome(
             reroute_id=reroute_id,
             state=state,
@@ -191,16 +195,10 @@ class Executor:
     async def _run_batch(
         self, reroute_id: str, batch: tuple[Step, ...], index: range, timings: list[StepTiming]
     ) -> RerouteError | None:
-        """Run steps at once (journaled first); the first error, after all have finished.
-        A step whose start cannot be journaled is not run (nor are the others of its batch:
-        ``_ran`` says whether they ran)."""
-        self._ran = False
-        for i in index:
-            if unwritable := self._write(self.journal.step, reroute_id, i, StepState.STARTED):
-                return unwritable
+        """Run steps at once (their starts journaled by the caller); the first error, after
+        all have finished."""
         for i, step in zip(index, batch, strict=True):
             self._emit(reroute_id, i, step, StepState.STARTED)
-        self._ran = True
         results = await asyncio.gather(
             *(self._timed(step) for step in batch), return_exceptions=True
         )
@@ -377,12 +375,24 @@ class Executor:
         started: list[int],
         cause: Exception,
         rest: str = "",
+        *,
+        undo_drain_s: float = 0.0,
     ) -> tuple[RerouteState, str]:
         """Undo the started steps, newest first. Returns the final state and the story.
         Journaling the undo is best effort: a journal that cannot be written (the cause,
-        perhaps) does not stop it; recovery restores the same origins."""
+        perhaps) does not stop it; recovery restores the same origins.
+
+        Once a shift is undone the traffic is back on its old path, but what was already
+        sent on the new one is still in flight: ``undo_drain_s`` passes before an earlier
+        step is undone (the new path's make removed), as a forward plan drains a path
+        before it removes it."""
+        shifted_back = False
         for i in reversed(started):
             step = steps[i]
+            if shifted_back and step.kind is not StepKind.SHIFT:
+                await asyncio.sleep(undo_drain_s)
+                shifted_back = False
+            shifted_back = shifted_back or step.kind is StepKind.SHIFT
             try:
                 async with asyncio.timeout(self.step_timeout):
                     await self._undo(step)

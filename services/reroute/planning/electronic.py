@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
-from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix
+from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix, new_change, new_rule
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -141,6 +141,7 @@ def plan_electronic(
         planned_at=now,
         flow_count=len(intent.flows),
         origins=tuple((p, tuple(f)) for p, f in by_origin.items()),
+        undo_drain_s=intent.drain_s if intent.drain_s is not None else drain_for((to,)),
     )
 
 
@@ -285,13 +286,8 @@ def _shift_steps(
         olds = old.get(bridge, [])
         if olds:  # (none: the direction's ingress is not managed here, or already moved)
             add, ingress = FlowOp.ADD, cookie(tag, ROLE_INGRESS)
-            changes = tuple(
-                FlowChange(
-                    op=add,
-                    rule=FlowRule(
-                        match=r.match, priority=INGRESS_PRIORITY, actions=actions, cookie=ingress
-                    ),
-                )
+            changes = tuple(  # 100,000s: the fast builders (drivers.base)
+                new_change(add, new_rule(r.match, INGRESS_PRIORITY, actions, ingress, 0))
                 for r in olds
             )
             undo = _undo_of(olds, made.get(bridge, ()))
@@ -305,7 +301,8 @@ def _undo_of(olds: list[FlowRule], made: tuple[FlowChange, ...]) -> tuple[FlowCh
         c.rule is r and c.op is FlowOp.ADD for c, r in zip(made, olds, strict=True)
     ):
         return made
-    return tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in olds)
+    add = FlowOp.ADD
+    return tuple(new_change(add, r) for r in olds)
 
 
 def _verify(step: Step) -> Step:

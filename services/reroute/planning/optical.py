@@ -140,7 +140,7 @@ def _mbb(
         Phase(name="await-lock", steps=(lock,)),
         *_renamed("swap", swap_phases, ("shift", "verify-shift", "drain", "clean")),
     ]  # fmt: skip
-    return _optical_plan(intent, park, Disruption.HITLESS, phases, now)
+    return _optical_plan(intent, (park, swap), Disruption.HITLESS, phases, now)
 
 
 def _bbm(
@@ -162,14 +162,19 @@ def _bbm(
         *(p for p in move.phases if p.name != "drain"),
         Phase(name="await-lock", steps=(lock,)),
     ]
-    return _optical_plan(intent, move, Disruption.OUTAGE, phases, now)
+    return _optical_plan(intent, (move,), Disruption.OUTAGE, phases, now)
 
 
 def _optical_plan(
-    intent: Intent, first: Plan, disruption: Disruption, phases: list[Phase], now: float
+    intent: Intent,
+    moves: tuple[Plan, ...],
+    disruption: Disruption,
+    phases: list[Phase],
+    now: float,
 ) -> Plan:
-    """The plan of ``intent`` made of ``phases``: the flows leave from where ``first`` (the
-    electronic move that takes them off their paths) found them."""
+    """The plan of ``intent`` made of ``phases`` from the electronic ``moves``: the flows
+    leave from where the first (which takes them off their paths) found them."""
+    first = moves[0]
     return Plan(
         intent=intent,
         from_paths=first.from_paths,
@@ -179,6 +184,7 @@ def _optical_plan(
         planned_at=now,
         flow_count=len(intent.flows),
         origins=first.origins,
+        undo_drain_s=max(m.undo_drain_s for m in moves),
     )
 
 

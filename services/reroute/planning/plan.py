@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.model import FlowSpec, Intent
@@ -27,6 +28,9 @@ class StepKind(StrEnum):
 class Disruption(StrEnum):
     HITLESS = "hitless"  # every prefix keeps every moved flow on a working path
     OUTAGE = "outage"  # traffic of moved flows is dropped between break and make
+
+
+_OP = attrgetter("op")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +58,7 @@ class Step:
             return f"await lock: {ports} up (timeout {self.duration_s * 1000:.0f} ms)"
         if self.kind is StepKind.VERIFY:
             return f"verify {self.device}: {len(self.expect)} rules read back"
-        adds = sum(c.op is FlowOp.ADD for c in self.changes)
+        adds = list(map(_OP, self.changes)).count(FlowOp.ADD)  # in C: 100,000s of changes
         dels = len(self.changes) - adds
         return f"{self.kind} {self.device}: +{adds} -{dels} (one batch)"
 
@@ -83,6 +87,9 @@ class Plan:
     flow_count: int = field(default=0)
     # where the moved flows were: (path, forward flows) -- what recovery restores
     origins: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
+    # a rollback that undoes a shift waits this long before undoing what came before it
+    # (the make of the path the traffic just left: its packets in flight arrive first)
+    undo_drain_s: float = 0.0
 
     def steps(self) -> list[Step]:
         """Every step, in plan order."""

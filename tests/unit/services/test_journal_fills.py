@@ -6,7 +6,9 @@ N-th on, as SQLite's do on a full disk (``sqlite3.OperationalError``)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
+import time
 from typing import Any
 
 import pytest
@@ -80,3 +82,30 @@ def test_a_full_journal_is_a_journal_error_on_each_write() -> None:
         journal.step("r1", 0, StepState.STARTED)
     with pytest.raises(JournalError, match="cannot be written"):
         journal.finish("r1", RerouteState.DONE)
+
+
+class Stamped(OneByOne):
+    """A ``OneByOne`` that notes when each batch came (``time.monotonic``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.times: list[float] = []
+
+    async def apply(self, changes: Any) -> None:
+        self.times.append(time.monotonic())
+        await super().apply(changes)
+
+
+@pytest.mark.parametrize("drain_s", [0.0, 0.15])
+def test_a_rollback_drains_the_new_path_before_undoing_its_make(drain_s: float) -> None:
+    """The shift ran and its end cannot be journaled: the shift is undone at once, and the
+    make only ``undo_drain_s`` later (packets sent on the new path arrive first)."""
+    s1, s2 = Stamped("s1", BEFORE, capabilities=ATOMIC), Stamped("s2", [], capabilities=ATOMIC)
+    journal = Journal(None)
+    journal.db = FillingDb(journal.db, room=4)  # type: ignore[assignment]  # at-shift-done
+    plan = dataclasses.replace(two_step_plan(s1, s2), undo_drain_s=drain_s)
+    outcome = asyncio.run(Executor({"s1": s1, "s2": s2}, journal).run("r1", plan))
+    assert outcome.state is RerouteState.ROLLED_BACK, outcome.describe()
+    assert sorted(s1.table.values()) == sorted(BEFORE) and s2.table == {}  # as before
+    (_, shift_undone), (_, make_undone) = s1.times, s2.times
+    assert drain_s <= make_undone - shift_undone < drain_s + 0.1

@@ -252,6 +252,15 @@ def test_the_drain_is_the_old_paths_delay_plus_a_margin_unless_given() -> None:
     )
 
 
+def test_a_rollback_drains_the_path_the_traffic_is_shifted_back_from() -> None:
+    flow = host_flow(TWO_SITE.paths["primary"])
+    tables = initial_tables(TWO_SITE)
+    onto = plan(TWO_SITE, tables, Intent(flows=(flow,), to_path="longhaul"), now=0.0)
+    assert onto.undo_drain_s == pytest.approx(0.015 * 1.1 + 0.005)  # the long haul's delay
+    given = Intent(flows=(flow,), to_path="longhaul", drain_s=0.2)
+    assert plan(TWO_SITE, tables, given, now=0.0).undo_drain_s == 0.2
+
+
 @pytest.mark.parametrize(
     ("intent", "message"),
     [
