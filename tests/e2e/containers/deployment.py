@@ -1,12 +1,14 @@
 """The two-site containers (docker/two-site/) driven from the host, for the tests.
 
-``Deployment.up`` runs ``docker compose up`` with a fresh operator token and free host ports;
+``Deployment.up`` runs ``docker compose up`` with a fresh operator token, free host ports and
+free subnets (none of the Docker host's networks or routes overlaps them);
 ``down`` removes the containers, networks and volumes of the project, and ``leftovers`` lists
 any that are still there. Commands inside the containers go through ``docker exec``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -14,7 +16,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,9 @@ PROJECT = "reroute-two-site"
 NAME = "two-site-docker"  # topologies/two-site-containers.yaml: the sites' namespaces
 FLOW = "10.10.0.1>10.10.0.2"
 SITES = {"site1": ("h1", "10.10.0.2"), "site2": ("h2", "10.10.0.1")}
+# docker-compose.yml: the networks' subnets, each given as the x.y.z of its x.y.z.0/29
+SUBNETS = ("NET_LH_WEST", "NET_LH_EAST", "NET_STANDBY", "NET_SITE1_MGMT", "NET_SITE2_MGMT")
+CANDIDATES = ipaddress.IPv4Network("172.30.0.0/15")  # docker-compose.yml's defaults: 172.30.11-15
 
 
 def compose_command() -> list[str]:
@@ -65,6 +70,40 @@ def leftovers() -> list[str]:
     return found
 
 
+def taken_networks() -> list[ipaddress.IPv4Network]:
+    """The subnets of every Docker network on the host and the destinations of every route
+    in the host's namespace (the default route aside)."""
+    ids = docker("network", "ls", "-q").split()
+    fmt = "{{range .IPAM.Config}}{{.Subnet}} {{end}}"
+    subnets = docker("network", "inspect", "--format", fmt, *ids).split() if ids else []
+    routes = subprocess.run(
+        ["ip", "-j", "-4", "route", "show", "table", "all"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    dsts = [r["dst"] for r in json.loads(routes or "[]") if r.get("dst", "default") != "default"]
+    return [n for n in map(_network, [*subnets, *dsts]) if n is not None]
+
+
+def _network(text: str) -> ipaddress.IPv4Network | None:
+    try:
+        return ipaddress.IPv4Network(text, strict=False)
+    except ValueError:  # an IPv6 subnet of a Docker network
+        return None
+
+
+def free_prefixes(count: int, taken: Iterable[ipaddress.IPv4Network]) -> list[str]:
+    """``count`` x.y.z prefixes whose x.y.z.0/24 overlaps none of ``taken``, from 172.30.11
+    on (docker-compose.yml's defaults when they are free)."""
+    taken = list(taken)
+    free = []
+    for net in list(CANDIDATES.subnets(new_prefix=24))[11:]:
+        if not any(net.overlaps(t) for t in taken):
+            free.append(str(net.network_address).rsplit(".", 1)[0])
+            if len(free) == count:
+                return free
+    raise RuntimeError(f"fewer than {count} free /24 in {CANDIDATES} on this Docker host")
+
+
 @dataclass(slots=True)
 class Deployment:
     token: str
@@ -80,6 +119,7 @@ class Deployment:
             "REROUTE_TOKEN": token,
             "SITE1_PORT": str(ports["site1"]),
             "SITE2_PORT": str(ports["site2"]),
+            **dict(zip(SUBNETS, free_prefixes(len(SUBNETS), taken_networks()), strict=True)),
             **extra_env,
         }
         dep = cls(token=token, ports=ports, env=env)
