@@ -187,10 +187,18 @@ async function showLive(id, fresh) {
     const known = state.live?.id === id ? state.live.steps : [];
     for (const step of [...known, ...mine.events]) applyStep(view, step);
     state.live = view;
+    // steps that finished before this answer (read in it, or their events held meanwhile)
+    // moved the devices too
+    if (view.steps.some(movedDevices)) refreshDevicesSoon();
   } finally {
     if (fetching === mine) fetching = null;
   }
   showTimeline();
+}
+
+function movedDevices(step) {
+  // a step that ended after changing rules or circuits: the drawing reads the devices again
+  return RANK[step.state] >= RANK.done && /^(shift|circuits|remove|install)/.test(step.description);
 }
 
 function onStepEvent(data) {
@@ -205,9 +213,7 @@ function onStepEvent(data) {
   }
   const step = applyStep(live, data);
   showTimeline();
-  if (step && data.state !== "started" && /^(shift|circuits|remove|install)/.test(step.description)) {
-    refreshDevicesSoon();
-  }
+  if (step && data.state !== "started" && movedDevices(step)) refreshDevicesSoon();
 }
 
 function applyStep(view, data) {

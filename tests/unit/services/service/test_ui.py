@@ -244,6 +244,38 @@ def test_in_a_browser_on_fake_switches(topo: Topology, tmp_path: Path) -> None:
             b.screenshot(tmp_path / "ui-fake.png")
 
 
+# the page's reads of one reroute answered 0.5 s late (its events keep coming meanwhile)
+SLOW_VIEWS = """
+const fetchNow = window.fetch;
+window.fetch = async (path, init) => {
+  if (/^\\/v1\\/reroutes\\/[^/?]+$/.test(path)) await new Promise((ok) => setTimeout(ok, 500));
+  return fetchNow(path, init);
+};
+"""
+
+
+def test_steps_done_while_the_page_reads_the_reroute_still_move_the_drawing(
+    topo: Topology, tmp_path: Path
+) -> None:
+    """The shift ends while the page is still reading the reroute its first event named
+    (on a loaded machine the service answers late): the flow is drawn on its new path while
+    the reroute drains, not only once it is done (the CI failure of the fabric's UI test)."""
+    fake = FakeFabric(topo)
+    with ServerThread(settings(topo, tmp_path / "j.sqlite"), fake.drivers) as srv, Browser() as b:
+        b.open(f"{srv.url}/ui")
+        b.login(OPERATOR)
+        b.wait(lambda: drawn(b, *BRIDGES, "ost1"), "the topology")
+        b.wait(lambda: b.attr("#conn", "data-state") == "live", "the live event stream")
+        b.driver.execute_script(SLOW_VIEWS)
+        with srv.http() as http:
+            asked = {"flows": [FLOW], "to_path": "temporary", "drain_ms": 4000}
+            reroute_id = http.post("/v1/reroutes", json=asked).json()["id"]
+            b.wait(lambda: FLOW in flows_on(b, "temporary"), "the flow drawn on temporary", 3)
+            assert http.get(f"/v1/reroutes/{reroute_id}").json()["state"] == "running"
+            assert not flows_on(b, "long")
+            b.wait(lambda: history_state(b, reroute_id) == "done", "the reroute done")
+
+
 def test_a_device_that_cannot_be_read_leaves_the_page_and_says_so(
     topo: Topology, tmp_path: Path
 ) -> None:
