@@ -245,14 +245,6 @@ def new_rule(
     return r
 
 
-def new_change(op: FlowOp, rule: FlowRule) -> FlowChange:
-    """``FlowChange(op=op, rule=rule)``, built faster (see above)."""
-    c = _new(FlowChange)
-    _CHANGE_SET[0](c, op)
-    _CHANGE_SET[1](c, rule)
-    return c
-
-
 class FlowOp(StrEnum):
     ADD = "add"  # add, or replace the actions of the entry with the same key
     DELETE = "delete"  # strict delete of the entry with the same key
@@ -265,6 +257,14 @@ class FlowChange:
 
 
 _CHANGE_SET = _setters(FlowChange, "op rule")
+
+
+def new_change(op: FlowOp, rule: FlowRule) -> FlowChange:
+    """``FlowChange(op=op, rule=rule)``, built faster (see the builders above)."""
+    c = _new(FlowChange)
+    _CHANGE_SET[0](c, op)
+    _CHANGE_SET[1](c, rule)
+    return c
 
 
 class PortState(StrEnum):
