@@ -3,7 +3,7 @@ degradation through the site's reroute service.
 
     reroute monitor rtt --netns rr-two-site.h1 --target 10.10.0.2 --trigger 10 --clear 5 \\
         --api http://127.0.0.1:8081 --token-file site1.token \\
-        --flow 10.10.0.1>10.10.0.2 --to standby
+        --flow '10.10.0.1>10.10.0.2' --to standby
 
 Prints one JSON line per trigger and failover (and per sample with ``--verbose``).
 """
@@ -17,6 +17,8 @@ from collections.abc import Callable
 from ipaddress import IPv4Address
 from pathlib import Path
 
+from services.reroute.cli import flowarg
+from services.reroute.cli.flowarg import parse_flows
 from services.reroute.monitor.detector import Detector, Sense, Thresholds
 from services.reroute.monitor.runner import Event, Failover, Sampler, run
 from services.reroute.monitor.samplers import LossWindow, Pinger, RxRate
@@ -37,7 +39,7 @@ def _sampler(args: argparse.Namespace) -> Sampler:
     return pinger if args.kind == "rtt" else LossWindow(pinger)
 
 
-def _fire(args: argparse.Namespace) -> Callable[[int], Failover]:
+def _fire(args: argparse.Namespace, flows: list[str]) -> Callable[[int], Failover]:
     from services.reroute.service.client import RerouteClient
 
     token = args.token or (Path(args.token_file).read_text().strip() if args.token_file else "")
@@ -48,7 +50,7 @@ def _fire(args: argparse.Namespace) -> Callable[[int], Failover]:
     def fire(n: int) -> Failover:
         """Ask the service for the failover reroute (attempt ``n``) and wait for its end."""
         view = client.create(
-            args.flow,
+            flows,
             args.to,
             strategy=args.strategy,
             idempotency_key=f"monitor-{run_id}-{n}",  # one degradation, one reroute
@@ -68,8 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         hold_down_s=args.hold_down_s,
         sense=Sense.LOW_IS_BAD if args.kind == "throughput" else Sense.HIGH_IS_BAD,
     )
-    if not args.flow:
-        raise SystemExit("reroute monitor: give the flows to move with --flow SRC>DST")
+    flows = [str(f) for f in parse_flows(args.flow, "10.10.0.1", "10.10.0.2")]
 
     def emit(event: Event) -> None:
         """Print one monitor event as a JSON line."""
@@ -78,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     fired = run(
         _sampler(args),
         Detector(thresholds),
-        _fire(args),
+        _fire(args, flows),
         emit,
         rate_hz=args.rate_hz,
         duration_s=args.duration_s,
@@ -111,7 +112,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--api", required=True, metavar="URL", help="the site's reroute service")
     p.add_argument("--token", help="bearer token (operator role)")
     p.add_argument("--token-file", help="file holding the bearer token")
-    p.add_argument("--flow", action="append", default=[], metavar="SRC>DST", help="repeatable")
+    p.add_argument(
+        "--flow", action="append", default=[], metavar=flowarg.METAVAR, help=flowarg.HELP
+    )
     p.add_argument("--to", required=True, metavar="PATH", help="the standby path")
     p.add_argument("--strategy", choices=["mbb", "bbm"], default="mbb")
     p.add_argument("--wait-s", type=float, default=5.0, help="wait for the reroute to finish")
