@@ -71,19 +71,23 @@ def test_defaults_fabric_is_the_topology_name_and_its_inventory(
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        ("colour: red\n", "colour: Extra inputs are not permitted"),
-        ("step_timeout_s: -1\n", "step_timeout_s"),
-        ("listen: 'localhost'\n", "listen"),
-        ("listen: 'example.com:80'\n", "listen"),
-        ("tokens: [{token: short, role: read}]\n", "tokens.0.token"),
-        (f"tokens: [{{token: {TOKEN}, role: admin}}]\n", "tokens.0.role"),
-        (f"tokens: [{{token: {TOKEN}, role: read, extra: 1}}]\n", "tokens.0.extra"),
+        ("colour: red\n", "reroute.yaml:2: colour: unknown key (known: fabric, inventory,"),
+        ("step_timeout_s: -1\n", "reroute.yaml:2: step_timeout_s: Input should be greater"),
+        ("listen: 'localhost'\n", "reroute.yaml:2: listen: 'localhost': expected HOST:PORT"),
+        ("listen: 'example.com:80'\n", "reroute.yaml:2: listen"),
+        ("tokens: [{token: short, role: read}]\n", "reroute.yaml:2: tokens[0].token: String"),
+        (f"tokens: [{{token: {TOKEN}, role: admin}}]\n", "reroute.yaml:2: tokens[0].role"),
+        (
+            f"tokens: [{{token: {TOKEN}, role: read, extra: 1}}]\n",
+            "reroute.yaml:2: tokens[0].extra: unknown key (known: role, token)",
+        ),
     ],
 )
 def test_bad_fields_are_named(tmp_path: Path, text: str, names: str) -> None:
-    with pytest.raises(ConfigError, match=names) as err:
+    with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, f"topology: {NGNCS}\n{text}"))
-    assert str(tmp_path / "reroute.yaml") in str(err.value)
+    assert str(err.value).startswith(str(tmp_path / "reroute.yaml"))
+    assert names in str(err.value)
 
 
 @pytest.mark.parametrize(
