@@ -30,7 +30,7 @@ from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.routes import router
-from services.reroute.service.ui import mount_ui
+from services.reroute.service.ui import FrontDoor, mount_ui
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -60,6 +60,7 @@ def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> F
     inventory) connects the drivers of the switches in scope."""
     app = api(_lifespan(settings, drivers or inventory_drivers))
     app.add_middleware(BearerAuth, tokens=settings.tokens)
+    app.add_middleware(FrontDoor)  # outside the token check: a browser at / finds the page
     return app
 
 

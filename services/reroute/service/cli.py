@@ -24,7 +24,8 @@ def _serve(args: argparse.Namespace) -> int:
     where = f"[{host}]" if ":" in host else host
     inv = settings.inventory.file if settings.inventory else "-"
     print(
-        f"reroute serve: http://{where}:{port} (fabric {settings.fabric}, inventory {inv})",
+        f"reroute serve: http://{where}:{port} (fabric {settings.fabric}, inventory {inv}); "
+        f"the page: http://{where}:{port}/ui/",
         flush=True,
     )
     serve(settings, sock)
