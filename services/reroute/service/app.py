@@ -9,6 +9,7 @@ everything.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,6 +30,7 @@ from services.reroute.journal import Journal
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
+from services.reroute.service.oplog import RequestLog, log_reroutes
 from services.reroute.service.routes import router
 from services.reroute.service.ui import FrontDoor, mount_ui
 
@@ -61,6 +63,7 @@ def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> F
     app = api(_lifespan(settings, drivers or inventory_drivers))
     app.add_middleware(BearerAuth, tokens=settings.tokens)
     app.add_middleware(FrontDoor)  # outside the token check: a browser at / finds the page
+    app.add_middleware(RequestLog)  # outermost: every request, refused ones too
     return app
 
 
@@ -107,12 +110,18 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     lock_dir=_lock_dir(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
-                await svc.start()
-                app.state.service = svc
-                try:
-                    yield
-                finally:
-                    await svc.stop()
+                async with svc.bus.subscribe() as events:  # before the worker starts
+                    logger = asyncio.create_task(log_reroutes(events))
+                    try:
+                        await svc.start()
+                        app.state.service = svc
+                        try:
+                            yield
+                        finally:
+                            await svc.stop()  # ends the events: the logger logs the last
+                    finally:
+                        events.end()
+                        await logger
         finally:
             journal.close()
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
+from services.reroute.cli.main import main
 from services.reroute.errors import ConfigError
 from services.reroute.service.auth import Role
-from services.reroute.service.config import load_config, parse_listen, resolve
+from services.reroute.service.config import (
+    ServiceConfig,
+    keys_help,
+    load_config,
+    parse_listen,
+    resolve,
+)
 from tests.unit.services.service.conftest import NGNCS
 
 TOKEN = "t" * 20
@@ -117,3 +126,39 @@ def test_listen_parsing() -> None:
     for bad in ("8080", ":80", "1.2.3.4:99999", "[::1]"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_serve_help_lists_every_key_of_the_config_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["serve", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "config keys (a YAML mapping; relative paths are taken from its directory):" in out
+    for name in ServiceConfig.model_fields:
+        assert f"\n  {name}: " in out, name
+    assert "  topology: FILE            the topology file (required)" in out
+    assert "tokens: [{token: TEXT, role: read|operator}, ...]" in out
+    assert "(default 10.0, > 0, <= 600)" in out
+
+
+def test_a_key_the_model_gains_is_listed_with_its_shape() -> None:
+    class Store(BaseModel):
+        kind: Literal["etcd"]
+        endpoints: list[str]
+
+    class Grown(ServiceConfig):
+        store: Store | None = Field(default=None, description="where the journal lives")
+
+    assert "  store: {kind: etcd, endpoints: [TEXT, ...]}\n" in keys_help(Grown) + "\n"
+    assert "where the journal lives" in keys_help(Grown)
+
+
+def test_apply_help_explains_flow_and_step_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["apply", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--flow 'SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N]'" in out
+    assert "Quote it (an unquoted > is a shell redirect) or write src=SRC,dst=DST" in out
+    assert "--step-timeout S seconds one device step" in out
