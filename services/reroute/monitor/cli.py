@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from ipaddress import IPv4Address
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.reroute.cli import flowarg
 from services.reroute.cli.flowarg import parse_flows
+from services.reroute.errors import ApiError
 from services.reroute.monitor.detector import Detector, Sense, Thresholds
 from services.reroute.monitor.runner import Event, Failover, Sampler, run
 from services.reroute.monitor.samplers import LossWindow, Pinger, RxRate
+
+if TYPE_CHECKING:
+    from services.reroute.service.client import RerouteClient
 
 DEFAULTS = {  # kind -> (trigger, clear, unit)
     "rtt": (10.0, 5.0, "ms"),
@@ -44,7 +50,7 @@ def _fire(args: argparse.Namespace, flows: list[str]) -> Callable[[int], Failove
 
     token = args.token or (Path(args.token_file).read_text().strip() if args.token_file else "")
     client = RerouteClient(args.api, token, retries=args.retries)
-    client.health()  # fail early on a wrong URL, and warm the connection for the failover
+    await_service(client, args.api, args.api_wait_s)  # and warm the connection for the failover
     run_id = args.id or uuid.uuid4().hex[:8]
 
     def fire(n: int) -> Failover:
@@ -59,6 +65,25 @@ def _fire(args: argparse.Namespace, flows: list[str]) -> Callable[[int], Failove
         return Failover(reroute=view.id, state=view.state)
 
     return fire
+
+
+def await_service(client: RerouteClient, url: str, wait_s: float) -> None:
+    """Until the service answers ``/healthz`` (it may still be starting: a monitor started
+    beside its service), at most ``wait_s``; a wrong URL fails after that, an answer that
+    is an error (a wrong token, say) at once."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            client.health()
+            return
+        except ApiError as exc:
+            if not exc.is_unavailable or time.monotonic() >= deadline:
+                raise
+            if not said:
+                print(f"monitor: waiting up to {wait_s:g} s for {url} to answer", file=sys.stderr)
+                said = True
+        time.sleep(0.2)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -119,6 +144,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--strategy", choices=["mbb", "bbm"], default="mbb")
     p.add_argument("--wait-s", type=float, default=5.0, help="wait for the reroute to finish")
     p.add_argument("--retries", type=int, default=3)
+    p.add_argument(
+        "--api-wait-s",
+        type=float,
+        default=30.0,
+        help="at start, how long to wait for the service to answer (it may be starting too)",
+    )
     p.add_argument("--id", help="monitor id in idempotency keys (default: random)")
     p.add_argument("--duration-s", type=float, help="stop after this long (default: never)")
     p.add_argument("--once", action="store_true", help="stop after the first failover")

@@ -26,7 +26,14 @@ def _serve(args: argparse.Namespace) -> int:
     settings = resolve(load_config(args.config), listen=args.listen)
     for logger in LOGGERS:  # the operator's lines, whatever -v says
         logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))
-    sock = listening_socket(settings.host, settings.port)
+    try:
+        sock = listening_socket(settings.host, settings.port)
+    except OSError as exc:
+        given = "--listen" if args.listen else f"{args.config}: listen:"
+        raise ConfigError(
+            f"{given} cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
+            "(another service there? give another HOST:PORT; port 0 picks a free one)"
+        ) from exc
     host, port = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
     inv = settings.inventory.file if settings.inventory else "-"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -162,3 +163,21 @@ def test_apply_help_explains_flow_and_step_timeout(capsys: pytest.CaptureFixture
     assert "--flow 'SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N]'" in out
     assert "Quote it (an unquoted > is a shell redirect) or write src=SRC,dst=DST" in out
     assert "--step-timeout S seconds one device step" in out
+
+
+def test_a_port_in_use_is_an_error_naming_the_key_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = write(
+            tmp_path,
+            f"topology: {NGNCS}\ninventory: lab.yaml\nlisten: 127.0.0.1:{port}\n"
+            f"tokens: [{{token: {TOKEN}, role: operator}}]\n",
+        )
+        assert main(["serve", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"reroute: error: {path}: listen: cannot listen on 127.0.0.1:{port}: ")
+    assert "Address already in use" in err and "Traceback" not in err
