@@ -65,9 +65,10 @@ class _HelpWithKeys(argparse._HelpAction):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        from services.reroute.service.config import keys_help
+        from services.reroute.modeldoc import keys_help
+        from services.reroute.service.config import ServiceConfig
 
-        parser.epilog = keys_help()
+        parser.epilog = keys_help(ServiceConfig)
         super().__call__(parser, namespace, values, option_string)
 
 

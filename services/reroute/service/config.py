@@ -23,13 +23,10 @@ listen on). A bad inventory stops the service before it starts, naming file and 
 from __future__ import annotations
 
 import ipaddress
-import textwrap
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -142,56 +139,6 @@ class Settings:
     step_timeout_s: float
 
 
-def keys_help(model: type[BaseModel] = ServiceConfig, width: int = 96) -> str:
-    """The keys of a config file, made from its model: each key, the shape of its value,
-    what it is, its default and bounds (``reroute serve --help``)."""
-    rows = []
-    for name, field in model.model_fields.items():
-        notes = ["required"] if field.is_required() else []
-        if not field.is_required() and field.default not in (None, ()):
-            notes.append(f"default {field.default}")
-        notes += [f"{sign} {getattr(m, attr)}" for m in field.metadata for attr, sign in _BOUNDS
-                  if getattr(m, attr, None) is not None]  # fmt: skip
-        text = " ".join(filter(None, [field.description, f"({', '.join(notes)})" if notes else ""]))
-        rows.append((f"{name}: {shape(field.annotation)}", text))
-    column = min(max(len(key) for key, _ in rows) + 4, 28)
-    lines = ["config keys (a YAML mapping; relative paths are taken from its directory):"]
-    for key, text in rows:
-        wrapped = textwrap.wrap(text, width - column)
-        if len(key) + 4 > column or not wrapped:  # a long key: its text on the next lines
-            lines.append(f"  {key}")
-        else:
-            lines.append(f"  {key:<{column - 2}}{wrapped.pop(0)}")
-        lines += [" " * column + more for more in wrapped]
-    return "\n".join(lines)
-
-
-_BOUNDS = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
-
-
-def shape(tp: Any) -> str:
-    """How a value of type ``tp`` is written: ``FILE``, ``[TEXT, ...]``, ``{token, role}``."""
-    origin, args = get_origin(tp), get_args(tp)
-    if origin is Annotated:
-        return shape(args[0])
-    if origin in (Union, types.UnionType):
-        return " | ".join(shape(a) for a in args if a is not type(None))
-    if origin is Literal:
-        return "|".join(str(a) for a in args)
-    if origin in (list, tuple, set, frozenset):
-        return f"[{shape(args[0])}, ...]" if args else "[...]"
-    if origin is dict:
-        return f"{{{shape(args[0])}: {shape(args[1])}}}"
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return (
-            "{" + ", ".join(f"{k}: {shape(f.annotation)}" for k, f in tp.model_fields.items()) + "}"
-        )
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return "|".join(str(m.value) for m in tp)
-    names = {Path: "FILE", str: "TEXT", int: "N", float: "NUMBER", bool: "true|false"}
-    return names.get(tp, getattr(tp, "__name__", str(tp)).upper())
-
-
 def load_config(path: Path) -> ServiceConfig:
     """Load and validate the service's YAML configuration (ConfigError naming the file, and
     every problem at its line)."""
@@ -284,9 +231,9 @@ def _inventory(
     path = config.inventory or runtime.default_inventory(fabric)
     if config.inventory is None and not path.exists():
         raise ConfigError(
-            f"{_at(config, 'topology')}: no inventory: given and no emulated fabric {fabric} "
-            f"is up ({path} is missing): say inventory: FILE, or "
-            f"`reroute fabric up {config.topology}` first"
+            f"{_at(config, 'inventory')}: none given and no emulated fabric {fabric} is up "
+            f"({path} is missing): say inventory: FILE, or `reroute fabric up "
+            f"{config.topology}` first"
         )
     try:
         inv = load_inventory(path)
