@@ -228,10 +228,11 @@ def check(inv: Inventory, topo: Topology, scope: Iterable[str] | None = None) ->
     nodes = set(switching_nodes(topo))
     for name in inv.devices:
         if name not in nodes:
-            known = ", ".join(sorted(nodes))
+            hint = nearest(name, nodes)
             raise ConfigError(
                 f"{inv.at('devices', name)}: device {name}: not a switching node of topology "
-                f"{topo.name} (those are: {known})"
+                f"{topo.name}{hint if 'did you mean' in hint else ''} (those are: "
+                f"{', '.join(sorted(nodes))})"
             )
     for name in switching_nodes(topo, scope):
         if name not in inv.devices:

@@ -466,11 +466,13 @@ class _Resolver:
         """Check an endpoint against its node; optical ports normalise to the ingress port."""
         node = self.body.nodes.get(end.node)
         if node is None:
-            raise self.fail(where, f"endpoint {end} names no node")
+            hint = nearest(end.node, self.body.nodes)
+            raise self.fail(where, f"endpoint {end} names no node{hint}")
         number = port_number(end.port)
         if isinstance(node, HostNode):
             if end.port not in node.interfaces:
-                raise self.fail(where, f"{end.node} has no interface {end.port!r}")
+                hint = nearest(end.port, node.interfaces)
+                raise self.fail(where, f"{end.node} has no interface {end.port!r}{hint}")
             return end
         if number is None:
             raise self.fail(where, f"port {end.port!r} of {end.node} must be p<number>")
@@ -546,7 +548,10 @@ class _PathWalker:
         src, dst = self.r.nodes.get(self.spec.src), self.r.nodes.get(self.spec.dst)
         for role, node in (("src", src), ("dst", dst)):
             if not isinstance(node, Host):
-                raise self.r.fail(self.where, f"{role} must be a host node")
+                name = self.spec.src if role == "src" else self.spec.dst
+                hosts = [n for n, x in self.r.nodes.items() if isinstance(x, Host)]
+                hint = "" if node is not None else nearest(name, hosts)
+                raise self.r.fail(self.where, f"{role} must be a host node{hint}")
         assert isinstance(src, Host)
         at = self._leave(Endpoint(node=src.name, port=src.interfaces[0].name))
         hops: list[Hop] = []

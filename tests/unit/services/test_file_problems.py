@@ -4,6 +4,7 @@ gains later (nothing lists today's keys)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.reroute.cli.main import main
 from services.reroute.errors import ConfigError, TopologyError
-from services.reroute.inventory import load_inventory
+from services.reroute.inventory import check, load_inventory
 from services.reroute.problems import report, validation_problems
 from services.reroute.service.config import ServiceConfig, load_config, resolve
 from services.reroute.topology import load_topology
@@ -162,3 +163,35 @@ def test_a_key_the_config_gains_later_gets_the_same_help() -> None:
         "  c.yaml:4: store.endpionts: unknown key; did you mean `endpoints`?",
         "  c.yaml:5: store.prefx: unknown key; did you mean `prefix`?",
     ]
+
+
+def test_a_misspelt_node_or_device_name_gets_the_nearest_one(tmp_path: Path) -> None:
+    file = tmp_path / "t.yaml"
+    good = TOPOLOGY.replace(", protocls: [OpenFlow13]", "").replace("polatsi", "polatis")
+    good = good.replace("endpionts", "endpoints").replace("inital", "initial")
+    file.write_text(good.replace('"br1:p1"]', '"bt1:p1"]', 1))
+    with pytest.raises(
+        TopologyError, match=re.escape("endpoint bt1:p1 names no node; did you mean `br1`?")
+    ):
+        load_topology(file)
+    file.write_text(good.replace('"vm1:eth0"', '"vm1:eht0"'))
+    with pytest.raises(
+        TopologyError, match=re.escape("vm1 has no interface 'eht0'; did you mean `eth0`?")
+    ):
+        load_topology(file)
+    file.write_text(good.replace("src: vm1", "src: vn1"))
+    with pytest.raises(
+        TopologyError, match=re.escape("src must be a host node; did you mean `vm1`?")
+    ):
+        load_topology(file)
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(
+        "topology: ngncs-ost\ndevices:\n"
+        '  br1: {driver: ovs, target: "tcp:127.0.0.1:6001"}\n'
+        '  bt2: {driver: ovs, target: "tcp:127.0.0.1:6002"}\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        check(load_inventory(lab), load_topology(NGNCS))
+    assert str(info.value).startswith(
+        f"{lab}:4: device bt2: not a switching node of topology ngncs-ost; did you mean `br2`? "
+    )
