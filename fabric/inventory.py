@@ -36,7 +36,7 @@ from services.reroute.topology import Switch, Topology
 
 HEADER = """\
 # The inventory of emulated fabric {name} (written by `reroute fabric up`; removed by
-# `reroute fabric down`). The same format reaches real devices: see README.md,
+# `reroute fabric down {name}`). The same format reaches real devices: see README.md,
 # "Using it with real equipment", and `reroute inventory schema`.
 """
 

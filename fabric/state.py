@@ -99,7 +99,7 @@ def pick(name: str | None) -> FabricState:
     if name is None:
         if len(names) != 1:
             found = ", ".join(names) or "none"
-            raise FabricError(f"say which fabric (--name); running: {found}")
+            raise FabricError(f"name the fabric (running: {found})")
         name = names[0]
     state = load(name)
     if state is None:

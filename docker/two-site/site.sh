@@ -25,7 +25,7 @@ iface_of() {  # the interface with an address in subnet $1 (Docker attaches them
 [[ -w /proc/sys/net ]] || mount -o remount,rw /proc/sys
 ports=()
 for link in $LINKS; do ports+=(--port "${link%%=*}=$(iface_of "${link#*=}")"); done
-$R fabric down --all >/dev/null 2>&1 || true
+$R fabric down "$NAME" >/dev/null 2>&1 || true   # what a crashed run left
 # a journal from an earlier run: this is a restart (the service recovers what it cut)
 restart=0; [[ -e $STATE/journal.sqlite ]] && restart=1
 $R fabric site "$TOPOLOGY" "$SWITCH" "${ports[@]}" --state-dir "$STATE"
@@ -45,7 +45,7 @@ stop() {
   log "stopping"
   kill -TERM "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
-  $R fabric down --all >/dev/null || true
+  $R fabric down "$NAME" >/dev/null || true
   exit 0
 }
 trap stop TERM INT

@@ -37,13 +37,24 @@ __all__ = [
 
 
 class TopologyError(RerouteError):
-    """A topology file is invalid; ``where`` names the node, link or path at fault."""
+    """A topology file is invalid; ``where`` names the node, link or path at fault and
+    ``line`` its line (the first fault's, when ``text`` reports several)."""
 
-    def __init__(self, file: Path | str, where: str, message: str) -> None:
+    def __init__(
+        self,
+        file: Path | str,
+        where: str,
+        message: str,
+        *,
+        line: int | None = None,
+        text: str | None = None,
+    ) -> None:
         self.file = str(file)
         self.where = where
         self.message = message
-        super().__init__(f"{file}: {where}: {message}" if where else f"{file}: {message}")
+        self.line = line
+        at = f"{file}:{line}" if line else str(file)
+        super().__init__(text or (f"{at}: {where}: {message}" if where else f"{at}: {message}"))
 
 
 class HostError(RerouteError):

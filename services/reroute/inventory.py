@@ -33,8 +33,16 @@ from drivers import base
 from drivers.base import CrossConnectSwitch, DeviceSpec, Driver, Expect, FlowProgrammer, Session
 from drivers.errors import ConfigError, DeviceRejected, DeviceTimeout, DriverError
 from services.reroute import runtime
+from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
 from services.reroute.topology import OpticalSwitch, Switch, Topology
-from services.reroute.yamlfile import YAMLError, strict_yaml
+from services.reroute.yamlfile import (
+    Document,
+    Loc,
+    YAMLError,
+    strict_document,
+    yaml_error_line,
+    yaml_error_text,
+)
 
 NODE = r"^[a-z][a-z0-9]{0,7}$"
 PACKET = ("apply", "read")  # methods of FlowProgrammer
@@ -49,6 +57,12 @@ class Inventory:
     topology: str
     state_dir: Path
     devices: Mapping[str, DeviceSpec]
+    doc: Document | None = None  # the file as read: the lines errors name
+
+    def at(self, *loc: str) -> str:
+        """``FILE:LINE`` of the key ``loc`` (``FILE`` when its line is unknown)."""
+        line = self.doc.line(loc) if self.doc is not None else None
+        return f"{self.file}:{line}" if line else str(self.file)
 
     @property
     def journal(self) -> Path:
@@ -114,18 +128,26 @@ def load_inventory(file: Path | str) -> Inventory:
 
 
 def parse_inventory(text: str, file: Path) -> Inventory:
-    """Parse and validate an inventory document (``source`` names it in errors)."""
+    """Parse and validate an inventory document (``file`` names it in errors, each problem
+    at its line, all of them at once)."""
     try:
-        raw = strict_yaml(text)
+        doc = strict_document(text)
     except YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+        at = f"{file}:{line}" if (line := yaml_error_line(exc)) else f"{file}"
+        raise ConfigError(f"{at}: not valid YAML: {yaml_error_text(exc)}") from exc
+    raw = doc.data
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping (topology: NAME, devices: {{...}})")
-    _check_kinds(raw, file)
+    problems = _kind_problems(doc)
+    model = file_model()
     try:
-        parsed: Any = file_model().model_validate(raw)
+        parsed: Any = model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{file}: {_first_error(exc)}") from exc
+        unknown = {p.where for p in problems}
+        found = validation_problems(exc, model, doc, _place)
+        problems += [p for p in found if p.where not in unknown]
+    if problems:
+        raise ConfigError(report(file, problems))
     here = file.resolve().parent
     devices = {name: _absolute(spec, here) for name, spec in parsed.devices.items()}
     state = parsed.state_dir
@@ -134,34 +156,38 @@ def parse_inventory(text: str, file: Path) -> Inventory:
         topology=parsed.topology,
         state_dir=_rooted(state, here) if state else runtime.default_state_dir(parsed.topology),
         devices=devices,
+        doc=doc,
     )
 
 
-def _check_kinds(raw: dict[Any, Any], file: Path) -> None:
-    """An unknown kind gets an error listing the known ones (pydantic's is cryptic)."""
-    devices = raw.get("devices")
-    if not isinstance(devices, dict):
-        return
-    for name, entry in devices.items():
+def _kind_problems(doc: Document) -> list[Problem]:
+    """A device without a driver, or of an unknown kind (listing the known ones, or the
+    nearest): pydantic's error for these is cryptic."""
+    devices = doc.data.get("devices") if isinstance(doc.data, dict) else None
+    problems = []
+    for name, entry in devices.items() if isinstance(devices, dict) else ():
+        where, line = f"device {name}", doc.line(("devices", name, "driver"))
         if not isinstance(entry, dict) or "driver" not in entry:
-            raise ConfigError(f"{file}: device {name}: give its driver: (and target:)")
+            problems.append(
+                Problem(line=line, where=where, message="give its driver: (and target:)")
+            )
+            continue
+        kind = str(entry["driver"])
         try:
-            base.kind(str(entry["driver"]))
+            base.kind(kind)
         except DriverError as exc:
-            raise ConfigError(f"{file}: device {name}: {_own(exc)}") from None
+            hint = nearest(kind, base.registered())
+            close = "did you mean" in hint and "cannot be loaded" not in str(exc)
+            message = f"no driver for kind {kind!r}{hint}" if close else _own(exc)
+            problems.append(Problem(line=line, where=where, message=message))
+    return problems
 
 
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    loc = [str(p) for p in first["loc"]]
+def _place(loc: Loc) -> tuple[str, str]:
+    """A location as (place, key): ``device ost1`` and its key, or the top-level key."""
     if len(loc) >= 2 and loc[0] == "devices":
-        # ("devices", NAME, KIND, field...): the kind is the union's branch, not a key
-        where = f"device {loc[1]}: " + ".".join(loc[3:])
-    else:
-        where = ".".join(loc) or "(top)"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    return f"{where.rstrip(': ')}: {msg}{more}"
+        return f"device {loc[1]}", ".".join(str(p) for p in loc[2:])
+    return dotted(loc)
 
 
 def _rooted(path: Path, here: Path) -> Path:
@@ -196,33 +222,36 @@ def check(inv: Inventory, topo: Topology, scope: Iterable[str] | None = None) ->
     nodes, has a device for every one in ``scope``, each of a kind that can program it."""
     if inv.topology != topo.name:
         raise ConfigError(
-            f"{inv.file}: it is the inventory of topology {inv.topology!r}, not {topo.name!r}"
+            f"{inv.at('topology')}: it is the inventory of topology {inv.topology!r}, "
+            f"not {topo.name!r}"
         )
     nodes = set(switching_nodes(topo))
     for name in inv.devices:
         if name not in nodes:
-            known = ", ".join(sorted(nodes))
+            hint = nearest(name, nodes)
             raise ConfigError(
-                f"{inv.file}: device {name}: not a switching node of topology {topo.name} "
-                f"(those are: {known})"
+                f"{inv.at('devices', name)}: device {name}: not a switching node of topology "
+                f"{topo.name}{hint if 'did you mean' in hint else ''} (those are: "
+                f"{', '.join(sorted(nodes))})"
             )
     for name in switching_nodes(topo, scope):
         if name not in inv.devices:
             raise ConfigError(
-                f"{inv.file}: switch {name} of topology {topo.name} has no device: say how to "
-                f"reach it (devices: {{{name}: {{driver: ..., target: ...}}}})"
+                f"{inv.at('devices')}: switch {name} of topology {topo.name} has no device: "
+                f"say how to reach it (devices: {{{name}: {{driver: ..., target: ...}}}})"
             )
         _check_role(inv, topo, name)
 
 
 def _check_role(inv: Inventory, topo: Topology, name: str) -> None:
-    node = topo.nodes[name]
-    factory = base.lookup(inv.devices[name].driver)
+    node, spec = topo.nodes[name], inv.devices[name]
+    factory = base.lookup(spec.driver)
     optical = isinstance(node, OpticalSwitch)
     need, what = (OPTICAL, "an optical") if optical else (PACKET, "a packet")
     if not all(callable(getattr(factory, m, None)) for m in need):
         raise ConfigError(
-            f"{inv.where(name)}: {what} switch needs a driver that can program it; "
+            f"{inv.at('devices', name)}: device {name} ({spec.driver} {spec.target}): {what} "
+            "switch needs a driver that can program it; "
             f"{inv.devices[name].driver} cannot"
         )
 

@@ -13,6 +13,8 @@ from drivers.base import Prefix
 from services.reroute.errors import PlanError
 
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
+# the forms of a flow as text; in a shell the first two need quotes (> is a redirect there)
+FORMS = "SRC>DST, SRC->DST or src=SRC,dst=DST"
 _PROTOCOL_NAMES = {v: k for k, v in reversed(PROTOCOLS.items())}  # the first name of a number
 
 
@@ -60,26 +62,52 @@ class FlowSpec:
 
     @classmethod
     def parse(cls, text: str) -> FlowSpec:
-        """``10.0.0.2>10.0.0.3[,udp][,sport=N][,dport=N]`` (addresses may carry a prefix)."""
+        """A flow as text (addresses may carry a prefix), in any of the forms of ``FORMS``:
+        ``10.0.0.2>10.0.0.3[,udp][,sport=N][,dport=N]``, the same with ``->``, or
+        ``src=10.0.0.2,dst=10.0.0.3[,...]`` (no character a shell treats specially)."""
         head, *opts = [p.strip() for p in text.split(",")]
         src, sep, dst = head.partition(">")
-        if not sep:
-            raise PlanError(f"flow {text!r}: expected SRC>DST, e.g. 10.0.0.2>10.0.0.3")
+        if sep:
+            src = src.removesuffix("-")  # SRC->DST
+        elif "=" in head or head in PROTOCOLS:
+            src, dst, opts = "", "", [head, *opts]  # src=SRC,dst=DST
+        else:
+            src = src.removesuffix("-")  # SRC alone: a shell took ">DST" (or "->DST")
         try:
             fields: dict[str, int | None] = {"ip_proto": None, "l4_src": None, "l4_dst": None}
             for opt in opts:
                 key, _, value = opt.partition("=")
-                if key in PROTOCOLS and not value:
+                if key in ("src", "dst") and value:
+                    if src if key == "src" else dst:
+                        raise ValueError(f"{key} given twice")
+                    src, dst = (value, dst) if key == "src" else (src, value)
+                elif key in PROTOCOLS and not value:
                     fields["ip_proto"] = PROTOCOLS[key]
                 elif key in ("sport", "dport") and value.isdigit() and 0 < int(value) < 65536:
                     fields["l4_src" if key == "sport" else "l4_dst"] = int(value)
                 else:
-                    raise ValueError(f"unknown option {opt!r} (tcp, udp, icmp, sport=N, dport=N)")
+                    raise ValueError(
+                        f"unknown option {opt!r} (src=, dst=, tcp, udp, icmp, sport=N, dport=N)"
+                    )
+            if not src or not dst:
+                raise ValueError(f"no {'destination' if src else 'source'}: expected {FORMS}")
             if (fields["l4_src"] or fields["l4_dst"]) and fields["ip_proto"] not in (6, 17):
                 raise ValueError("ports need tcp or udp")
-            return cls(src=Prefix.parse(src), dst=Prefix.parse(dst), **fields)
+            return cls(src=_address(src), dst=_address(dst), **fields)
         except ValueError as exc:
             raise PlanError(f"flow {text!r}: {exc}") from exc
+
+
+def _address(text: str) -> Prefix:
+    try:
+        return Prefix.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not an IPv4 address or prefix ({exc})") from None
+
+
+def lacks_destination(text: str) -> bool:
+    """``text`` names no destination: how a flow arrives when a shell took its ``>``."""
+    return ">" not in text and "dst=" not in text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,9 +12,12 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from drivers.base import PortMonitor, Session
-from drivers.errors import DriverError
+from pydantic import BaseModel
+
+from drivers.base import DeviceSpec, PortMonitor, Session
+from drivers.errors import ConfigError, DriverError
 from services.reroute.inventory import Inventory, build_drivers
 from services.reroute.topology import OpticalSwitch, Switch, Topology
 
@@ -48,8 +51,10 @@ async def _check(inv: Inventory, topo: Topology, name: str, driver: Session) -> 
     spec = inv.devices[name]
     started = time.perf_counter()
     reachable, identity = False, "-"
-    problems: list[str] = []
+    problems: list[str] = missing_files(spec)
     try:
+        if problems:  # not even tried: the driver would fail on them without naming them
+            return _report(name, spec, reachable, identity, problems, started)
         await asyncio.wait_for(driver.open(), spec.timeout_s)
         reachable = True
         found = await asyncio.wait_for(driver.identify(), spec.timeout_s)
@@ -59,8 +64,16 @@ async def _check(inv: Inventory, topo: Topology, name: str, driver: Session) -> 
         problems = [f"no answer in {spec.timeout_s:g} s"]
     except DriverError as exc:
         problems = [str(exc).removeprefix(f"{exc.device}: ")]
+    except ConfigError as exc:  # the device's entry cannot be used: its row says why
+        problems = [str(exc).removeprefix(f"{name}: ")]
     finally:
         await driver.close()
+    return _report(name, spec, reachable, identity, problems, started)
+
+
+def _report(
+    name: str, spec: DeviceSpec, reachable: bool, identity: str, problems: list[str], t0: float
+) -> DeviceReport:
     return DeviceReport(
         name=name,
         driver=spec.driver,
@@ -68,8 +81,20 @@ async def _check(inv: Inventory, topo: Topology, name: str, driver: Session) -> 
         reachable=reachable,
         identity=identity,
         problems=tuple(problems),
-        ms=(time.perf_counter() - started) * 1000,
+        ms=(time.perf_counter() - t0) * 1000,
     )
+
+
+def missing_files(spec: BaseModel, prefix: str = "") -> list[str]:
+    """The files a device entry names (its Path keys, nested ones too) that do not exist."""
+    missing = []
+    for key in type(spec).model_fields:
+        value = getattr(spec, key)
+        if isinstance(value, Path) and not value.exists():
+            missing.append(f"{prefix}{key}: {value} does not exist")
+        elif isinstance(value, BaseModel):
+            missing += missing_files(value, f"{prefix}{key}.")
+    return missing
 
 
 async def _ports(topo: Topology, name: str, driver: Session, timeout: float) -> list[str]:

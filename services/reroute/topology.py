@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from drivers import base as drivers_base
 from services.reroute.errors import DriverError, TopologyError
+from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
 from services.reroute.topofile import (
     HostNode,
     LongHaulNode,
@@ -33,7 +34,14 @@ from services.reroute.topofile import (
     merge_kind_defaults,
     port_number,
 )
-from services.reroute.yamlfile import YAMLError, strict_yaml
+from services.reroute.yamlfile import (
+    Document,
+    Loc,
+    YAMLError,
+    strict_document,
+    yaml_error_line,
+    yaml_error_text,
+)
 
 
 class Kind(StrEnum):
@@ -226,53 +234,84 @@ def load_topology(file: FsPath | str) -> Topology:
 def parse_topology(text: str, file: FsPath | str = "<string>") -> Topology:
     """Parse and validate a topology document (``file`` names it in errors)."""
     try:
-        raw = strict_yaml(text)
+        doc = strict_document(text)
     except YAMLError as exc:
-        raise TopologyError(file, "", f"not valid YAML: {exc}") from exc
-    _check_kinds(raw, file)
+        line = yaml_error_line(exc)
+        raise TopologyError(file, "", f"not valid YAML: {yaml_error_text(exc)}", line=line) from exc
+    problems = _kind_problems(doc)
     try:
-        spec = TopologyFile.model_validate(merge_kind_defaults(raw))
+        spec = TopologyFile.model_validate(merge_kind_defaults(doc.data))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where, what = _locate(first["loc"])
-        msg = f"{what}: {first['msg']}" if what else first["msg"]
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise TopologyError(file, where, msg + more) from exc
-    return _Resolver(spec, str(file)).resolve()
+        unknown = {p.where for p in problems}
+        found = validation_problems(exc, TopologyFile, doc, _locate)
+        problems += [p for p in found if p.where not in unknown]
+    if problems:
+        raise _failure(file, problems)
+    return _Resolver(spec, str(file), doc).resolve()
 
 
-def _check_kinds(raw: object, file: FsPath | str) -> None:
-    """Unknown kinds get an error that lists the known ones (pydantic's is cryptic)."""
+def _failure(file: FsPath | str, problems: list[Problem]) -> TopologyError:
+    first = min(problems, key=lambda p: p.line or 0)
+    message = f"{first.key}: {first.message}" if first.key else first.message
+    text = report(file, problems)
+    return TopologyError(file, first.where, message, line=first.line, text=text)
+
+
+def _kind_problems(doc: Document) -> list[Problem]:
+    """Unknown kinds, each with the nearest known one (pydantic's error is cryptic)."""
+    raw = doc.data
     body = raw.get("topology") if isinstance(raw, dict) else None
     if not isinstance(body, dict):
-        return
-    known = ", ".join(KNOWN_KINDS)
-    for kind in body.get("kinds") or {}:
-        if kind not in KNOWN_KINDS:
-            raise TopologyError(file, f"kinds.{kind}", f"unknown kind; known kinds: {known}")
+        return []
+    problems = [
+        Problem(
+            line=doc.line(("topology", "kinds", kind)),
+            where=f"kinds.{kind}",
+            message="unknown kind" + nearest(str(kind), KNOWN_KINDS),
+        )
+        for kind in (body.get("kinds") or {})
+        if kind not in KNOWN_KINDS
+    ]
     nodes = body.get("nodes")
     for name, node in (nodes or {}).items() if isinstance(nodes, dict) else ():
         kind = node.get("kind") if isinstance(node, dict) else None
         if kind not in KNOWN_KINDS:
-            raise TopologyError(file, f"node {name}", f"unknown kind {kind!r}; known: {known}")
+            line = doc.line(("topology", "nodes", name, "kind"))
+            hint = nearest(str(kind), KNOWN_KINDS) if kind is not None else ""
+            problems.append(
+                Problem(line=line, where=f"node {name}", message=f"unknown kind {kind!r}{hint}")
+            )
+    return problems
 
 
-def _locate(loc: tuple[int | str, ...]) -> tuple[str, str]:
+def _locate(loc: Loc) -> tuple[str, str]:
+    """A location as (place, key): ``node br1``, ``link 3`` (1-based), ``path long``."""
     parts = list(loc)
     if len(parts) >= 3 and parts[0] == "topology" and parts[1] in ("nodes", "paths"):
-        rest = [str(p) for p in parts[3:] if p not in KNOWN_KINDS]
-        return f"{str(parts[1])[:-1]} {parts[2]}", ".".join(rest)
+        return f"{str(parts[1])[:-1]} {parts[2]}", ".".join(str(p) for p in parts[3:])
     if len(parts) >= 3 and parts[0] == "topology" and parts[1] == "links":
         return f"link {int(parts[2]) + 1}", ".".join(str(p) for p in parts[3:])
-    return ".".join(str(p) for p in parts), ""
+    return dotted(loc)
+
+
+def _loc_of(where: str) -> Loc:
+    """The location of a place ``_locate`` names (``link 3 [...]`` too)."""
+    kind, _, rest = where.partition(" ")
+    name = rest.split(" ")[0]
+    if kind in ("node", "path") and name:
+        return ("topology", f"{kind}s", name)
+    if kind == "link" and name.isdigit():
+        return ("topology", "links", int(name) - 1)
+    return tuple(where.split("."))
 
 
 class _Resolver:
     """Turns a validated file into a Topology, raising TopologyError on the first fault."""
 
-    def __init__(self, spec: TopologyFile, file: str) -> None:
+    def __init__(self, spec: TopologyFile, file: str, doc: Document | None = None) -> None:
         self.spec = spec
         self.file = file
+        self.doc = doc
         self.body = spec.topology
         self.subnets = tuple(ipaddress.IPv4Network(s) for s in self.body.subnets)
         self.nodes: dict[str, AnyNode] = {}
@@ -280,8 +319,9 @@ class _Resolver:
         self.links: list[Link] = []
 
     def fail(self, where: str, message: str) -> TopologyError:
-        """A TopologyError at ``where`` in the file."""
-        return TopologyError(self.file, where, message)
+        """A TopologyError at ``where`` in the file (and its line)."""
+        line = self.doc.line(_loc_of(where)) if self.doc is not None else None
+        return TopologyError(self.file, where, message, line=line)
 
     def resolve(self) -> Topology:
         """The resolved, checked topology."""
@@ -426,11 +466,13 @@ class _Resolver:
         """Check an endpoint against its node; optical ports normalise to the ingress port."""
         node = self.body.nodes.get(end.node)
         if node is None:
-            raise self.fail(where, f"endpoint {end} names no node")
+            hint = nearest(end.node, self.body.nodes)
+            raise self.fail(where, f"endpoint {end} names no node{hint}")
         number = port_number(end.port)
         if isinstance(node, HostNode):
             if end.port not in node.interfaces:
-                raise self.fail(where, f"{end.node} has no interface {end.port!r}")
+                hint = nearest(end.port, node.interfaces)
+                raise self.fail(where, f"{end.node} has no interface {end.port!r}{hint}")
             return end
         if number is None:
             raise self.fail(where, f"port {end.port!r} of {end.node} must be p<number>")
@@ -506,7 +548,10 @@ class _PathWalker:
         src, dst = self.r.nodes.get(self.spec.src), self.r.nodes.get(self.spec.dst)
         for role, node in (("src", src), ("dst", dst)):
             if not isinstance(node, Host):
-                raise self.r.fail(self.where, f"{role} must be a host node")
+                name = self.spec.src if role == "src" else self.spec.dst
+                hosts = [n for n, x in self.r.nodes.items() if isinstance(x, Host)]
+                hint = "" if node is not None else nearest(name, hosts)
+                raise self.r.fail(self.where, f"{role} must be a host node{hint}")
         assert isinstance(src, Host)
         at = self._leave(Endpoint(node=src.name, port=src.interfaces[0].name))
         hops: list[Hop] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
 from fabric.traffic.iperf import run_iperf
 from services.reroute.topology import Topology, load_topology
-from tests.e2e.conftest import NGNCS, TWO_SITE, leftovers, reroute
+from tests.e2e.conftest import NGNCS, ROOT, TWO_SITE, leftovers, reroute
 
 pytestmark = pytest.mark.fabric
 
@@ -112,38 +113,71 @@ def test_name_taken_is_refused_and_the_running_fabric_is_untouched(ngncs: Fabric
     assert ping(ngncs, "vm2", "10.0.0.3", count=1) == 1
 
 
-def test_cli_up_exec_status_down() -> None:
-    """The command line on a fabric of its own, named in every call: another fabric up on
-    the machine (a parallel run) changes nothing here."""
-    out = reroute("fabric", "up", str(NGNCS))
-    name = ("--name", "ngncs-ost")
-    assert "is up" in out.stdout
+SECOND = """
+name: nc-second
+topology:
+  subnets: [10.77.0.0/24]
+  nodes:
+    a: {kind: host, interfaces: {eth0: 10.77.0.1/24}}
+    b: {kind: host, interfaces: {eth0: 10.77.0.2/24}}
+    s1: {kind: ovs, dpid: 77}
+  links:
+    - endpoints: ["a:eth0", "s1:p1"]
+    - endpoints: ["b:eth0", "s1:p2"]
+  paths:
+    ab: {src: a, dst: b, via: ["s1:p2"], initial: true}
+"""
+
+
+def readme_fabric_commands() -> dict[str, list[str]]:
+    """The README's `reroute fabric` lines of "The emulated fabric", by action."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The emulated fabric")[1].split("```sh")[1].split("```")[0]
+    lines = [shlex.split(line.split(" #")[0]) for line in block.splitlines()]
+    found: dict[str, list[str]] = {}
+    for words in lines:
+        if words[:1] == ["sudo"] and words[2] == "fabric":
+            found.setdefault(words[3], []).append(words[2:])
+    return found
+
+
+def test_readme_fabric_commands_work_with_another_fabric_up(tmp_path: Path) -> None:
+    """The README's lines, as written, on a host where another fabric is up: each names
+    its fabric; the forms that do not are refused and change nothing."""
+    file = tmp_path / "second.yaml"
+    file.write_text(SECOND)
+    second = fabric.up(load_topology(file))
+    readme = readme_fabric_commands()
     try:
-        assert (
-            reroute(
-                "fabric", "exec", *name, "vm2", "--", "ping", "-c3", "-i0.2", "-W2", "10.0.0.3"
-            ).returncode
-            == 0
-        )
-        assert (
-            reroute(
-                "fabric", "exec", *name, "vm2", "--", "ping", "-c1", "-W1", "10.0.0.1", check=False
-            ).returncode
-            == 1
-        )
-        status = reroute("fabric", "status", *name).stdout
-        assert "bridge br2" in status and "10.0.0.3/24" in status
-        assert "optical ost1 (Polatis SCPI emulator" in status and "2->17" in status
-        dump = ("ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "br1")
-        flows = reroute("fabric", "exec", *name, "br1", "--", *dump).stdout
-        assert "nw_dst=10.0.0.4" in flows
-        bad = reroute("fabric", "exec", *name, "vm9", "--", "true", check=False)
+        (up,) = readme["up"]
+        assert "fabric ngncs-ost is up" in reroute(*up).stdout
+        (status,) = readme["status"]
+        shown = reroute(*status).stdout
+        assert "bridge br2" in shown and "10.0.0.3/24" in shown and "nc-second" not in shown
+        assert "optical ost1 (Polatis SCPI emulator" in shown and "2->17" in shown
+        ping_vm3, dump_br1 = readme["exec"]
+        assert reroute(*ping_vm3).returncode == 0
+        assert "nw_dst=10.0.0.4" in reroute(*dump_br1).stdout
+        fails = reroute("fabric", "exec", "ngncs-ost", "vm2", "--", "ping", "-c1", "-W1",
+                        "10.0.0.1", check=False)  # fmt: skip
+        assert fails.returncode == 1
+        bad = reroute("fabric", "exec", "ngncs-ost", "vm9", "--", "true", check=False)
         assert bad.returncode == 1 and "no node 'vm9'" in bad.stderr
+        unnamed = reroute("fabric", "exec", "vm2", "--", "true", check=False)
+        assert unnamed.returncode == 1 and "running: nc-second, ngncs-ost" in unnamed.stderr
+        bare = reroute("fabric", "down", check=False)
+        assert bare.returncode == 1 and "say which fabric to remove" in bare.stderr
         again = reroute("fabric", "up", str(NGNCS), check=False)
         assert again.returncode == 1 and "already up" in again.stderr
+        assert state.running() == ["nc-second", "ngncs-ost"]  # nothing was removed
+        (down,) = readme["down"]
+        assert "fabric ngncs-ost: removed" in reroute(*down).stdout
+        assert leftovers("ngncs-ost") == []
+        assert ping(second, "a", "10.77.0.2", count=1) == 1  # the other fabric is untouched
     finally:
         reroute("fabric", "down", str(NGNCS))
-    assert leftovers("ngncs-ost") == []
+        fabric.down("nc-second")
+    assert leftovers("nc-second") == []
 
 
 def test_down_cleans_up_after_a_crashed_up() -> None:
@@ -170,7 +204,7 @@ def test_down_cleans_up_after_a_crashed_up() -> None:
 def test_down_without_state_file_still_removes_namespaces() -> None:
     fabric.up(load_topology(NGNCS))
     (state.run_dir() / "ngncs-ost" / "state.json").unlink()
-    reroute("fabric", "down", "--all")
+    reroute("fabric", "down", "ngncs-ost")
     assert leftovers("ngncs-ost") == []
 
 

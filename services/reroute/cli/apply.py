@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 from services.reroute import runtime
+from services.reroute.cli import flowarg
+from services.reroute.cli.flowarg import parse_flows
 from services.reroute.engine import Engine, read_optics, read_tables
-from services.reroute.errors import ConfigError
 from services.reroute.executor import Outcome
 from services.reroute.inventory import Inventory, open_drivers, resolve
 from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model import Intent, Strategy
 from services.reroute.planning import plan
 from services.reroute.planning.plan import Plan
 from services.reroute.rules import initial_rules
@@ -24,10 +25,8 @@ from services.reroute.topology import Circuit, Topology, load_topology
 
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
-    if not args.flow:
-        raise ConfigError("give at least one --flow SRC>DST (e.g. --flow 10.0.0.2>10.0.0.3)")
     return Intent(
-        flows=tuple(FlowSpec.parse(f) for f in args.flow),
+        flows=parse_flows(args.flow, *_example(topo)),
         to_path=args.to,
         strategy=Strategy(args.strategy),
         drain_s=None if args.drain_ms is None else args.drain_ms / 1000,
@@ -35,6 +34,12 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
         via=args.via,
         lock_timeout_s=args.lock_timeout_ms / 1000,
     )
+
+
+def _example(topo: Topology) -> tuple[str, str]:
+    """Two addresses of the topology for examples: a path's ends."""
+    path = next(iter(topo.paths.values()), None)
+    return (str(path.src_ip), str(path.dst_ip)) if path else ("10.0.0.2", "10.0.0.3")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -132,8 +137,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--flow",
         action="append",
         default=[],
-        metavar="SRC>DST[,udp][,dport=N]",
-        help="a flow to move (repeatable); its reverse direction moves with it",
+        metavar=flowarg.METAVAR,
+        help=flowarg.HELP,
     )
     p.add_argument("--to", required=True, metavar="PATH", help="name of the target path")
     p.add_argument("--strategy", choices=[s.value for s in Strategy], default="mbb")
@@ -164,7 +169,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_plan)
     a = sub.add_parser("apply", help="execute a reroute on the inventory's devices")
     _common(a)
-    a.add_argument("--step-timeout", type=float, default=10.0, metavar="S")
+    a.add_argument(
+        "--step-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds one device step (install, shift, verify, remove, circuits) may take "
+        "before it fails and the reroute rolls back (default 10; the drain and the lock "
+        "wait have their own limits)",
+    )
     a.set_defaults(func=_apply)
     r = sub.add_parser("recover", help="roll back reroutes interrupted by a crash")
     _devices(r)

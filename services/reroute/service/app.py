@@ -9,6 +9,7 @@ everything.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,8 +30,9 @@ from services.reroute.journal import Journal
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
+from services.reroute.service.oplog import RequestLog, log_reroutes
 from services.reroute.service.routes import router
-from services.reroute.service.ui import mount_ui
+from services.reroute.service.ui import FrontDoor, mount_ui
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -60,6 +62,8 @@ def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> F
     inventory) connects the drivers of the switches in scope."""
     app = api(_lifespan(settings, drivers or inventory_drivers))
     app.add_middleware(BearerAuth, tokens=settings.tokens)
+    app.add_middleware(FrontDoor)  # outside the token check: a browser at / finds the page
+    app.add_middleware(RequestLog)  # outermost: every request, refused ones too
     return app
 
 
@@ -106,12 +110,18 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     lock_dir=_lock_dir(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
-                await svc.start()
-                app.state.service = svc
-                try:
-                    yield
-                finally:
-                    await svc.stop()
+                async with svc.bus.subscribe() as events:  # before the worker starts
+                    logger = asyncio.create_task(log_reroutes(events))
+                    try:
+                        await svc.start()
+                        app.state.service = svc
+                        try:
+                            yield
+                        finally:
+                            await svc.stop()  # ends the events: the logger logs the last
+                    finally:
+                        events.end()
+                        await logger
         finally:
             journal.close()
 

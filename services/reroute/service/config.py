@@ -23,18 +23,26 @@ listen on). A bad inventory stops the service before it starts, naming file and 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from services.reroute import runtime
 from services.reroute.errors import ConfigError, RerouteError
 from services.reroute.inventory import Inventory, check, load_inventory
+from services.reroute.problems import report, validation_problems
 from services.reroute.service.auth import Role, TokenTable
 from services.reroute.topology import Topology, load_topology
-from services.reroute.yamlfile import YAMLError, strict_yaml
+from services.reroute.yamlfile import (
+    Document,
+    YAMLError,
+    strict_document,
+    yaml_error_line,
+    yaml_error_text,
+)
 
 MIN_TOKEN = 16
 
@@ -67,18 +75,53 @@ class TokenSpec(BaseModel):
     role: Role
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """Where a config came from: its file, the document (lines), its relative paths."""
+
+    file: Path
+    doc: Document
+    relative: Mapping[str, str]  # key -> the path as written, for keys taken from file's dir
+
+    def at(self, key: str) -> str:
+        """``FILE:LINE: key`` for an error about ``key``."""
+        line = self.doc.line((key,))
+        return f"{self.file}:{line}: {key}" if line else f"{self.file}: {key}"
+
+
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    topology: Path
-    inventory: Path | None = None
-    fabric: str | None = Field(default=None, min_length=1)
-    scope: tuple[str, ...] | None = Field(default=None, min_length=1)
-    journal: Path | None = None
-    listen: Annotated[str, AfterValidator(_listen)] = "127.0.0.1:8080"
-    tokens: tuple[TokenSpec, ...] = ()
-    token_file: Path | None = None
-    step_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    topology: Path = Field(description="the topology file")
+    inventory: Path | None = Field(
+        default=None,
+        description="how to reach the devices (default: the running emulated fabric's, "
+        "/run/reroute/<fabric>/inventory.yaml)",
+    )
+    fabric: str | None = Field(
+        default=None, min_length=1, description="the fabric's name (default: the topology's)"
+    )
+    scope: tuple[str, ...] | None = Field(
+        default=None, min_length=1, description="the switches this instance manages (default: all)"
+    )
+    journal: Path | None = Field(
+        default=None, description="the journal file (default: in the inventory's state_dir)"
+    )
+    listen: Annotated[str, AfterValidator(_listen)] = Field(
+        default="127.0.0.1:8080", description="HOST:PORT of the API (and the page, /ui/)"
+    )
+    tokens: tuple[TokenSpec, ...] = Field(
+        default=(),
+        description=f"bearer tokens ({MIN_TOKEN}+ printable characters): read may GET, "
+        "operator may also POST and DELETE",
+    )
+    token_file: Path | None = Field(
+        default=None, description="and/or a file of lines 'ROLE TOKEN' ('#' comments)"
+    )
+    step_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="seconds one device step may take"
+    )
+    _source: Source | None = PrivateAttr(default=None)  # the file it was read from
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,36 +140,52 @@ class Settings:
 
 
 def load_config(path: Path) -> ServiceConfig:
-    """Load and validate the service's YAML configuration (ConfigError naming the key)."""
+    """Load and validate the service's YAML configuration (ConfigError naming the file, and
+    every problem at its line)."""
     try:
-        raw = strict_yaml(path.read_text())
+        doc = strict_document(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
+        at = f"{path}:{line}" if (line := yaml_error_line(exc)) else f"{path}"
+        raise ConfigError(f"{at}: not valid YAML: {yaml_error_text(exc)}") from exc
+    if not isinstance(doc.data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings (topology: FILE, ...)")
     try:
-        config = ServiceConfig.model_validate(raw)
+        config = ServiceConfig.model_validate(doc.data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {_first_error(exc)}") from exc
-    return _relative_to(config, path.parent)
+        raise ConfigError(report(path, validation_problems(exc, ServiceConfig, doc))) from exc
+    return _relative_to(config, path, doc)
 
 
-def _first_error(exc: ValidationError) -> str:
-    errors = exc.errors()
-    lines = [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in errors]
-    return "; ".join(lines)
+def _relative_to(config: ServiceConfig, path: Path, doc: Document) -> ServiceConfig:
+    """Every relative path of ``config`` taken from the directory of its file ``path``."""
+    base = path.absolute().parent
+    relative = {
+        key: str(value)
+        for key, value in config
+        if isinstance(value, Path) and not value.is_absolute()
+    }
+    fixed = config.model_copy(update={k: base / v for k, v in relative.items()})
+    fixed._source = Source(file=path, doc=doc, relative=relative)
+    return fixed
 
 
-def _relative_to(config: ServiceConfig, base: Path) -> ServiceConfig:
-    def fix(p: Path | None) -> Path | None:
-        """``p`` taken from ``base`` when relative."""
-        return None if p is None or p.is_absolute() else base / p
+def _at(config: ServiceConfig, key: str) -> str:
+    """``FILE:LINE: key`` (just ``key`` for a config not read from a file)."""
+    return config._source.at(key) if config._source is not None else key
 
-    keys = ("topology", "inventory", "journal", "token_file")
-    updates: dict[str, Any] = {k: p for k in keys if (p := fix(getattr(config, k)))}
-    return config.model_copy(update=updates)
+
+def _path_error(config: ServiceConfig, key: str, exc: RerouteError) -> ConfigError:
+    """An error of the file named by ``key``, saying how a relative path was taken."""
+    source = config._source
+    note = ""
+    if source is not None and key in source.relative:
+        note = (
+            f" ({source.relative[key]!r} is relative: taken from the directory of "
+            f"{source.file}, {source.file.absolute().parent})"
+        )
+    return ConfigError(f"{_at(config, key)}: {exc}{note}")
 
 
 def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
@@ -135,14 +194,15 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
     try:
         topo = load_topology(config.topology)
     except RerouteError as exc:
-        raise ConfigError(f"topology: {exc}") from exc
+        raise _path_error(config, "topology", exc) from exc
     try:
         host, port = parse_listen(listen or config.listen)
     except ValueError as exc:
-        raise ConfigError(f"listen: {exc}") from exc
+        raise ConfigError(f"{'--listen' if listen else _at(config, 'listen')}: {exc}") from exc
     scope = _scope(config, topo)
     fabric = config.fabric or topo.name
     tokens = TokenTable(_tokens(config))
+    _check_journal(config)
     return Settings(
         topo=topo,
         fabric=fabric,
@@ -156,6 +216,13 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
     )
 
 
+def _check_journal(config: ServiceConfig) -> None:
+    folder = config.journal.parent if config.journal is not None else None
+    if folder is not None and not folder.is_dir():
+        error = ConfigError(f"{config.journal}: its directory {folder} does not exist")
+        raise _path_error(config, "journal", error)
+
+
 def _inventory(
     config: ServiceConfig, topo: Topology, fabric: str, scope: frozenset[str] | None
 ) -> Inventory:
@@ -164,10 +231,16 @@ def _inventory(
     path = config.inventory or runtime.default_inventory(fabric)
     if config.inventory is None and not path.exists():
         raise ConfigError(
-            f"inventory: none given and no emulated fabric {fabric} is up ({path} is missing): "
-            "say inventory: FILE, or `reroute fabric up TOPOLOGY` first"
+            f"{_at(config, 'inventory')}: none given and no emulated fabric {fabric} is up "
+            f"({path} is missing): say inventory: FILE, or `reroute fabric up "
+            f"{config.topology}` first"
         )
-    inv = load_inventory(path)
+    try:
+        inv = load_inventory(path)
+    except ConfigError as exc:
+        if "cannot read" not in str(exc):
+            raise
+        raise _path_error(config, "inventory", exc) from exc
     check(inv, topo, scope)
     return inv
 
@@ -179,8 +252,8 @@ def _scope(config: ServiceConfig, topo: Topology) -> frozenset[str] | None:
     unknown = sorted(set(config.scope) - switches)
     if unknown:
         raise ConfigError(
-            f"scope: {', '.join(unknown)} not a switch of topology {topo.name} "
-            f"(switches: {', '.join(sorted(switches))})"
+            f"{_at(config, 'scope')}: {', '.join(unknown)} not a switch of topology "
+            f"{topo.name} (switches: {', '.join(sorted(switches))})"
         )
     return frozenset(config.scope)
 
@@ -188,9 +261,15 @@ def _scope(config: ServiceConfig, topo: Topology) -> frozenset[str] | None:
 def _tokens(config: ServiceConfig) -> dict[str, Role]:
     table = {t.token: t.role for t in config.tokens}
     if config.token_file is not None:
-        table |= read_token_file(config.token_file)
+        try:
+            table |= read_token_file(config.token_file)
+        except ConfigError as exc:
+            raise _path_error(config, "token_file", exc) from exc
     if not table:
-        raise ConfigError("tokens: give at least one token (tokens: [...] or token_file: FILE)")
+        where = config._source.file if config._source is not None else "config"
+        raise ConfigError(
+            f"{where}: tokens: give at least one token (tokens: [...] or token_file: FILE)"
+        )
     return table
 
 
@@ -199,7 +278,7 @@ def read_token_file(path: Path) -> dict[str, Role]:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
-        raise ConfigError(f"token_file: {path}: cannot read: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     table: dict[str, Role] = {}
     for n, line in enumerate(lines, start=1):
         words = line.split("#", 1)[0].split()
@@ -209,7 +288,7 @@ def read_token_file(path: Path) -> dict[str, Role]:
             spec = TokenSpec(role=Role(words[0]), token=" ".join(words[1:]))
         except (ValueError, ValidationError):
             raise ConfigError(
-                f"token_file: {path}:{n}: expected 'read|operator TOKEN' with a token of at "
+                f"{path}:{n}: expected 'read|operator TOKEN' with a token of at "
                 f"least {MIN_TOKEN} printable characters"
             ) from None
         table[spec.token] = spec.role

@@ -40,7 +40,8 @@ class RerouteRequest(BaseModel):
     flows: list[Flow] = Field(
         min_length=1,
         max_length=100_000,
-        description="SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N], e.g. 10.0.0.2>10.0.0.3",
+        description="SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N], e.g. 10.0.0.2>10.0.0.3; "
+        "also SRC->DST or src=SRC,dst=DST[,...]",
     )
     to_path: PathName
     strategy: Strategy = Strategy.MBB

@@ -3,6 +3,7 @@ is recovered on restart (rolled back, "interrupted"; the flow on exactly one pat
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,10 @@ def test_sigterm_finishes_the_running_reroute_and_keeps_the_pending_one(
         assert serve.client().get(pending.id, wait_s=10).state is RerouteState.DONE
     finally:
         assert serve.stop() == 0
+    log = serve.log.read_text()  # the operator's lines, one per reroute and per request
+    for reroute in (running, pending):
+        assert len(re.findall(rf"reroute id={reroute.id} state=done ms=[\d.]+\n", log)) == 1
+        assert re.search(
+            rf"request method=POST path=/v1/reroutes status=20[12] .*{reroute.id}", log
+        )
+    assert "request method=POST path=/v1/reroutes status=503" in log

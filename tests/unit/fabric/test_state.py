@@ -23,7 +23,7 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_no_fabric_up_names_none() -> None:
-    with pytest.raises(FabricError, match=r"say which fabric \(--name\); running: none"):
+    with pytest.raises(FabricError, match=r"name the fabric \(running: none\)"):
         pick(None)
 
 

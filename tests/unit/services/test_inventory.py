@@ -70,7 +70,8 @@ def test_state_dir_defaults_to_var_lib(tmp_path: Path, monkeypatch: pytest.Monke
 BAD = [
     # (what to change in GOOD, the words the error must have)
     (("  br1: {driver: ovs,", "  br1: {driver: ovs, colour: red,"), "device br1: colour"),
-    (("driver: hp_dpctl", "driver: dpctlx"), "device br3: no driver for kind 'dpctlx'; known"),
+    (("driver: hp_dpctl", "driver: dpctlx"),
+     "device br3: no driver for kind 'dpctlx'; did you mean `hp_dpctl`?"),
     (("  br2: {driver: ovs", "  brx: {driver: ovs"), "device brx: not a switching node"),
     (("  br2: {driver: ovs, target: \"unix:/run/x/br2.mgmt\"}\n", ""), "switch br2"),
     (("TCPIP0::127.0.0.1::5025::SOCKET", "TCPIP0::127.0.0.1::SOCKET"), "device ost1: target"),

@@ -304,3 +304,19 @@ def test_a_body_that_is_not_utf8_is_a_422_not_a_500(
     assert answer.status_code == 422, answer.text
     assert ["query", "wait"] in [d["loc"] for d in answer.json()["detail"]]
     assert fake.snapshot() == before
+
+
+def test_flows_in_every_form_plan_alike_and_a_flow_without_destination_is_a_422(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    before = fake.snapshot()
+    client = fake_server.client()
+    forms = (FLOW, "10.0.0.2->10.0.0.3", "src=10.0.0.2,dst=10.0.0.3")
+    plans = [client.create([f], "temporary", dry_run=True).text for f in forms]
+    assert plans[0].startswith("MBB: 1 flow(s) long -> temporary") and len(set(plans)) == 1
+    answer = fake_server.http().post("/v1/reroutes", json={**BODY, "flows": ["10.0.0.2"]})
+    assert answer.status_code == 422
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == ["body", "flows", 0] and "no destination" in error["msg"]
+    assert fake.snapshot() == before
+    assert journal_ids(tmp_path / "journal.sqlite") == []

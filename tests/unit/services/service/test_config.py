@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
+from services.reroute.cli.main import main
 from services.reroute.errors import ConfigError
+from services.reroute.modeldoc import keys_help
 from services.reroute.service.auth import Role
-from services.reroute.service.config import load_config, parse_listen, resolve
+from services.reroute.service.config import ServiceConfig, load_config, parse_listen, resolve
 from tests.unit.services.service.conftest import NGNCS
 
 TOKEN = "t" * 20
@@ -71,19 +76,23 @@ def test_defaults_fabric_is_the_topology_name_and_its_inventory(
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        ("colour: red\n", "colour: Extra inputs are not permitted"),
-        ("step_timeout_s: -1\n", "step_timeout_s"),
-        ("listen: 'localhost'\n", "listen"),
-        ("listen: 'example.com:80'\n", "listen"),
-        ("tokens: [{token: short, role: read}]\n", "tokens.0.token"),
-        (f"tokens: [{{token: {TOKEN}, role: admin}}]\n", "tokens.0.role"),
-        (f"tokens: [{{token: {TOKEN}, role: read, extra: 1}}]\n", "tokens.0.extra"),
+        ("colour: red\n", "reroute.yaml:2: colour: unknown key (known: fabric, inventory,"),
+        ("step_timeout_s: -1\n", "reroute.yaml:2: step_timeout_s: Input should be greater"),
+        ("listen: 'localhost'\n", "reroute.yaml:2: listen: 'localhost': expected HOST:PORT"),
+        ("listen: 'example.com:80'\n", "reroute.yaml:2: listen"),
+        ("tokens: [{token: short, role: read}]\n", "reroute.yaml:2: tokens[0].token: String"),
+        (f"tokens: [{{token: {TOKEN}, role: admin}}]\n", "reroute.yaml:2: tokens[0].role"),
+        (
+            f"tokens: [{{token: {TOKEN}, role: read, extra: 1}}]\n",
+            "reroute.yaml:2: tokens[0].extra: unknown key (known: role, token)",
+        ),
     ],
 )
 def test_bad_fields_are_named(tmp_path: Path, text: str, names: str) -> None:
-    with pytest.raises(ConfigError, match=names) as err:
+    with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, f"topology: {NGNCS}\n{text}"))
-    assert str(tmp_path / "reroute.yaml") in str(err.value)
+    assert str(err.value).startswith(str(tmp_path / "reroute.yaml"))
+    assert names in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -113,3 +122,57 @@ def test_listen_parsing() -> None:
     for bad in ("8080", ":80", "1.2.3.4:99999", "[::1]"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_serve_help_lists_every_key_of_the_config_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["serve", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "config keys (a YAML mapping; relative paths are taken from its directory):" in out
+    for name in ServiceConfig.model_fields:
+        assert f"\n  {name}: " in out, name
+    assert "  topology: FILE            the topology file (required)" in out
+    assert "tokens: [{token: TEXT, role: read|operator}, ...]" in out
+    assert "(default 10.0, > 0, <= 600)" in out
+
+
+def test_a_key_the_model_gains_is_listed_with_its_shape() -> None:
+    class Store(BaseModel):
+        kind: Literal["etcd"]
+        endpoints: list[str]
+
+    class Grown(ServiceConfig):
+        store: Store | None = Field(default=None, description="where the journal lives")
+
+    assert "  store: {kind: etcd, endpoints: [TEXT, ...]}\n" in keys_help(Grown) + "\n"
+    assert "where the journal lives" in keys_help(Grown)
+
+
+def test_apply_help_explains_flow_and_step_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["apply", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--flow 'SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N]'" in out
+    assert "Quote it (an unquoted > is a shell redirect) or write src=SRC,dst=DST" in out
+    assert "--step-timeout S seconds one device step" in out
+
+
+def test_a_port_in_use_is_an_error_naming_the_key_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = write(
+            tmp_path,
+            f"topology: {NGNCS}\ninventory: lab.yaml\nlisten: 127.0.0.1:{port}\n"
+            f"tokens: [{{token: {TOKEN}, role: operator}}]\n",
+        )
+        assert main(["serve", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"reroute: error: {path}: listen: cannot listen on 127.0.0.1:{port}: ")
+    assert "Address already in use" in err and "Traceback" not in err

@@ -94,6 +94,25 @@ def test_the_page_needs_no_token_and_gives_no_powers(fake_server: ServerThread) 
     assert raw.status_code == 404 and "reroutes" not in raw.text
 
 
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def test_a_browser_at_the_front_door_is_sent_to_the_page_api_clients_get_json(
+    fake_server: ServerThread,
+) -> None:
+    anonymous, operator = fake_server.http(None), fake_server.http(OPERATOR)
+    for method in ("GET", "HEAD"):
+        door = anonymous.request(method, "/", headers={"Accept": BROWSER_ACCEPT})
+        assert door.status_code == 307 and door.headers["location"] == "/ui/", method
+    for accept in ("*/*", "application/json", "text/html;q=0", ""):
+        answer = anonymous.get("/", headers={"Accept": accept})
+        assert answer.status_code == 401, accept
+        assert answer.json() == {"detail": "missing or unknown bearer token"}
+        assert operator.get("/", headers={"Accept": accept}).json() == {"detail": "Not Found"}
+    assert anonymous.post("/", headers={"Accept": BROWSER_ACCEPT}).status_code == 401
+    assert anonymous.get("/v1/reroutes", headers={"Accept": BROWSER_ACCEPT}).status_code == 401
+
+
 def test_whoami_names_the_role_of_the_token(fake_server: ServerThread) -> None:
     assert fake_server.http(OPERATOR).get("/v1/whoami").json() == {
         "role": "operator",
@@ -204,7 +223,8 @@ def test_in_a_browser_on_fake_switches(topo: Topology, tmp_path: Path) -> None:
     journal = tmp_path / "journal.sqlite"
     with Browser() as b:
         with ServerThread(settings(topo, journal), fake.drivers, port=port) as srv:
-            b.open(f"{srv.url}/ui")
+            b.open(f"{srv.url}/")  # the service's address: the front door leads to the page
+            assert b.driver.current_url == f"{srv.url}/ui/"
             b.login("not-a-known-token-at-all")
             b.wait(lambda: "refused" in b.text("#error"), "an error for the wrong token")
             assert b.visible("#login") and not b.visible("#main")
