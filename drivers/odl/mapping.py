@@ -20,6 +20,7 @@ has the same id and a re-applied batch rewrites the same entries.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from drivers.base import (
     Action,
     FlowMatch,
     FlowRule,
+    ForeignEntry,
     Output,
     PopVlan,
     Prefix,
@@ -366,3 +368,82 @@ def _adsal_bad_actions(rule: FlowRule) -> str | None:
             case Output(port=port) if port > MAX_PORT and port not in RESERVED:
                 return f"output port {port:#x}"
     return None
+
+
+# --------------------------------------------------------------------------------------
+# other writers' flows
+
+
+def flow_cookie(obj: Json) -> int:
+    """The cookie of an inventory flow (ValueError when unreadable)."""
+    return _int(obj.get("cookie", 0))
+
+
+def foreign_flow(obj: Json) -> ForeignEntry:
+    """An inventory flow of another writer (l2switch's ``ethernet-source`` flows, LLDP
+    traps...) as far as FlowMatch can say its match; MappingError when not even its table
+    and priority read."""
+    try:
+        match, more = lenient_match(obj.get("match", {}))
+        return ForeignEntry(
+            table=_int(obj["table_id"]),
+            priority=_int(obj.get("priority", 0x8000)),
+            match=match,
+            more=more,
+            text=entry_text(obj),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow {obj.get('id')!r}: {exc!r}") from exc
+
+
+def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
+    """The fields of ``obj`` FlowMatch can say, and whether it has others."""
+    fields: dict[str, Any] = {}
+    more = False
+    for key, value in obj.items():
+        if key == "ethernet-match" and isinstance(value, dict):
+            more |= set(value) != {"ethernet-type"}
+            if "ethernet-type" not in value:
+                continue
+        try:
+            name, parsed = _MATCH[key](value)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            more = True
+            continue
+        fields[name] = parsed
+    return FlowMatch(**fields), more
+
+
+def entry_text(obj: Json) -> str:
+    """The flow as the controller wrote it, without its statistics."""
+    skip = ("opendaylight-flow-statistics:flow-statistics", "flow-statistics")
+    return json.dumps({k: v for k, v in obj.items() if k not in skip}, sort_keys=True)
+
+
+def statistic_cookie(obj: Json) -> int:
+    """The cookie of an AD-SAL statistics entry (its flow's id)."""
+    return _int(obj["flow"].get("id", 0)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def foreign_statistic(obj: Json) -> ForeignEntry:
+    """An AD-SAL statistics entry of another writer, as far as FlowMatch can say it."""
+    try:
+        flow = obj["flow"]
+        fields: dict[str, Any] = {}
+        more = False
+        for field in flow.get("match", {}).get("matchField", []):
+            try:
+                name, value = _stat_field(field)
+            except (KeyError, TypeError, ValueError):
+                more = True
+                continue
+            fields[name] = value
+        return ForeignEntry(
+            table=_int(obj.get("tableId", 0)),
+            priority=_int(flow.get("priority", 0x8000)),
+            match=FlowMatch(**fields),
+            more=more,
+            text=json.dumps(flow, sort_keys=True),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow statistic: {exc!r}") from exc

@@ -34,21 +34,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import ssl
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from drivers import gcpause
+from drivers import batch, foreign, gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
     FlowOp,
     FlowRule,
+    ForeignEntry,
     Identity,
     PortListener,
     PortState,
     Session,
+    Survey,
     register,
 )
 from drivers.errors import (
@@ -70,7 +73,8 @@ from drivers.ovs.ofp13_flow import (
     flow_entry_keys,
     flow_mod_entry_key,
 )
-from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules
+from drivers.ovs.ofp13_foreign import foreign_entry
+from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules, split_flow_rules
 from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
 from drivers.spec import Expect, TlsFiles
@@ -130,6 +134,7 @@ class OvsDriver(Session):
         # the last batch and its flow-mods: ``missing`` after ``apply`` of the same rules
         # cuts their keys out of the flow-mods instead of encoding them again
         self._sent: tuple[Sequence[FlowChange], list[bytes]] = ((), [])
+        self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     async def open(self) -> None:
         """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
@@ -227,8 +232,10 @@ class OvsDriver(Session):
             return
         chan = self._channel()
         if not self.bundles:
+            cookie, mask = batch.cookies(changes)  # the batch's entries, not other writers'
+            read = functools.partial(self._read, cookie, mask, strict=False)
             async with self._lock:
-                await apply_ordered(self.name, chan, changes, self._encode_flow_mod, self.read)
+                await apply_ordered(self.name, chan, changes, self._encode_flow_mod, read)
             return
         async with self._lock:
             self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
@@ -339,19 +346,62 @@ class OvsDriver(Session):
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """All entries of all tables; with ``cookie``, those matching it under ``cookie_mask``
-        (a ``cookie`` without a mask matches exactly)."""
+        (a ``cookie`` without a mask matches exactly): the switch filters (flow stats
+        request). Without a filter, entries a FlowRule cannot say are skipped and counted
+        (``drivers.foreign``); under one such an entry is a ``ProtocolError``."""
+        return await self._read(*foreign.cookie_filter(cookie, cookie_mask))
+
+    async def _read(self, cookie: int, mask: int, *, strict: bool = True) -> list[FlowRule]:
+        """The entries under (cookie, mask) (``mask`` 0: every entry); those a FlowRule
+        cannot say are skipped unless the read is ``strict`` and filtered."""
         chan = self._channel()
-        if cookie is None:
-            cookie, cookie_mask = 0, 0
-        elif not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        request = encode_flow_stats_request(chan.xids(1), cookie, cookie_mask)
-        parts = await chan.multipart(request)
+        wire = foreign.wire_filter(cookie, mask)
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), *wire))
         matches = MatchDecoder()  # match layouts learnt once per read
         try:
-            return [r for part in parts for r in decode_flow_rules(part.body, matches)]
+            if wire[1] and strict:
+                return [r for part in parts for r in decode_flow_rules(part.body, matches)]
+            rules = []
+            for part in parts:
+                skip = functools.partial(self._skip, part.body)
+                rules += decode_flow_rules(part.body, matches, skip)
         except ofp13.CodecError as exc:
             raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
+        want = cookie & mask
+        return [r for r in rules if r.cookie & mask == want] if mask else rules
+
+    def _skip(self, body: bytes, pos: int, why: Exception) -> None:
+        try:
+            text = foreign_entry(body, pos)[0].text
+        except ofp13.CodecError:
+            text = f"entry at offset {pos}"
+        self.skips.skip(text, why)
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """The whole table in one flow stats request: entries under the cookie filter
+        decoded as rules, every other one as a ``ForeignEntry`` (``ofp13_foreign``)."""
+        chan = self._channel()
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1)))
+        matches = MatchDecoder()
+        ours: list[FlowRule] = []
+        others: list[ForeignEntry] = []
+        try:
+            for part in parts:
+                rules, offsets = split_flow_rules(part.body, matches, cookie, cookie_mask)
+                ours += rules
+                others += self._foreign(part.body, offsets)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
+        return Survey(ours=ours, foreign=others)
+
+    def _foreign(self, body: bytes, offsets: list[int]) -> list[ForeignEntry]:
+        found = []
+        for pos in offsets:
+            try:
+                found.append(foreign_entry(body, pos)[0])
+            except ofp13.CodecError as exc:
+                self.skips.skip(f"entry at offset {pos}: {body[pos : pos + 64].hex()}", exc)
+        return found
 
     async def missing(
         self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int = ALL_COOKIE_BITS

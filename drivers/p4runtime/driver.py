@@ -29,13 +29,14 @@ Every RPC, each update and each status is logged at DEBUG on ``reroute.wire.p4ru
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from drivers import batch, gcpause
+from drivers import batch, foreign, gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -43,11 +44,12 @@ from drivers.base import (
     Identity,
     PortState,
     Session,
+    Survey,
     register,
 )
 from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
 from drivers.ovs import OvsDriver
-from drivers.p4runtime import mapping, program, updates
+from drivers.p4runtime import mapping, program, rpc, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
@@ -120,6 +122,7 @@ class P4RuntimeDriver(Session):
         self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
         self._lock = asyncio.Lock()
+        self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     # ----------------------------------------------------------------------------------
     # session
@@ -247,12 +250,18 @@ class P4RuntimeDriver(Session):
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The table's entries (those whose cookie matches under ``cookie_mask``, when
-        given; a ``cookie`` without a mask matches exactly)."""
-        rules = await self._read_all()
-        if cookie is None:
-            return rules
-        mask = cookie_mask or ALL_COOKIE_BITS
-        return [r for r in rules if r.cookie & mask == cookie & mask]
+        given; a ``cookie`` without a mask matches exactly). Only our table is read; its
+        entries' cookie (metadata) is filtered here (a Read cannot filter by it)."""
+        cookie, mask = foreign.cookie_filter(cookie, cookie_mask)
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.select(entries, self._reader(), cookie, mask, self.skips)
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """Our table's entries: ours (cookie under the filter) and other writers'."""
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.sort(entries, self._reader(), cookie, cookie_mask, self.skips)
 
     # ----------------------------------------------------------------------------------
     # steps
@@ -274,15 +283,27 @@ class P4RuntimeDriver(Session):
             )  # fmt: skip
 
     async def _read_all(self) -> list[FlowRule]:
+        """Every entry of our table that reads as a rule (other writers' that do not:
+        skipped, counted)."""
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.select(entries, self._reader(), 0, 0, self.skips)
+
+    async def _entries(self) -> list[P4R.TableEntry]:
+        """Every entry of our table (one Read of that table: no other table is read)."""
         loaded = self._loaded()
         request = P4R.ReadRequest(device_id=self.device_id)
         request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
-        entities = await self._client.read(request)
-        try:
-            with gcpause.paused():
-                return [mapping.to_rule(loaded, e.table_entry) for e in entities]
-        except mapping.MappingError as exc:
-            raise ProtocolError(self.name, f"table entry: {exc}") from exc
+        return [e.table_entry for e in await self._client.read(request)]
+
+    def _reader(self) -> foreign.Reader[P4R.TableEntry]:
+        loaded = self._loaded()
+        return foreign.Reader(
+            cookie=mapping.entry_cookie,
+            rule=functools.partial(mapping.to_rule, loaded),
+            foreign=functools.partial(mapping.foreign_entry, loaded),
+            text=rpc.oneline,
+        )
 
     async def _write(self, update_list: list[dict[str, Any]]) -> None:
         """One Write of ``updates.plan``'s updates; WriteFailed unless every update is done

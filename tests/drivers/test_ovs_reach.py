@@ -33,6 +33,7 @@ from drivers.ovs.spec import OvsSpec
 from drivers.spec import TlsFiles
 from fabric.ofrelay import Relay, refuse_bundles
 from tests.drivers.conftest import SWITCH_IP, OvsSite
+from tests.drivers.test_conformance import OF13_LAB
 from tests.pki import Pki
 
 pytestmark = pytest.mark.fabric
@@ -240,3 +241,26 @@ def test_without_bundles_a_rejected_change_mid_batch_leaves_the_table_unchanged(
     error, after = with_relay(site, body)
     assert error.code == "OFPFMFC_TABLE_FULL" and "change #4" in str(error), error
     assert sorted(after) == sorted(keep)
+
+
+def test_without_bundles_other_writers_entries_are_neither_read_nor_undone(
+    site: OvsSite,
+) -> None:
+    """The ordered path reads only the batch's cookies: a lab's entries (traps, a
+    table-miss, goto_table, write-actions) beside ours neither break it nor move."""
+    for line in OF13_LAB:
+        site.ovs.ofctl("-O", "OpenFlow13", "add-flow", site.ovs.mgmt(BRIDGE), line)
+    theirs = dump(site)
+    site.cap_table(BRIDGE, sum("table=1" not in line for line in OF13_LAB) + 2)
+    batch = [FlowChange(op=FlowOp.ADD, rule=rule(n)) for n in (1, 2, 3)]  # the third: full
+
+    async def body(d: OvsDriver, relay: Relay) -> tuple[DeviceRejected, list[FlowRule]]:
+        await d.apply(adds([rule(1)]))
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply(batch)
+        return info.value, await d.read(cookie=0x42)
+
+    error, ours = with_relay(site, body)
+    assert error.code == "OFPFMFC_TABLE_FULL", error
+    assert ours == [rule(1)]
+    assert [line for line in dump(site) if "cookie=0x42" not in line] == theirs

@@ -21,6 +21,7 @@ from drivers.base import (
     FlowRule,
     Output,
     Prefix,
+    Survey,
 )
 from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState, StepState
@@ -85,6 +86,9 @@ class OneByOne:
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         self.reads += 1
         return list(self.table.values())
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        return Survey(ours=await self.read(cookie, cookie_mask), foreign=[])
 
     async def close(self) -> None:
         pass

@@ -7,7 +7,7 @@ import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule
+from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, ForeignEntry, Survey
 from services.reroute.executor import Driver
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import Settings
@@ -17,7 +17,8 @@ CAPS = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=F
 
 
 class FakeSwitch:
-    """A flow table: atomic batches, reads filtered by cookie."""
+    """A flow table: atomic batches, reads filtered by cookie; ``foreign``: entries of
+    other writers beside ours, which ``survey`` shows."""
 
     capabilities = CAPS
 
@@ -26,6 +27,7 @@ class FakeSwitch:
         self.table: dict[object, FlowRule] = {r.key: r for r in rules}
         self.applied = 0
         self.reads = 0
+        self.foreign: list[ForeignEntry] = []
 
     async def apply(self, changes: Sequence[FlowChange]) -> None:
         table = dict(self.table)
@@ -42,6 +44,9 @@ class FakeSwitch:
         if cookie is None:
             return list(self.table.values())
         return [r for r in self.table.values() if r.cookie & cookie_mask == cookie & cookie_mask]
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        return Survey(ours=await self.read(cookie, cookie_mask), foreign=list(self.foreign))
 
     async def close(self) -> None:
         pass
