@@ -193,13 +193,23 @@ class OvsDriver(Session):
             )
 
     async def _probe_bundles(self, chan: Channel) -> bool:
-        """Open an empty bundle and discard it; False when the switch refuses bundles."""
+        """Open an empty bundle and discard it; False when the switch refuses bundles, or
+        ignores the OPEN without a word (a BARRIER after it tells silence from a slow
+        answer: the switch answers the barrier only after everything before it)."""
         self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
+        opening = ofp13.encode_bundle_ctrl(
+            chan.xids(1), bundle, BundleCtrlType.OPEN_REQUEST, BUNDLE_FLAGS
+        )
         try:
-            await self._control(chan, bundle, BundleCtrlType.OPEN_REQUEST)
+            reply = await chan.fenced(opening)
         except DeviceRejected as exc:
             log.info("%s: no ONF bundles (%s); batches are ordered flow-mods", self.name, exc)
             return False
+        if reply is None:
+            log.info("%s: no ONF bundles (the bundle OPEN went unanswered before a barrier); "
+                     "batches are ordered flow-mods", self.name)  # fmt: skip
+            return False
+        self._check_control(reply, bundle, BundleCtrlType.OPEN_REQUEST)
         await self._control(chan, bundle, BundleCtrlType.DISCARD_REQUEST)
         return True
 
@@ -317,7 +327,9 @@ class OvsDriver(Session):
 
     async def _control(self, chan: Channel, bundle: int, ctrl: BundleCtrlType) -> None:
         msg = ofp13.encode_bundle_ctrl(chan.xids(1), bundle, ctrl, BUNDLE_FLAGS)
-        reply = await chan.request(msg)
+        self._check_control(await chan.request(msg), bundle, ctrl)
+
+    def _check_control(self, reply: ofp13.Message, bundle: int, ctrl: BundleCtrlType) -> None:
         try:
             got = ofp13.parse_bundle_ctrl(reply.body)
         except ofp13.CodecError as exc:
@@ -448,8 +460,9 @@ class OvsDriver(Session):
     @contextlib.asynccontextmanager
     async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
         """``listener(port, state)`` for every PORT_STATUS the switch sends meanwhile
-        (``PortEvents``). On first use the connection asks for them (SET_CONFIG, SET_ASYNC:
-        port status only) and waits for a BARRIER, so a change after entry is reported."""
+        (``PortEvents``). On first use the connection asks for them (SET_CONFIG with the
+        switch's own flags, SET_ASYNC: port status only) and waits for a BARRIER, so a
+        change after entry is reported."""
         chan = self._channel()
 
         def on_status(msg: ofp13.Message) -> None:
@@ -464,14 +477,24 @@ class OvsDriver(Session):
 
         with chan.listen(ofp13.MsgType.PORT_STATUS, on_status):
             if not self._async_ports:
-                first = chan.xids(3)
-                await chan.transact(
-                    [
-                        ofp13.encode_set_config(first),
-                        ofp13.encode_set_async(first + 1, port_status=_ALL_PORT_REASONS),
-                        ofp13.encode_barrier_request(first + 2),
-                    ],
-                    [first + 2],
-                )
+                await self._ask_for_port_status(chan)
                 self._async_ports = True
             yield
+
+    async def _ask_for_port_status(self, chan: Channel) -> None:
+        """SET_CONFIG with the switch's own flags (GET_CONFIG first: fragment handling is
+        the bridge's, and another controller may have set it), SET_ASYNC, a BARRIER."""
+        reply = await chan.request(ofp13.encode_get_config_request(chan.xids(1)))
+        try:
+            flags, _ = ofp13.parse_switch_config(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"GET_CONFIG reply: {exc}") from exc
+        first = chan.xids(3)
+        await chan.transact(
+            [
+                ofp13.encode_set_config(first, flags=flags),
+                ofp13.encode_set_async(first + 1, port_status=_ALL_PORT_REASONS),
+                ofp13.encode_barrier_request(first + 2),
+            ],
+            [first + 2],
+        )
