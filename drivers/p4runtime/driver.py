@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,6 @@ class P4RuntimeDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=False,
-        typical_latency_ms=5.0,
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
@@ -93,6 +92,8 @@ class P4RuntimeDriver(Session):
             install_pipeline=spec.install_pipeline,
             ports=spec.ports,
             tls=spec.tls,
+            names=spec.names,
+            max_batch=spec.max_batch,
         )
 
     def __init__(
@@ -100,7 +101,7 @@ class P4RuntimeDriver(Session):
         name: str,
         address: str,
         *,
-        device_id: int = 1,
+        device_id: int,
         election_id: int = 1,
         timeout: float = 5.0,
         p4info: Path | None = None,
@@ -108,8 +109,13 @@ class P4RuntimeDriver(Session):
         install_pipeline: bool = False,
         ports: str | None = None,
         tls: TlsFiles | None = None,
+        names: Mapping[str, str] | None = None,
+        max_batch: int = 0,
     ) -> None:
         self.name = name
+        self.names = dict(names or {})  # our P4 names -> the device's (``program``)
+        if max_batch:  # the executor splits larger batches (services.reroute.guard)
+            self.capabilities = replace(type(self).capabilities, max_batch=max_batch)
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
@@ -169,7 +175,7 @@ class P4RuntimeDriver(Session):
                 "inventory to have it pushed", "PIPELINE_MISMATCH",
             )  # fmt: skip
         try:
-            return program.Program.of(info)
+            return program.Program.of(info, self.names)
         except program.ProgramError as exc:
             raise DeviceRejected(
                 self.name, f"device {self.device_id} does not run the reroute program: {exc}; "
@@ -199,7 +205,7 @@ class P4RuntimeDriver(Session):
             want = program.load(self.p4info)
         except program.ProgramError as exc:
             raise ConfigError(f"{self.name}: {exc}") from exc
-        if device == want or _same_ids(device, want):
+        if device == want or _same_ids(device, want, self.names):
             return device
         if not self.install_pipeline:
             raise DeviceRejected(
@@ -396,11 +402,11 @@ class P4RuntimeWithPorts(P4RuntimeDriver):
         return await self._ports.port_states()
 
 
-def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info) -> bool:
+def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info, names: Mapping[str, str]) -> bool:
     """Whether the device's program gives our names the ids the file gives them (then it
     runs the file's program, whatever else differs: nothing to install)."""
     try:
-        a, b = program.Program.of(device), program.Program.of(want)
+        a, b = program.Program.of(device, names), program.Program.of(want, names)
     except program.ProgramError:
         return False
     ids = (a.table_id, a.field_ids, a.action_ids, a.param_ids)

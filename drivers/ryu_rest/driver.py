@@ -54,7 +54,7 @@ from drivers.rest import Request, RestFlowDriver
 from drivers.ryu_rest import mapping
 from drivers.ryu_rest.mapping import Json, MappingError
 from drivers.ryu_rest.spec import RyuRestSpec
-from drivers.spec import Expect
+from drivers.spec import Expect, read_secret
 
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
@@ -78,7 +78,6 @@ class RyuRestDriver(RestFlowDriver):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=5.0,  # one REST request per flow (~1 ms each) + a read-back
         notes="Ryu / os-ken ofctl_rest (OpenFlow 1.3), one REST request per flow; ofctl_rest "
         "answers before the switch applies a change and never reports a refusal, so every "
         "batch is verified by reading /stats/flow back (up to verify_wait_s) and a failed "
@@ -98,6 +97,9 @@ class RyuRestDriver(RestFlowDriver):
         verify: bool | str = spec.verify_tls
         if spec.verify_tls and spec.ca_certificate is not None:
             verify = str(spec.ca_certificate)
+        auth = None
+        if spec.user is not None and spec.password is not None:
+            auth = httpx.BasicAuth(spec.user, read_secret(name, spec.password))
         return cls(
             name,
             spec.target,
@@ -105,6 +107,7 @@ class RyuRestDriver(RestFlowDriver):
             timeout=spec.timeout_s,
             verify_wait_s=spec.verify_wait_s,
             verify_tls=verify,
+            auth=auth,
         )
 
     def __init__(
@@ -116,10 +119,12 @@ class RyuRestDriver(RestFlowDriver):
         timeout: float = 5.0,
         verify_wait_s: float = 2.0,
         verify_tls: bool | str = True,
+        auth: httpx.Auth | None = None,
     ) -> None:
         super().__init__(
-            name, base_url, timeout=timeout, settle_s=verify_wait_s, verify_tls=verify_tls
-        )
+            name, base_url, timeout=timeout, settle_s=verify_wait_s, verify_tls=verify_tls,
+            auth=auth,
+        )  # fmt: skip
         self.dpid = dpid
 
     async def identify(self) -> Identity:

@@ -56,11 +56,14 @@ class Dataplane:
 
     @classmethod
     def of(cls, pipeline: Pipeline) -> Dataplane:
-        """The bridge's view of a pipeline that has ``MyIngress.reroute`` (ValueError: not)."""
-        try:
-            table = pipeline.table_named(TABLE)
-        except StopIteration:
-            raise ValueError(f"the P4Info has no table {TABLE}") from None
+        """The bridge's view of a pipeline that has ``MyIngress.reroute`` (ValueError: not),
+        also under a pipeline's prefix as Tofino's compiler writes it
+        (``pipe.MyIngress.reroute``)."""
+        named = [t for t in pipeline.tables.values() if t.name == TABLE]
+        found = named or [t for t in pipeline.tables.values() if t.name.endswith(f".{TABLE}")]
+        if len(found) != 1:
+            raise ValueError(f"the P4Info has {len(found)} tables {TABLE} (needs one)")
+        table = found[0]
         return cls(
             table_id=table.id,
             fields={
