@@ -305,15 +305,19 @@ class PortState(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capabilities:
-    """What a driver can do; read by the planner and executor, never probed at run time."""
+    """What a driver can do; read by the planner and executor, never probed at run time:
+    ``atomic_batch``, ``self_undoing`` and ``max_batch`` by the executor's batches
+    (``services.reroute.guard``), ``read_back``, ``port_state`` and ``optical_power`` by
+    the plan's fitting (``services.reroute.planning.capable``: lock gates, read-back) and
+    by the preflight (``port_state``). A session may declare less than its class (a
+    switch without bundles, a Polatis without power monitors)."""
 
     atomic_batch: bool  # a batch is applied all-or-nothing (OVS bundles, one P4Runtime Write)
     read_back: bool  # the table can be read back to verify
     max_batch: int  # largest batch in one request (0 = no limit)
     port_state: bool  # link state can be read
-    optical_power: bool = False
-    typical_latency_ms: float = 1.0
-    notes: str = ""
+    optical_power: bool = False  # optical power can be read (a lock gate's second signal)
+    notes: str = ""  # for people: docs/drivers.md
     # not atomic, but the driver itself confirms every batch (the device's acknowledgement
     # or its own read-back) and undoes the applied part of a failed one before raising:
     # the executor need not read the table around the batch (services/reroute/guard.py)

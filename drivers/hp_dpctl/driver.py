@@ -110,7 +110,6 @@ class HpDpctlDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=15.0,  # one tool run per batch (process start: ~12 ms)
         notes="OpenFlow 1.0 via dpctl / ovs-ofctl to the switch's passive listener, no "
         "controller; no bundles: a failed batch is undone by the driver from the table it "
         "last read or left; ovs-ofctl's barrier confirms a batch (and VERIFY is answered from "

@@ -114,7 +114,6 @@ class OdlDriver(RestFlowDriver):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=3000.0,  # up to one statistics poll (ODL: 3 s) per batch
         notes="OpenDaylight northbound REST (RFC 8040, draft RESTCONF or Hydrogen AD-SAL), "
         "one request per flow; verified in the operational datastore (AD-SAL: its statistics "
         "northbound), which lags by the controller's statistics poll; a flow the switch "

@@ -97,7 +97,6 @@ class OvsDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=1.0,
         notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); a switch without bundles (probed "
         "at open) gets ordered flow-mods + barriers, read back and undone, and that session "
         "declares atomic_batch=False; dpid checked at open; port state from PORT_DESC",

@@ -22,7 +22,7 @@ from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
 from services.reroute.model import Intent
-from services.reroute.planning import foreign, plan
+from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.plan import Plan
 from services.reroute.planning.restore import plan_restore
 from services.reroute.resync import resync
@@ -81,12 +81,14 @@ async def plan_on_devices(
     scope: frozenset[str] | None = None,
 ) -> Plan:
     """Read the devices' flow tables and circuits, then plan ``intent`` on them; PlanError
-    when another writer's entry would shadow a rule the plan writes (``planning.foreign``)."""
+    when another writer's entry would shadow a rule the plan writes (``planning.foreign``)
+    or a step needs what its device lacks (``planning.capable``: the lock gates fitted to
+    the signals the devices have)."""
     (tables, others), optics = await asyncio.gather(survey_tables(drivers), read_optics(drivers))
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
     the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
     foreign.check(the_plan, others)
-    return the_plan
+    return capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
 
 
 async def recover(

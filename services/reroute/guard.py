@@ -21,6 +21,10 @@ is the batch of a driver that declares ``self_undoing``: it confirms each batch 
 a failed one itself (``hp_dpctl``: one tool run per batch, the undo point the table it last
 read or left), and reading the table around it would only double the device's work.
 
+A batch larger than the device's ``max_batch`` is sent in requests of at most that many
+changes, in order; the device then cannot leave all or nothing of the whole, so the batch
+goes the guarded way above whatever the device declares (read, apply, read back, undo).
+
 An optical circuit step is two commands (remove, then add; a Polatis SUB then ADD):
 ``circuits`` reads the connections first and, when the add fails after the removal, puts
 the touched ingress ports back as they were. ``undo_circuits`` undoes a circuit step from
@@ -50,20 +54,29 @@ async def apply(driver: FlowProgrammer, changes: Sequence[FlowChange]) -> None:
     """Apply ``changes`` on ``driver`` as its capabilities allow (see the module docstring)."""
     if not changes:
         return
-    if driver.capabilities.atomic_batch or driver.capabilities.self_undoing:
+    caps = driver.capabilities
+    whole = not caps.max_batch or len(changes) <= caps.max_batch
+    if whole and (caps.atomic_batch or caps.self_undoing):
         await driver.apply(changes)
         return
     read = _reader(driver, changes)
     before = batch.index(await read())
     keys = batch.touched(changes)
     try:
-        await driver.apply(changes)
+        await _in_batches(driver, changes)
         wrong = batch.mismatches(batch.expected(before, changes), batch.index(await read()))
         if wrong:
             raise _differs(driver.name, changes, wrong)
     except DriverError as exc:
         await _undo(driver, read, before, keys, exc)
         raise
+
+
+async def _in_batches(driver: FlowProgrammer, changes: Sequence[FlowChange]) -> None:
+    """``changes`` applied in order, at most ``max_batch`` a request (0: all at once)."""
+    size = driver.capabilities.max_batch or len(changes)
+    for start in range(0, len(changes), size):
+        await driver.apply(changes[start : start + size])
 
 
 def _reader(
@@ -100,7 +113,7 @@ async def _undo(
         if not fix:
             return
         log.warning("%s: undoing %d change(s) of a failed batch: %s", driver.name, len(fix), error)
-        await driver.apply(fix)
+        await _in_batches(driver, fix)
         wrong = batch.mismatches({k: before.get(k) for k in keys}, batch.index(await read()))
         if wrong:
             raise _differs(driver.name, fix, wrong)

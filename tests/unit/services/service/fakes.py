@@ -7,7 +7,15 @@ import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
-from drivers.base import Capabilities, FlowChange, FlowOp, FlowRule, ForeignEntry, Survey
+from drivers.base import (
+    Capabilities,
+    FlowChange,
+    FlowOp,
+    FlowRule,
+    ForeignEntry,
+    PortState,
+    Survey,
+)
 from services.reroute.executor import Driver
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import Settings
@@ -67,3 +75,38 @@ class FakeFabric:
         """A ``DriverFactory``: the switches in the settings' scope."""
         scope = settings.scope
         yield {n: s for n, s in self.switches.items() if scope is None or n in scope}
+
+
+POLATIS = Capabilities(
+    atomic_batch=False, read_back=True, max_batch=0, port_state=True, optical_power=True
+)
+
+
+class FakeOptical:
+    """An optical switch's cross-connects; with power monitors (``caps``) its duplex port
+    i reports UP while egress N+i has a circuit (light at once: no lock time here)."""
+
+    def __init__(self, name: str, circuits: dict[int, int], *, ingress: int = 16,
+                 caps: Capabilities = POLATIS) -> None:  # fmt: skip
+        self.name = name
+        self.table = dict(circuits)
+        self.ingress = ingress
+        self.capabilities = caps
+        self.changes = 0
+
+    async def connect(self, pairs: Sequence[tuple[int, int]]) -> None:
+        self.table |= dict(pairs)
+        self.changes += 1
+
+    async def disconnect(self, ingresses: Sequence[int]) -> None:
+        for i in ingresses:
+            self.table.pop(i, None)
+        self.changes += 1
+
+    async def connections(self) -> dict[int, int]:
+        return dict(self.table)
+
+    async def port_states(self) -> dict[int, PortState]:
+        assert self.capabilities.optical_power, "asked a switch without power monitors"
+        lit = {e - self.ingress for e in self.table.values()}
+        return {i: PortState.UP if i in lit else PortState.DOWN for i in range(1, 17)}
