@@ -105,9 +105,11 @@ class Relay:
     _server: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def start(self) -> str:
-        """Listen; returns the target to give a driver (``tcp:127.0.0.1:PORT``)."""
-        self._server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> str:
+        """Listen (on ``port``, 0: any free one); returns the target to give a driver
+        (``tcp:127.0.0.1:PORT``). A stopped relay may start again on its old port: a
+        switch that restarts, to its clients."""
+        self._server = await asyncio.start_server(self._client, "127.0.0.1", port)
         port = self._server.sockets[0].getsockname()[1]
         return f"tcp:127.0.0.1:{port}"
 

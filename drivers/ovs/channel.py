@@ -240,6 +240,11 @@ class Channel:
             if not self._listeners[msg_type]:
                 del self._listeners[msg_type]
 
+    @property
+    def alive(self) -> bool:
+        """The connection has not been lost or closed."""
+        return self._dead is None
+
     def _check_alive(self) -> None:
         if self._dead is not None:
             raise self._dead

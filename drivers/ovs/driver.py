@@ -25,6 +25,11 @@ for the ONF bundle extension (a bundle OPEN, then DISCARD). A switch that refuse
 ``atomic_batch=False`` and each batch through ``drivers.ovs.ordered``: flow-mods separated
 by barriers, read back, and undone on failure.
 
+A switch that restarts (ovs-vswitchd killed and started again, the connection lost) is
+connected to again by the next request (``drivers.reconnect``: backoff bounded by
+``timeout``; the datapath id checked and bundles probed again); a request in flight when
+it went fails with ``DeviceUnreachable``.
+
 Targets: ``unix:PATH``, ``tcp:HOST:PORT`` and ``ssl:HOST:PORT`` with the key, certificate
 and CA certificate files ``ovs-ofctl -p -c -C`` takes (``drivers.spec.TlsFiles``).
 """
@@ -77,6 +82,7 @@ from drivers.ovs.ofp13_foreign import foreign_entry
 from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules, split_flow_rules
 from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
+from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.ovs")
@@ -126,10 +132,12 @@ class OvsDriver(Session):
         self.expected_dpid = dpid
         self.datapath_id: int | None = None
         self.bundles: bool | None = None  # the switch takes ONF bundles (known once open)
-        self._chan: Channel | None = None
+        self._link: Reconnecting[Channel] = Reconnecting(
+            name, self._connect, lambda chan: chan.alive, timeout
+        )
         self._lock = asyncio.Lock()
         self._bundle_id = 0
-        self._async_ports = False  # the switch sends this connection PORT_STATUS
+        self._async_ports: Channel | None = None  # the channel the switch sends PORT_STATUS
         # the last batch and its flow-mods: ``missing`` after ``apply`` of the same rules
         # cuts their keys out of the flow-mods instead of encoding them again
         self._sent: tuple[Sequence[FlowChange], list[bytes]] = ((), [])
@@ -137,8 +145,16 @@ class OvsDriver(Session):
 
     async def open(self) -> None:
         """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
-        if self._chan is not None:
+        if self._link.current is not None:
             return
+        self._link.set(await self._connect())
+
+    async def _connect(self) -> Channel:
+        """A new channel to the switch, checked (datapath id) and probed (bundles): at open,
+        and again after the switch restarted (``drivers.reconnect``)."""
+        old = self._link.current
+        if old is not None:
+            await old.close()  # lost: its reader has ended; release the socket
         chan = await Channel.open(
             self.name, self.target, timeout=self.timeout, tls=self._tls_context(),
             server_name=self.tls.server_name if self.tls else None,
@@ -154,7 +170,7 @@ class OvsDriver(Session):
         except BaseException:
             await chan.close()
             raise
-        self._chan = chan
+        self.capabilities = OvsDriver.capabilities
         if not self.bundles:
             self.capabilities = dataclasses.replace(
                 OvsDriver.capabilities,
@@ -166,6 +182,7 @@ class OvsDriver(Session):
             "%s: connected to %s, dpid %016x, bundles %s",
             self.name, self.target, self.datapath_id, "yes" if self.bundles else "no",
         )  # fmt: skip
+        return chan
 
     def _tls_context(self) -> ssl.SSLContext | None:
         if self.tls is None or not self.target.startswith("ssl:"):
@@ -213,8 +230,14 @@ class OvsDriver(Session):
         return True
 
     async def identify(self) -> Identity:
-        """The datapath id the switch announced (FEATURES_REPLY) and whether it has bundles."""
-        self._channel()
+        """The datapath id the switch announces (a FEATURES_REQUEST now: a round trip, so a
+        switch that went away is found out) and whether it has bundles."""
+        chan = await self._channel()
+        reply = await chan.request(ofp13.encode_features_request(chan.xids(1)))
+        try:
+            self._check_dpid(ofp13.parse_features_reply(reply.body).datapath_id)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, str(exc)) from exc
         batches = "atomic bundles" if self.bundles else "no bundles (ordered flow-mods)"
         return Identity(
             summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
@@ -222,14 +245,18 @@ class OvsDriver(Session):
 
     async def close(self) -> None:
         """Close the OpenFlow connection."""
-        chan, self._chan = self._chan, None
+        chan = self._link.forget()
         if chan is not None:
             await chan.close()
 
-    def _channel(self) -> Channel:
-        if self._chan is None:
-            raise DeviceUnreachable(self.name, "not connected (call connect() first)")
-        return self._chan
+    async def _channel(self) -> Channel:
+        """The channel; opened again when the switch was lost (restarted)."""
+        return await self._link.get()
+
+    @property
+    def down_since(self) -> float | None:
+        """Since when (``time.time()``) the switch has been unreachable; None: it answers."""
+        return self._link.down_since
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
@@ -239,7 +266,7 @@ class OvsDriver(Session):
         as ordered flow-mods, verified and undone on failure (see the module docstring)."""
         if not changes:
             return
-        chan = self._channel()
+        chan = await self._channel()
         if not self.bundles:
             cookie, mask = batch.cookies(changes)  # the batch's entries, not other writers'
             read = functools.partial(self._read, cookie, mask, strict=False)
@@ -365,7 +392,7 @@ class OvsDriver(Session):
     async def _read(self, cookie: int, mask: int, *, strict: bool = True) -> list[FlowRule]:
         """The entries under (cookie, mask) (``mask`` 0: every entry); those a FlowRule
         cannot say are skipped unless the read is ``strict`` and filtered."""
-        chan = self._channel()
+        chan = await self._channel()
         wire = foreign.wire_filter(cookie, mask)
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), *wire))
         matches = MatchDecoder()  # match layouts learnt once per read
@@ -391,7 +418,7 @@ class OvsDriver(Session):
     async def survey(self, cookie: int, cookie_mask: int) -> Survey:
         """The whole table in one flow stats request: entries under the cookie filter
         decoded as rules, every other one as a ``ForeignEntry`` (``ofp13_foreign``)."""
-        chan = self._channel()
+        chan = await self._channel()
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1)))
         matches = MatchDecoder()
         ours: list[FlowRule] = []
@@ -422,7 +449,7 @@ class OvsDriver(Session):
         (the rules of the last ``apply`` are not even encoded again: their keys are cut out
         of the flow-mods sent); only rules not found that way are looked for among the
         decoded entries."""
-        chan = self._channel()
+        chan = await self._channel()
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), cookie, cookie_mask))
         try:
             have = {key for part in parts for key in flow_entry_keys(part.body)}
@@ -444,7 +471,7 @@ class OvsDriver(Session):
 
         A port is DOWN when its link is down (OFPPS_LINK_DOWN) or it is administratively
         down (OFPPC_PORT_DOWN)."""
-        chan = self._channel()
+        chan = await self._channel()
         parts = await chan.multipart(ofp13.encode_port_desc_request(chan.xids(1)))
         try:
             ports = [p for part in parts for p in ofp13.parse_port_desc(part.body)]
@@ -462,7 +489,7 @@ class OvsDriver(Session):
         (``PortEvents``). On first use the connection asks for them (SET_CONFIG with the
         switch's own flags, SET_ASYNC: port status only) and waits for a BARRIER, so a
         change after entry is reported."""
-        chan = self._channel()
+        chan = await self._channel()
 
         def on_status(msg: ofp13.Message) -> None:
             """Hand a PORT_STATUS message's port state to the listener."""
@@ -475,9 +502,9 @@ class OvsDriver(Session):
                 listener(port.port_no, PortState.DOWN if port.link_down else PortState.UP)
 
         with chan.listen(ofp13.MsgType.PORT_STATUS, on_status):
-            if not self._async_ports:
+            if self._async_ports is not chan:  # a new connection asks again
                 await self._ask_for_port_status(chan)
-                self._async_ports = True
+                self._async_ports = chan
             yield
 
     async def _ask_for_port_status(self, chan: Channel) -> None:

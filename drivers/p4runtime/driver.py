@@ -23,6 +23,10 @@ order and a failure leaves the others applied, so ``atomic_batch`` is False):
    ``RESOURCE_EXHAUSTED``). When the undo fails too, a plain ``DriverError`` says so.
 
 A timeout during a Write leaves its outcome unknown: read the table back.
+
+A server that restarts ends the arbitration stream; the next request opens a fresh gRPC
+channel and arbitrates again with the same election id (``drivers.reconnect``: backoff
+bounded by ``timeout``), then loads the program the device runs, as ``open`` does.
 Every RPC, each update and each status is logged at DEBUG on ``reroute.wire.p4runtime.<name>``.
 """
 
@@ -55,6 +59,7 @@ from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.p4runtime.stream import Arbitration
+from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.p4runtime")
@@ -127,6 +132,9 @@ class P4RuntimeDriver(Session):
         self._ports = None if ports is None else OvsDriver(name, ports, timeout=timeout)
         self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
+        self._session: Reconnecting[Arbitration] = Reconnecting(
+            name, self._rearbitrate, lambda arb: arb.alive, timeout
+        )
         self._lock = asyncio.Lock()
         self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
@@ -147,9 +155,33 @@ class P4RuntimeDriver(Session):
         except BaseException:
             await self.close()
             raise
+        self._session.set(self._arbitration)
+
+    async def _rearbitrate(self) -> Arbitration:
+        """The stream again after the server restarted (``drivers.reconnect``): arbitration
+        with our election id, then the program it runs (installed again only as ``open``
+        would)."""
+        await self._arbitration.stop()
+        await self._client.close()  # a fresh channel connects now, not at gRPC's next backoff
+        self._client.open()
+        await self._arbitration.start()
+        self._program = await self._load_program()
+        return self._arbitration
+
+    async def _primary(self) -> program.Program:
+        """The program, once this session is the primary again (re-arbitrated after the
+        server restarted)."""
+        await self._session.get()
+        return self._loaded()
+
+    @property
+    def down_since(self) -> float | None:
+        """Since when (``time.time()``) the server has been unreachable; None: it answers."""
+        return self._session.down_since
 
     async def identify(self) -> Identity:
         """The P4Runtime API version the server reports, and our role."""
+        await self._primary()
         caps = await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
         return Identity(
             summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
@@ -158,6 +190,7 @@ class P4RuntimeDriver(Session):
 
     async def close(self) -> None:
         """Stop the arbitration stream and close the gRPC channel."""
+        self._session.forget()
         await self._arbitration.stop()
         await self._client.close()
         if self._ports is not None:
@@ -241,6 +274,7 @@ class P4RuntimeDriver(Session):
         """One Write for the batch; undone on a partial failure (module docstring)."""
         if not changes:
             return
+        await self._primary()
         with gcpause.paused():  # 1000s of entries: see drivers.gcpause
             self._check(changes)
         async with self._lock:
@@ -297,7 +331,7 @@ class P4RuntimeDriver(Session):
 
     async def _entries(self) -> list[P4R.TableEntry]:
         """Every entry of our table (one Read of that table: no other table is read)."""
-        loaded = self._loaded()
+        loaded = await self._primary()
         request = P4R.ReadRequest(device_id=self.device_id)
         request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
         return [e.table_entry for e in await self._client.read(request)]

@@ -301,3 +301,33 @@ def test_port_events_keep_the_bridges_fragment_handling(site: OvsSite) -> None:
         assert site.ovs.ofctl("-O", "OpenFlow13", "get-frags", mgmt).strip() == "drop"
     finally:
         site.ovs.ofctl("-O", "OpenFlow13", "set-frags", mgmt, "normal")
+
+
+def test_the_driver_reconnects_when_the_switch_comes_back(site: OvsSite) -> None:
+    """The switch goes (its end of the connection closes) and comes back on the same
+    target: a request meanwhile fails within the driver's timeout, saying it tried; the
+    next one after it is back reconnects (handshake, dpid, bundle probe) and succeeds."""
+
+    async def main() -> tuple[str, float | None, float, list[FlowRule], float | None]:
+        relay = Relay(upstream=site.ovs.mgmt(BRIDGE), refuse=lambda msg: None)
+        target = await relay.start()
+        port = int(target.rsplit(":", 1)[1])
+        try:
+            async with OvsDriver(BRIDGE, target, timeout=1.0) as d:
+                await d.apply(adds([rule(1)]))
+                await relay.stop()
+                await asyncio.sleep(0.1)  # gone a moment: the channel has seen the end
+                started = time.monotonic()
+                with pytest.raises(DeviceUnreachable) as down:
+                    await d.read(cookie=0x42)
+                took, since = time.monotonic() - started, d.down_since
+                await relay.start(port)
+                ours = await d.read(cookie=0x42)
+                return str(down.value), since, took, ours, d.down_since
+        finally:
+            await relay.stop()
+
+    error, since, took, ours, after = run(main)
+    assert "reconnecting" in error and since is not None, error
+    assert took < 1.0 + 1.5
+    assert ours == [rule(1)] and after is None

@@ -445,6 +445,38 @@ def test_ids_are_looked_up_by_name_in_whatever_p4info_the_device_runs() -> None:
     assert entry != mapping.to_entry(PROGRAM, RULE)
 
 
+def test_after_the_server_restarts_the_driver_arbitrates_again_with_its_election_id() -> None:
+    """The P4Runtime server goes and comes back on the same address (its tables empty, as a
+    restarted switch's): a request meanwhile fails within the driver's timeout; the next
+    one after it is back arbitrates again with the same election id and is served."""
+
+    async def main() -> tuple[str, list[FlowRule], int | None, float | None]:
+        pipeline = Pipeline.of(load(DEFAULT_P4INFO))
+        first = Recording(Table(FakeBridge(), pipeline))
+        server, port = await serve(first, "127.0.0.1:0")
+        address = f"127.0.0.1:{port}"
+        again: Recording | None = None
+        try:
+            async with P4RuntimeDriver(
+                "dut", address, device_id=1, election_id=7, timeout=1.0
+            ) as driver:
+                await driver.apply([add(RULE)])
+                await server.stop(None)
+                with pytest.raises(DeviceUnreachable) as down:
+                    await driver.read()
+                again = Recording(Table(FakeBridge(), pipeline))
+                server, _ = await serve(again, address)
+                await driver.apply([add(RULE)])
+                read = await driver.read()
+                return str(down.value), read, again.arbiter.primary(), driver.down_since
+        finally:
+            await server.stop(None)
+
+    error, read, primary, after = asyncio.run(main())
+    assert "UNAVAILABLE" in error, error
+    assert read == [RULE] and primary == 7 and after is None
+
+
 def _tofino_named() -> Any:
     """The program's P4Info as Tofino's bf-p4c names it: the pipeline's name first."""
     info = load(DEFAULT_P4INFO)

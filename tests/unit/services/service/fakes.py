@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 
 from drivers.base import (
     Capabilities,
+    DeviceUnreachable,
     FlowChange,
     FlowOp,
     FlowRule,
     ForeignEntry,
+    Identity,
     PortState,
     Survey,
 )
@@ -36,6 +38,7 @@ class FakeSwitch:
         self.applied = 0
         self.reads = 0
         self.foreign: list[ForeignEntry] = []
+        self.down: str | None = None  # why it does not answer (None: it does)
 
     async def apply(self, changes: Sequence[FlowChange]) -> None:
         table = dict(self.table)
@@ -55,6 +58,11 @@ class FakeSwitch:
 
     async def survey(self, cookie: int, cookie_mask: int) -> Survey:
         return Survey(ours=await self.read(cookie, cookie_mask), foreign=list(self.foreign))
+
+    async def identify(self) -> Identity:
+        if self.down is not None:
+            raise DeviceUnreachable(self.name, self.down)
+        return Identity(summary=f"fake switch {self.name}")
 
     async def close(self) -> None:
         pass
