@@ -297,7 +297,9 @@ class PolatisScpiDriver(Session):
         )
 
     async def identify(self) -> DeviceIdentity:
-        """``*IDN?`` and the switch's size (and when it has no power monitors)."""
+        """``*IDN?``, asked now (a round trip: a switch that went away is found out), and
+        the switch's size (and when it has no power monitors)."""
+        self._identity = await self._query(scpi.IDN, scpi.parse_identity)
         n, m = self.size
         monitors = "" if self.power_monitors else ", no power monitors"
         return DeviceIdentity(summary=f"{self.identity}, {n}x{m}{monitors}")

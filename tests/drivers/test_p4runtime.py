@@ -477,6 +477,25 @@ def test_after_the_server_restarts_the_driver_arbitrates_again_with_its_election
     assert read == [RULE] and primary == 7 and after is None
 
 
+def test_a_warm_start_takes_the_table_from_the_bridge() -> None:
+    """The emulator restarted with ``--warm`` (as Stratum's warmboot): the entries are
+    read back from the flows the bridge kept, the same entries a Read gave before."""
+
+    async def main() -> tuple[list[Any], list[Any], int]:
+        bridge = FakeBridge()
+        pipeline = Pipeline.of(load(DEFAULT_P4INFO))
+        before = Table(bridge, pipeline)
+        rules = [RULE, *OTHERS[:2]]
+        failures = await before.write([insert(r) for r in rules])
+        assert failures == [None] * len(rules)
+        after = Table(bridge, pipeline)
+        count = await after.restore()
+        return before.read(), after.read(), count
+
+    before, after, count = asyncio.run(main())
+    assert count == 3 and sorted(map(str, after)) == sorted(map(str, before))
+
+
 def _tofino_named() -> Any:
     """The program's P4Info as Tofino's bf-p4c names it: the pipeline's name first."""
     info = load(DEFAULT_P4INFO)
