@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from drivers import foreign
 from drivers.base import (
     ETH_IPV4,
     Action,
@@ -397,21 +398,17 @@ def foreign_flow(obj: Json) -> ForeignEntry:
 
 
 def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
-    """The fields of ``obj`` FlowMatch can say, and whether it has others."""
-    fields: dict[str, Any] = {}
-    more = False
-    for key, value in obj.items():
-        if key == "ethernet-match" and isinstance(value, dict):
-            more |= set(value) != {"ethernet-type"}
-            if "ethernet-type" not in value:
-                continue
-        try:
-            name, parsed = _MATCH[key](value)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            more = True
-            continue
-        fields[name] = parsed
-    return FlowMatch(**fields), more
+    """The fields of ``obj`` FlowMatch can say, and whether it has others (an
+    ``ethernet-match`` beyond its ``ethernet-type``: MAC addresses)."""
+    ethernet = obj.get("ethernet-match")
+    macs = isinstance(ethernet, dict) and set(ethernet) - {"ethernet-type"}
+    if macs:
+        assert isinstance(ethernet, dict)
+        obj = {k: v for k, v in obj.items() if k != "ethernet-match"}
+        if "ethernet-type" in ethernet:
+            obj["ethernet-match"] = {"ethernet-type": ethernet["ethernet-type"]}
+    match, more = foreign.lenient_match(obj.items(), _MATCH)
+    return match, more or bool(macs)
 
 
 def entry_text(obj: Json) -> str:

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from drivers import foreign
 from drivers.base import (
     Action,
     FlowMatch,
@@ -278,16 +279,7 @@ def foreign_flow(obj: Json) -> ForeignEntry:
 
 def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
     """The fields of ``obj`` FlowMatch can say, and whether it has others."""
-    fields: dict[str, Any] = {}
-    more = False
-    for key, value in obj.items():
-        try:
-            name, parsed = _MATCH[key](value)
-        except (KeyError, TypeError, ValueError):
-            more = True
-            continue
-        fields[name] = parsed
-    return FlowMatch(**fields), more
+    return foreign.lenient_match(obj.items(), _MATCH)
 
 
 STATISTICS = ("byte_count", "packet_count", "duration_sec", "duration_nsec", "length")
