@@ -37,7 +37,7 @@ from services.reroute.topology import OpticalSwitch, Switch, Topology
 from services.reroute.yamlfile import YAMLError, strict_yaml
 
 NODE = r"^[a-z][a-z0-9]{0,7}$"
-PACKET = ("apply", "read")  # methods of FlowProgrammer
+PACKET = ("apply", "read", "survey")  # methods of FlowProgrammer
 OPTICAL = ("connect", "disconnect", "connections")  # methods of CrossConnectSwitch
 
 
