@@ -57,7 +57,9 @@ def rules(count: int) -> list[FlowRule]:
 
 
 async def empty(address: str) -> None:
-    async with P4RuntimeDriver("bench", address, election_id=10, timeout=60.0) as driver:
+    async with P4RuntimeDriver(
+        "bench", address, device_id=1, election_id=10, timeout=60.0
+    ) as driver:
         got = await driver.read()
         if got:
             await driver.apply([FlowChange(op=FlowOp.DELETE, rule=r) for r in got])
@@ -68,7 +70,9 @@ async def time_ours(address: str, n: int, repeat: int) -> float:
     samples = []
     for _ in range(repeat):
         await empty(address)
-        async with P4RuntimeDriver("bench", address, election_id=10, timeout=60.0) as driver:
+        async with P4RuntimeDriver(
+            "bench", address, device_id=1, election_id=10, timeout=60.0
+        ) as driver:
             start = time.perf_counter()
             await driver.apply(changes)
             samples.append(time.perf_counter() - start)

@@ -6,11 +6,16 @@ Value types shared by the engine and every driver:
   independent of the wire protocol (OpenFlow 1.0/1.3, REST northbounds, P4Runtime).
 - ``Capabilities``: what a driver can do, declared up front and read by the planner and
   executor (nothing is discovered by ``NotImplementedError``).
+- ``ForeignEntry`` / ``Survey``: a table as the planner sees it: our entries (by cookie)
+  as ``FlowRule``s, every other writer's as ``ForeignEntry``s, read as far as the driver
+  can, so a plan is refused when another writer's entry would shadow ours.
 
 Interfaces (``typing.Protocol``, asynchronous):
 
 - ``FlowProgrammer``: apply a batch of flow changes (atomically when ``atomic_batch``), read
-  the table back.
+  the table back (only the entries under a cookie filter, where the protocol can filter;
+  an entry outside it that the driver cannot read is skipped, counted, never fatal), and
+  ``survey`` it for the planner.
 - ``PortMonitor``: link state of ports (optical power where the device has it).
 - ``CrossConnectSwitch``: optical cross-connects (add / remove / list).
 
@@ -62,6 +67,7 @@ __all__ = [
     "FlowProgrammer",
     "FlowRule",
     "FlowVerifier",
+    "ForeignEntry",
     "Identity",
     "Kind",
     "Output",
@@ -74,6 +80,7 @@ __all__ = [
     "ProtocolError",
     "PushVlan",
     "Session",
+    "Survey",
     "UnknownDriver",
     "build",
     "kind",
@@ -267,6 +274,30 @@ def new_change(op: FlowOp, rule: FlowRule) -> FlowChange:
     return c
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForeignEntry:
+    """A table entry that is not ours (its cookie is outside the filter of a ``survey``),
+    read as far as the driver can: what the planner needs to tell whether it would shadow
+    our rules, or ours it, and the device's own text of it for the error that says so."""
+
+    table: int
+    priority: int
+    match: FlowMatch  # the fields of its match that FlowMatch can say (None: not matched)
+    more: bool = False  # it also matches fields FlowMatch cannot say: it matches less
+    text: str  # the entry as the device shows it (or as near as the driver can write it)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Survey:
+    """A table in one read: our entries (cookie under the filter) and everyone else's."""
+
+    ours: list[FlowRule]
+    foreign: list[ForeignEntry]
+
+
 class PortState(StrEnum):
     UP = "up"
     DOWN = "down"
@@ -274,15 +305,19 @@ class PortState(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capabilities:
-    """What a driver can do; read by the planner and executor, never probed at run time."""
+    """What a driver can do; read by the planner and executor, never probed at run time:
+    ``atomic_batch``, ``self_undoing`` and ``max_batch`` by the executor's batches
+    (``services.reroute.guard``), ``read_back``, ``port_state`` and ``optical_power`` by
+    the plan's fitting (``services.reroute.planning.capable``: lock gates, read-back) and
+    by the preflight (``port_state``). A session may declare less than its class (a
+    switch without bundles, a Polatis without power monitors)."""
 
     atomic_batch: bool  # a batch is applied all-or-nothing (OVS bundles, one P4Runtime Write)
     read_back: bool  # the table can be read back to verify
     max_batch: int  # largest batch in one request (0 = no limit)
     port_state: bool  # link state can be read
-    optical_power: bool = False
-    typical_latency_ms: float = 1.0
-    notes: str = ""
+    optical_power: bool = False  # optical power can be read (a lock gate's second signal)
+    notes: str = ""  # for people: docs/drivers.md
     # not atomic, but the driver itself confirms every batch (the device's acknowledgement
     # or its own read-back) and undoes the applied part of a failed one before raising:
     # the executor need not read the table around the batch (services/reroute/guard.py)
@@ -299,7 +334,16 @@ class FlowProgrammer(Protocol):
         ...
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
-        """The table's entries (those whose cookie matches under the mask, when given)."""
+        """The table's entries (those whose cookie matches under the mask, when given).
+        The device filters where its protocol can; an entry outside the filter (or any,
+        without one) that a ``FlowRule`` cannot say is skipped and counted, while one
+        inside it is a ``ProtocolError`` (it is ours, and should read back)."""
+        ...
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """In one read of the whole table: the entries whose cookie matches ``cookie``
+        under ``cookie_mask`` (ours, as ``read`` gives them) and every other one as a
+        ``ForeignEntry``; an entry not even readable as that is skipped and counted."""
         ...
 
     async def close(self) -> None:

@@ -61,3 +61,17 @@ def restore(before: Table, now: Table, keys: Sequence[Key]) -> list[FlowChange]:
         elif is_now is not None:
             undo.append(FlowChange(op=FlowOp.DELETE, rule=is_now))
     return undo
+
+
+def cookies(changes: Sequence[FlowChange]) -> tuple[int, int]:
+    """The narrowest (cookie, mask) filter every change's cookie matches: the bits they all
+    share. A read under it sees every entry the batch writes and leaves the other writers'
+    entries on the device (its cookie bits differ) out."""
+    if not changes:
+        return 0, 0
+    first = changes[0].rule.cookie
+    differ = 0
+    for change in changes:
+        differ |= change.rule.cookie ^ first
+    mask = ~differ & 0xFFFF_FFFF_FFFF_FFFF
+    return first & mask, mask

@@ -8,12 +8,18 @@ reports the switch's refusal. So ``apply``:
 
 1. builds every request first: a change the northbound cannot express is refused before
    anything is sent (``_request`` raises ``DeviceRejected``);
-2. reads the flows (the undo point) and sends each request, in order;
+2. reads the flows under the batch's cookies (the undo point; other writers' flows are
+   not ours to read or undo) and sends each request, in order;
 3. reads back (``_confirmed_flows``: what ``read`` shows, unless the northbound confirms
    elsewhere) until every touched entry is as the batch should leave it, for up to
    ``settle_s`` (``DeviceRejected`` with ``absent_code`` after that);
 4. on any failure in 2-3 puts every touched entry back (``_undo_changes``) and reads back
    again; then raises the error. When the undo fails too, a plain ``DriverError`` says so.
+
+Reads: ``_entries(cookie, mask)`` lists the flows in the northbound's own JSON (filtered
+by cookie where the northbound can), and the driver's ``reader`` (``drivers.foreign``) makes
+rules of ours and ``ForeignEntry``s of the others; a flow of another writer that a rule
+cannot say is skipped and counted (``skips``), never fatal.
 
 Transport: connection refused or lost -> ``DeviceUnreachable``; no answer within
 ``timeout`` -> ``DeviceTimeout``; bad HTTP -> ``ProtocolError``. Every request and answer
@@ -28,11 +34,12 @@ import time
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
-from drivers import batch
-from drivers.base import FlowChange, FlowRule, Session
+from drivers import batch, foreign
+from drivers.base import FlowChange, FlowRule, Session, Survey
 from drivers.batch import Expected, Key
 from drivers.errors import (
     DeviceRejected,
@@ -43,6 +50,7 @@ from drivers.errors import (
 )
 
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+Json = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,9 +89,15 @@ class RestFlowDriver(Session):
         self._wire = logging.getLogger(f"reroute.wire.{self.kind}.{name}")
         self._log = logging.getLogger(f"reroute.drivers.{self.kind}")
         self._lock = asyncio.Lock()
+        self.skips = foreign.Skips(name)  # other writers' flows our reads left out
 
     # ----------------------------------------------------------------------------------
     # what each northbound says its own way
+
+    @property
+    @abstractmethod
+    def reader(self) -> foreign.Reader[Json]:
+        """How one listed flow reads: cookie, rule, foreign entry."""
 
     @abstractmethod
     async def _check(self) -> None:
@@ -98,8 +112,18 @@ class RestFlowDriver(Session):
         """Send one change's request; the northbound's refusal as a DriverError."""
 
     @abstractmethod
+    async def _entries(self, cookie: int, mask: int) -> list[Json]:
+        """The switch's flows as the northbound lists them: those whose cookie matches
+        under ``mask`` where it can filter (``mask`` 0: all), else all of them."""
+
     async def _flows(self) -> list[FlowRule]:
-        """Every flow of the switch, as the northbound reads it back."""
+        """Every flow of the switch that reads as a rule (others skipped, counted)."""
+        return foreign.select(await self._entries(0, 0), self.reader, 0, 0, self.skips)
+
+    async def _ours(self, cookie: int, mask: int) -> list[FlowRule]:
+        """The flows under (cookie, mask) that read as rules (others skipped, counted)."""
+        entries = await self._entries(cookie, mask)
+        return foreign.select(entries, self.reader, cookie, mask, self.skips, strict=False)
 
     async def _snapshot(self) -> object:
         """Taken before a batch's writes: what a read-back confirming it must be newer than
@@ -116,7 +140,7 @@ class RestFlowDriver(Session):
     ) -> list[FlowChange]:
         """The changes that put the touched entries back as in ``before`` (by default read
         from the switch now: only those that differ)."""
-        now = batch.index(await self.read())
+        now = batch.index(await self._ours(*batch.cookies(changes)))
         return batch.restore(before, now, batch.touched(changes))
 
     # ----------------------------------------------------------------------------------
@@ -152,7 +176,7 @@ class RestFlowDriver(Session):
             return
         requests = [self._request(i, c) for i, c in enumerate(changes)]
         async with self._lock:
-            before = batch.index(await self.read())
+            before = batch.index(await self._ours(*batch.cookies(changes)))
             try:
                 since = await self._snapshot()
                 for request in requests:
@@ -164,12 +188,15 @@ class RestFlowDriver(Session):
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The switch's flows (those whose cookie matches under ``cookie_mask``, when
-        given; a ``cookie`` without a mask matches exactly)."""
-        rules = await self._flows()
-        if cookie is not None and not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        want = (cookie or 0) & cookie_mask
-        return [r for r in rules if r.cookie & cookie_mask == want]
+        given; a ``cookie`` without a mask matches exactly); see ``drivers.foreign``."""
+        cookie, mask = foreign.cookie_filter(cookie, cookie_mask)
+        return foreign.select(await self._entries(cookie, mask), self.reader, cookie, mask,
+                              self.skips)  # fmt: skip
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """Every flow: ours (cookie under the filter) as rules, the others as foreign."""
+        entries = await self._entries(0, 0)
+        return foreign.sort(entries, self.reader, cookie, cookie_mask, self.skips)
 
     # ----------------------------------------------------------------------------------
     # the batch, step by step

@@ -97,6 +97,24 @@ def read_secret(device: str, ref: SecretRef) -> str:
     return lines[0]
 
 
+def http_target(value: str) -> str:
+    """An ``http(s)://HOST[:PORT]`` base URL, without a trailing slash; ValueError for
+    another form, and for credentials in it (``http://user:pass@host``: they would be
+    shown wherever the target is, in logs and ``inventory check``), whose message shows
+    neither the password nor the URL."""
+    scheme, sep, rest = value.partition("://")
+    if scheme not in ("http", "https") or not sep or not rest:
+        shown = value if "@" not in value else "(a URL with credentials)"
+        raise ValueError(f"{shown!r}: expected http(s)://HOST:PORT")
+    if "@" in rest.split("/", 1)[0]:
+        raise ValueError(
+            "the target has credentials in it (http://USER:PASSWORD@HOST): they are refused, "
+            "since a target is shown in logs and checks; give user: USER and password: "
+            "{env: VARIABLE} or {file: FILE} instead"
+        )
+    return value.rstrip("/")
+
+
 def host_port(text: str, what: str = "target") -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT``) -> (host, port); ValueError naming the fault."""
     m = HOST_PORT.match(text)

@@ -12,6 +12,8 @@ switch sends (OpenFlow 1.3 spec 7.4.4, 1.0 spec 5.4.4: ``OFPET_BAD_REQUEST`` wit
 first 64 bytes of the refused message.
 
 - ``refuse_bundles``: ONF bundle messages (1.3) and the 1.4 bundle message types;
+- ``ignore_bundles``: the same messages dropped, never answered (``SILENT``), as a switch
+  that ignores unknown experimenter messages does;
 - ``refuse_of10_port_desc``: OpenFlow 1.0 stats requests of type 13 (port description).
 
 It parses only the 8-byte OpenFlow header and the experimenter or stats type (its own
@@ -46,6 +48,7 @@ OF10 = 0x01
 OFPT10_STATS_REQUEST = 16
 OFPST_PORT_DESC = 13
 
+SILENT = -1  # a ``Refuse`` code: drop the message, answer nothing
 Refuse = Callable[[bytes], int | None]  # a client message -> the BAD_REQUEST code, or None
 
 
@@ -59,6 +62,12 @@ def refuse_bundles(msg: bytes) -> int | None:
         if experimenter == ONF_EXPERIMENTER and exp_type in ONF_BUNDLE_TYPES:
             return OFPBRC_BAD_EXPERIMENTER
     return None
+
+
+def ignore_bundles(msg: bytes) -> int | None:
+    """Bundle messages dropped without a word, as a switch that silently ignores unknown
+    experimenter messages does (against the specification, which asks for an error)."""
+    return None if refuse_bundles(msg) is None else SILENT
 
 
 def refuse_of10_port_desc(msg: bytes) -> int | None:
@@ -96,9 +105,11 @@ class Relay:
     _server: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def start(self) -> str:
-        """Listen; returns the target to give a driver (``tcp:127.0.0.1:PORT``)."""
-        self._server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> str:
+        """Listen (on ``port``, 0: any free one); returns the target to give a driver
+        (``tcp:127.0.0.1:PORT``). A stopped relay may start again on its old port: a
+        switch that restarts, to its clients."""
+        self._server = await asyncio.start_server(self._client, "127.0.0.1", port)
         port = self._server.sockets[0].getsockname()[1]
         return f"tcp:127.0.0.1:{port}"
 
@@ -155,6 +166,8 @@ class Relay:
                 code = self.refuse(msg) if refuse is not None else None
                 if code is not None and refuse is not None:
                     self.refused += 1
+                    if code == SILENT:
+                        continue
                     refuse.write(refusal(msg, code))
                     await refuse.drain()
                     continue

@@ -11,12 +11,15 @@ bridge's flow table when it starts: the initial paths' rules then go in as table
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from pathlib import Path
 
 from drivers.base import FlowChange, FlowOp
 from fabric import daemons
 from fabric.state import FabricState
-from fabric.vswitch import OvsInstance
+from fabric.vswitch import OvsInstance, alive
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
@@ -29,13 +32,28 @@ P4INFO = Path(__file__).resolve().parents[1] / "p4" / "reroute.p4info.txtpb"
 
 def start(state: FabricState, ovs: OvsInstance, switches: list[Switch]) -> dict[str, str]:
     """An emulator per switch; returns each switch's P4Runtime target (``HOST:PORT``)."""
-    targets = {}
-    for s in switches:
-        args = ["--listen", "127.0.0.1:0", "--bridge-mgmt", ovs.mgmt(s.name)]
-        args += ["--device-id", str(DEVICE_ID), "--p4info", str(P4INFO)]
-        port = daemons.start(state.dir, f"p4rt-{s.name}", MODULE, args, timeout=15.0)
-        targets[s.name] = f"127.0.0.1:{port}"
-    return targets
+    return {s.name: _start(state, ovs, s.name, "127.0.0.1:0") for s in switches}
+
+
+def _start(state: FabricState, ovs: OvsInstance, name: str, listen: str, *more: str) -> str:
+    args = ["--listen", listen, "--bridge-mgmt", ovs.mgmt(name)]
+    args += ["--device-id", str(DEVICE_ID), "--p4info", str(P4INFO), *more]
+    port = daemons.start(state.dir, f"p4rt-{name}", MODULE, args, timeout=15.0)
+    return f"127.0.0.1:{port}"
+
+
+def kill(state: FabricState, name: str) -> None:
+    """The P4Runtime agent of switch ``name`` dies (SIGKILL); its bridge keeps forwarding."""
+    pid = int((state.dir / f"p4rt-{name}.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    while alive(pid):
+        time.sleep(0.005)
+
+
+def restart_warm(state: FabricState, ovs: OvsInstance, name: str, target: str) -> None:
+    """The agent of switch ``name`` started again on its old ``target`` as a warm restart
+    (Stratum's --warmboot): it takes its table from the bridge, which kept it."""
+    _start(state, ovs, name, target, "--warm")
 
 
 def install_baseline(

@@ -4,12 +4,17 @@ OpenFlow put back, since a real circuit survives a packet switch's restart: each
 switch's patches as its Polatis emulator's cross-connects stand now (read over SCPI).
 
 The engine's rules are not the fabric's: the switches come back with empty tables and
-``reroute recover --resync`` writes every flow's intended path again.
+``reroute recover --resync`` writes every flow's intended path again. Unless the
+supervisor keeps them, as Open vSwitch's own ``ovs-ctl restart`` does (its ``ovs-save``):
+``saved_flows`` before the daemon goes, and ``restart_vswitchd(..., flows=...)`` starts it
+with ``other_config:flow-restore-wait=true`` (it forwards nothing, and flushes nothing,
+until told), puts every packet switch's table back, then lets it go.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 
 from drivers.polatis_scpi import scpi
 from fabric.fabric import Fabric, _switch_ends, push_flows, veth_name, wait_links_up
@@ -17,14 +22,45 @@ from fabric.forwarding import patch_lines
 from services.reroute.topology import Topology
 
 
-def restart_vswitchd(fab: Fabric, topo: Topology) -> None:
-    """Start ``ovs-vswitchd`` again (it must have died) and restore the optical patches."""
-    fab.ovs.start_vswitchd()
-    wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
+def restart_vswitchd(
+    fab: Fabric, topo: Topology, flows: Mapping[str, list[str]] | None = None
+) -> None:
+    """Start ``ovs-vswitchd`` again (it must have died) and restore the optical patches;
+    with ``flows`` (``saved_flows`` before it went), the packet switches' tables too."""
+    ovs = fab.ovs
+    if flows is not None:
+        ovs.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:flow-restore-wait=true")
+    ovs.start_vswitchd()
+    for bridge, lines in (flows or {}).items():
+        if lines:
+            push_flows(ovs, bridge, lines, PROTOCOLS.get(_driver(topo, bridge), "OpenFlow13"))
+    if flows is not None:
+        ovs.vsctl("--no-wait", "remove", "Open_vSwitch", ".", "other_config", "flow-restore-wait")
+    wait_links_up(ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     for node in topo.optical_switches:
         pairs = sorted(_connections(fab.state.scpi[node.name]).items())
         if lines := patch_lines(node, pairs):
-            push_flows(fab.ovs, node.name, lines, "OpenFlow13")
+            push_flows(ovs, node.name, lines, "OpenFlow13")
+
+
+PROTOCOLS = {"hp_dpctl": "OpenFlow10"}  # a switch's flow text is in its OpenFlow version
+
+
+def saved_flows(fab: Fabric, topo: Topology) -> dict[str, list[str]]:
+    """Every packet switch's flow entries as ``add-flows`` lines (what ``ovs-save`` keeps
+    across a restart): its dump without counters."""
+    saved = {}
+    for switch in topo.switches:
+        protocol = PROTOCOLS.get(switch.driver, "OpenFlow13")
+        dump = fab.ovs.ofctl(
+            "-O", protocol, "--no-stats", "--no-names", "dump-flows", fab.ovs.mgmt(switch.name)
+        )
+        saved[switch.name] = [line.strip() for line in dump.splitlines() if "actions=" in line]
+    return saved
+
+
+def _driver(topo: Topology, bridge: str) -> str:
+    return next((s.driver for s in topo.switches if s.name == bridge), "ovs")
 
 
 def _connections(port: int) -> dict[int, int]:

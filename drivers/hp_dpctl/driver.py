@@ -9,7 +9,8 @@ No controller: a host tool speaks OpenFlow 1.0 straight to the switch's passive 
 
 1. changes OpenFlow 1.0 cannot express are refused before anything is sent;
 2. the undo point is the table as this driver last read it or left it (read first only
-   when it has none), the batch is sent as one ``add-flows``: one tool run per batch;
+   when it has none; other writers' entries it cannot read are skipped, never fatal:
+   ``drivers.foreign``), the batch is sent as one ``add-flows``: one tool run per batch;
 3. with ``ovs-ofctl``, which waits for the switch's errors and a barrier, a zero exit is
    the confirmation; with ``dpctl``, which does not wait, the entries the batch touches
    are read back and compared with what it should leave, until ``timeout`` passes;
@@ -49,7 +50,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from drivers import batch
+from drivers import batch, foreign
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -58,6 +59,7 @@ from drivers.base import (
     Identity,
     PortState,
     Session,
+    Survey,
     register,
 )
 from drivers.batch import Expected, Key
@@ -78,6 +80,12 @@ log = logging.getLogger("reroute.drivers.hp_dpctl")
 
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 POLL_S = 0.05  # read-back interval while waiting for a dpctl batch to land
+READER: foreign.Reader[tuple[int, str]] = foreign.Reader(
+    cookie=lambda entry: entry[0],
+    rule=lambda entry: flowtext.parse_flow(entry[1]),
+    foreign=lambda entry: flowtext.foreign_entry(entry[1]),
+    text=lambda entry: entry[1].strip(),
+)
 
 
 def find_tool(timeout: float, path: Path | str | None = None, *, kind: str = "auto") -> Tool:
@@ -102,7 +110,6 @@ class HpDpctlDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=15.0,  # one tool run per batch (process start: ~12 ms)
         notes="OpenFlow 1.0 via dpctl / ovs-ofctl to the switch's passive listener, no "
         "controller; no bundles: a failed batch is undone by the driver from the table it "
         "last read or left; ovs-ofctl's barrier confirms a batch (and VERIFY is answered from "
@@ -139,6 +146,7 @@ class HpDpctlDriver(Session):
         # the table as last read or left by a confirmed batch: the undo point of the next
         # batch without a read of its own (the dpctl method has no other writer)
         self._known: batch.Table | None = None
+        self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     # ----------------------------------------------------------------------------------
     # session: one process per request, so only a probe
@@ -194,20 +202,34 @@ class HpDpctlDriver(Session):
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The table (entries whose cookie matches under ``cookie_mask``, when given; a
         ``cookie`` without a mask matches exactly). OpenFlow 1.0 cannot filter by cookie
-        in the request: the entries are filtered here."""
-        text = await self._run(self.tool.dump(self.target))
-        if cookie is not None and not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        want = (cookie or 0) & cookie_mask
-        lines = list(flowtext.parse_flows(text))
-        ours = [self._parse(line) for found, line in lines if found & cookie_mask == want]
-        try:  # the whole table, the undo point of the next apply (entries we cannot parse:
-            self._known = batch.index(  # none, that apply reads again)
-                ours if len(ours) == len(lines) else (self._parse(line) for _, line in lines)
-            )
-        except DriverError:
-            self._known = None
+        in the request: the entries are filtered here. An entry outside the filter that a
+        FlowRule cannot say (another writer's) is skipped and counted; inside it, it is a
+        ``ProtocolError``."""
+        cookie, mask = foreign.cookie_filter(cookie, cookie_mask)
+        want = cookie & mask
+        table, ours = [], []
+        for found, line in await self._dump():
+            mine = found & mask == want
+            try:
+                rule = flowtext.parse_flow(line)
+            except flowtext.FlowTextError as exc:
+                if mask and mine:
+                    raise ProtocolError(self.name, str(exc)) from exc
+                self.skips.skip(line.strip(), exc)
+                continue
+            table.append(rule)
+            if mine:
+                ours.append(rule)
+        self._known = batch.index(table)  # the undo point of the next apply
         return ours
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """One dump: entries under the cookie filter as rules, the others as foreign."""
+        return foreign.sort(await self._dump(), READER, cookie, cookie_mask, self.skips)
+
+    async def _dump(self) -> list[tuple[int, str]]:
+        """(cookie, line) of every entry ``dump-flows`` lists."""
+        return list(flowtext.parse_flows(await self._run(self.tool.dump(self.target))))
 
     async def missing(
         self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int = ALL_COOKIE_BITS

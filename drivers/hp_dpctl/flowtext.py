@@ -28,6 +28,7 @@ from drivers.base import (
     Action,
     FlowMatch,
     FlowRule,
+    ForeignEntry,
     Output,
     PopVlan,
     PortState,
@@ -242,6 +243,33 @@ def _rule(fields: dict[str, str], actions: tuple[Action, ...]) -> FlowRule:
         raise ValueError(f"match fields {unknown} have no FlowMatch equivalent")
     match = _match(fields)
     return FlowRule(match=match, priority=priority, actions=actions, cookie=cookie, table=table)
+
+
+def foreign_entry(line: str) -> ForeignEntry:
+    """A ``dump-flows`` entry of another writer, as far as FlowMatch can say its match
+    (``dl_src``, ``dl_dst`` and other fields set ``more``; its actions are not read)."""
+    head, sep, _ = line.partition("actions=")
+    if not sep:
+        raise FlowTextError(f"no actions in {line.strip()!r}")
+    fields = dict(_tokens(head))
+    try:
+        fields.pop("cookie", None)
+        priority = int(fields.pop("priority", str(DEFAULT_PRIORITY)), 0)
+        table = int(fields.pop("table", fields.pop("table_id", "0")), 0)
+    except ValueError as exc:
+        raise FlowTextError(f"cannot read {line.strip()!r}: {exc}") from exc
+    known: dict[str, str] = {}
+    for key, value in fields.items():
+        try:
+            if key in MATCH_FIELDS:
+                _match({key: value})
+                known[key] = value
+        except ValueError:
+            pass
+    more = len(known) != len(fields)
+    return ForeignEntry(
+        table=table, priority=priority, match=_match(known), more=more, text=line.strip()
+    )
 
 
 def _match(fields: dict[str, str]) -> FlowMatch:

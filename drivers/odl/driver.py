@@ -61,7 +61,7 @@ from typing import Any
 
 import httpx
 
-from drivers import batch
+from drivers import batch, foreign
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -69,6 +69,7 @@ from drivers.base import (
     FlowRule,
     Identity,
     PortState,
+    Survey,
     register,
 )
 from drivers.errors import (
@@ -82,11 +83,22 @@ from drivers.odl import mapping, styles
 from drivers.odl.mapping import MappingError
 from drivers.odl.spec import OdlSpec
 from drivers.odl.styles import Style
-from drivers.rest import Request, RestFlowDriver
+from drivers.rest import Json, Request, RestFlowDriver
 from drivers.spec import Expect, read_secret
 
 SERVER_RETRIES = 3  # a request answered 5xx is sent again this many times
 RETRY_S = 0.2  # the first pause before sending it again (doubles)
+READER = foreign.Reader(
+    cookie=mapping.flow_cookie,
+    rule=mapping.parse_flow,
+    foreign=mapping.foreign_flow,
+    text=mapping.entry_text,
+)
+ADSAL_READER = foreign.Reader(
+    cookie=mapping.statistic_cookie,
+    rule=mapping.parse_flow_statistic,
+    foreign=mapping.foreign_statistic,
+)
 
 
 @register("odl", spec=OdlSpec)
@@ -102,7 +114,6 @@ class OdlDriver(RestFlowDriver):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=3000.0,  # up to one statistics poll (ODL: 3 s) per batch
         notes="OpenDaylight northbound REST (RFC 8040, draft RESTCONF or Hydrogen AD-SAL), "
         "one request per flow; verified in the operational datastore (AD-SAL: its statistics "
         "northbound), which lags by the controller's statistics poll; a flow the switch "
@@ -240,15 +251,37 @@ class OdlDriver(RestFlowDriver):
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"operational node: {exc}") from exc
 
-    async def _flows(self) -> list[FlowRule]:
-        """What ``read`` shows: the node's config (RESTCONF: the flows the controller holds
-        for it, every writer's at once), or AD-SAL's statistics listing."""
+    @property
+    def reader(self) -> foreign.Reader[Json]:
+        """How a listed flow reads: an inventory flow, or an AD-SAL statistics entry."""
+        return ADSAL_READER if self.style is Style.ADSAL else READER
+
+    async def _entries(self, cookie: int, mask: int) -> list[Json]:
+        """What ``read`` shows, unfiltered (RESTCONF cannot filter by cookie): the node's
+        config (RESTCONF: the flows the controller holds for it, every writer's at once),
+        or AD-SAL's statistics listing."""
         try:
             if self.style is Style.ADSAL:
-                return await self._statistics_flows()
-            return await self._config_flows()
+                return await self._statistics_entries()
+            return await self._config_entries()
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read: {exc}") from exc
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """Ours from config (what ``read`` shows); the foreign flows of config and of the
+        operational datastore both: a writer of the controller's RPCs (l2switch, LLDP
+        discovery) never writes config, and its flows show only on the switch."""
+        found = await super().survey(cookie, cookie_mask)
+        if self.style is Style.ADSAL:
+            return found
+        try:
+            listed = styles.node_flow_objects(await self._node())
+        except (ValueError, MappingError) as exc:
+            raise ProtocolError(self.name, f"operational flows: {exc}") from exc
+        switch = foreign.sort(listed, READER, cookie, cookie_mask, self.skips).foreign
+        seen = {(e.table, e.priority, e.match, e.more) for e in found.foreign}
+        more = [e for e in switch if (e.table, e.priority, e.match, e.more) not in seen]
+        return Survey(ours=found.ours, foreign=[*found.foreign, *more])
 
     async def _snapshot(self) -> object:
         """The operational node before a batch's writes (None when it is not confirmed on
@@ -262,36 +295,35 @@ class OdlDriver(RestFlowDriver):
         """What a batch is confirmed against: the operational node once it is newer than
         ``since`` (a poll after the writes: before it, a change that puts back what was
         there a moment ago would look done), the config node with ``read_back: config``,
-        AD-SAL's statistics listing."""
+        AD-SAL's statistics listing. Flows of other writers that a rule cannot say are
+        skipped (``drivers.foreign``)."""
+        if self.style is Style.ADSAL or self.from_config:
+            return await self._flows()
+        node = await self._node()
         try:
-            if self.style is Style.ADSAL:
-                return await self._statistics_flows()
-            if self.from_config:
-                return await self._config_flows()
-            node = await self._node()
-            flows = styles.node_flows(node)
-            if node == since and flows:  # the same poll (flows' durations move each poll)
-                return None
-            return flows
+            listed = styles.node_flow_objects(node)
         except (ValueError, MappingError) as exc:
             raise ProtocolError(self.name, f"flow read back: {exc}") from exc
+        if node == since and listed:  # the same poll (flows' durations move each poll)
+            return None
+        return foreign.select(listed, READER, 0, 0, self.skips)
 
-    async def _statistics_flows(self) -> list[FlowRule]:
+    async def _statistics_entries(self) -> list[Json]:
         listing = styles.flows_path(self.style, self.node)
         assert listing is not None  # AD-SAL
         response = await self._call(Request(method="GET", path=listing))
         if not response.is_success:
             raise self._status_error(response, "reading the flow statistics: ")
-        return styles.statistics_flows(response.json())
+        return styles.statistics_entries(response.json())
 
-    async def _config_flows(self) -> list[FlowRule]:
+    async def _config_entries(self) -> list[Json]:
         path = styles.config_path(self.style, self.node)
         response = await self._call(Request(method="GET", path=path))
         if response.status_code == 404:  # no flow asked for yet: no config node
             return []
         if not response.is_success:
             raise self._status_error(response, "reading the config datastore: ")
-        return styles.node_flows(styles.node_of(response.json()))
+        return styles.node_flow_objects(styles.node_of(response.json()))
 
     async def _call(self, request: Request) -> httpx.Response:
         """The controller's answer; a 5xx is asked again (``SERVER_RETRIES``, backing off)."""

@@ -20,14 +20,17 @@ has the same id and a re-applied batch rewrites the same entries.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from drivers import foreign
 from drivers.base import (
     ETH_IPV4,
     Action,
     FlowMatch,
     FlowRule,
+    ForeignEntry,
     Output,
     PopVlan,
     Prefix,
@@ -366,3 +369,78 @@ def _adsal_bad_actions(rule: FlowRule) -> str | None:
             case Output(port=port) if port > MAX_PORT and port not in RESERVED:
                 return f"output port {port:#x}"
     return None
+
+
+# --------------------------------------------------------------------------------------
+# other writers' flows
+
+
+def flow_cookie(obj: Json) -> int:
+    """The cookie of an inventory flow (ValueError when unreadable)."""
+    return _int(obj.get("cookie", 0))
+
+
+def foreign_flow(obj: Json) -> ForeignEntry:
+    """An inventory flow of another writer (l2switch's ``ethernet-source`` flows, LLDP
+    traps...) as far as FlowMatch can say its match; MappingError when not even its table
+    and priority read."""
+    try:
+        match, more = lenient_match(obj.get("match", {}))
+        return ForeignEntry(
+            table=_int(obj["table_id"]),
+            priority=_int(obj.get("priority", 0x8000)),
+            match=match,
+            more=more,
+            text=entry_text(obj),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow {obj.get('id')!r}: {exc!r}") from exc
+
+
+def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
+    """The fields of ``obj`` FlowMatch can say, and whether it has others (an
+    ``ethernet-match`` beyond its ``ethernet-type``: MAC addresses)."""
+    ethernet = obj.get("ethernet-match")
+    macs = isinstance(ethernet, dict) and set(ethernet) - {"ethernet-type"}
+    if macs:
+        assert isinstance(ethernet, dict)
+        obj = {k: v for k, v in obj.items() if k != "ethernet-match"}
+        if "ethernet-type" in ethernet:
+            obj["ethernet-match"] = {"ethernet-type": ethernet["ethernet-type"]}
+    match, more = foreign.lenient_match(obj.items(), _MATCH)
+    return match, more or bool(macs)
+
+
+def entry_text(obj: Json) -> str:
+    """The flow as the controller wrote it, without its statistics."""
+    skip = ("opendaylight-flow-statistics:flow-statistics", "flow-statistics")
+    return json.dumps({k: v for k, v in obj.items() if k not in skip}, sort_keys=True)
+
+
+def statistic_cookie(obj: Json) -> int:
+    """The cookie of an AD-SAL statistics entry (its flow's id)."""
+    return _int(obj["flow"].get("id", 0)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def foreign_statistic(obj: Json) -> ForeignEntry:
+    """An AD-SAL statistics entry of another writer, as far as FlowMatch can say it."""
+    try:
+        flow = obj["flow"]
+        fields: dict[str, Any] = {}
+        more = False
+        for field in flow.get("match", {}).get("matchField", []):
+            try:
+                name, value = _stat_field(field)
+            except (KeyError, TypeError, ValueError):
+                more = True
+                continue
+            fields[name] = value
+        return ForeignEntry(
+            table=_int(obj.get("tableId", 0)),
+            priority=_int(flow.get("priority", 0x8000)),
+            match=FlowMatch(**fields),
+            more=more,
+            text=json.dumps(flow, sort_keys=True),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow statistic: {exc!r}") from exc

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from drivers.spec import DeviceSpec, SecretRef
+from drivers.spec import DeviceSpec, SecretRef, http_target
 
 
 class OdlSpec(DeviceSpec):
@@ -61,9 +61,7 @@ class OdlSpec(DeviceSpec):
     @field_validator("target")
     @classmethod
     def _target(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-            raise ValueError(f"{value!r}: expected http(s)://HOST:PORT")
-        return value.rstrip("/")
+        return http_target(value)
 
     @model_validator(mode="after")
     def _config_needs_restconf(self) -> OdlSpec:

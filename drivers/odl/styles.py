@@ -81,6 +81,11 @@ def flows_path(style: Style, node: str) -> str | None:
 def statistics_flows(body: object) -> list[FlowRule]:
     """The flows of an AD-SAL statistics answer ``{"node": ..., "flowStatistic": [...]}``
     (``flowStat`` in pre-Hydrogen builds)."""
+    return [mapping.parse_flow_statistic(i) for i in statistics_entries(body)]
+
+
+def statistics_entries(body: object) -> list[Json]:
+    """The entries of an AD-SAL statistics answer, unparsed (see ``statistics_flows``)."""
     if not isinstance(body, dict):
         raise MappingError("expected a FlowStatistics object")
     items = body.get("flowStatistic", body.get("flowStat", []))
@@ -88,7 +93,7 @@ def statistics_flows(body: object) -> list[FlowRule]:
         items = [items]
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise MappingError("flowStatistic: expected a list of objects")
-    return [mapping.parse_flow_statistic(i) for i in items]
+    return items
 
 
 def operational_path(style: Style, node: str) -> str:
@@ -127,8 +132,18 @@ def node_of(body: object) -> Json:
 
 def node_flows(node: Json) -> list[FlowRule]:
     """Every flow of every table of the node."""
+    return [mapping.parse_flow(f) for f in node_flow_objects(node)]
+
+
+def node_flow_objects(node: Json) -> list[Json]:
+    """Every flow of every table of the node, unparsed."""
     tables: list[Any] = node.get("flow-node-inventory:table", [])
-    return [mapping.parse_flow(f) for t in tables for f in t.get("flow", [])]
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise MappingError("flow-node-inventory:table: expected a list of objects")
+    flows = [f for t in tables for f in t.get("flow", [])]
+    if not all(isinstance(f, dict) for f in flows):
+        raise MappingError("flow: expected a list of objects")
+    return flows
 
 
 def node_ports(node: Json) -> dict[int, PortState]:

@@ -147,6 +147,24 @@ class Channel:
         (replies,) = await self.transact([msg], [HEADER.unpack_from(msg)[3]])
         return replies[0]
 
+    async def fenced(self, msg: bytes) -> Message | None:
+        """Send a request followed by a BARRIER; its reply, or None when the BARRIER's came
+        first: the switch processed the request and said nothing (OpenFlow: a switch
+        finishes, replies and errors included, what came before a barrier before it
+        answers the barrier). An ERROR reply raises ``DeviceRejected``. For requests a
+        switch may silently ignore (an unknown experimenter message)."""
+        xid = HEADER.unpack_from(msg)[3]
+        barrier = self.xids(1)
+        mine = _Pending(asyncio.get_running_loop().create_future())
+        self._pending[xid] = mine
+        try:
+            await self.transact([msg, ofp13.encode_barrier_request(barrier)], [barrier])
+            return mine.future.result()[0] if mine.future.done() else None
+        finally:
+            if self._pending.get(xid) is mine:
+                del self._pending[xid]
+            mine.future.cancel()
+
     async def multipart(self, msg: bytes) -> list[MultipartReply]:
         """Send a MULTIPART request and return every part of its reply."""
         (replies,) = await self.transact([msg], [HEADER.unpack_from(msg)[3]])
@@ -221,6 +239,11 @@ class Channel:
             self._listeners[msg_type].remove(listener)
             if not self._listeners[msg_type]:
                 del self._listeners[msg_type]
+
+    @property
+    def alive(self) -> bool:
+        """The connection has not been lost or closed."""
+        return self._dead is None
 
     def _check_alive(self) -> None:
         if self._dead is not None:

@@ -25,6 +25,11 @@ for the ONF bundle extension (a bundle OPEN, then DISCARD). A switch that refuse
 ``atomic_batch=False`` and each batch through ``drivers.ovs.ordered``: flow-mods separated
 by barriers, read back, and undone on failure.
 
+A switch that restarts (ovs-vswitchd killed and started again, the connection lost) is
+connected to again by the next request (``drivers.reconnect``: backoff bounded by
+``timeout``; the datapath id checked and bundles probed again); a request in flight when
+it went fails with ``DeviceUnreachable``.
+
 Targets: ``unix:PATH``, ``tcp:HOST:PORT`` and ``ssl:HOST:PORT`` with the key, certificate
 and CA certificate files ``ovs-ofctl -p -c -C`` takes (``drivers.spec.TlsFiles``).
 """
@@ -34,21 +39,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import ssl
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from drivers import gcpause
+from drivers import batch, foreign, gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
     FlowOp,
     FlowRule,
+    ForeignEntry,
     Identity,
     PortListener,
     PortState,
     Session,
+    Survey,
     register,
 )
 from drivers.errors import (
@@ -70,9 +78,11 @@ from drivers.ovs.ofp13_flow import (
     flow_entry_keys,
     flow_mod_entry_key,
 )
-from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules
+from drivers.ovs.ofp13_foreign import foreign_entry
+from drivers.ovs.ofp13_layout import MatchDecoder, decode_flow_rules, split_flow_rules
 from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
+from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.ovs")
@@ -93,7 +103,6 @@ class OvsDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=1.0,
         notes="OpenFlow 1.3 + ONF bundles (atomic, ordered); a switch without bundles (probed "
         "at open) gets ordered flow-mods + barriers, read back and undone, and that session "
         "declares atomic_batch=False; dpid checked at open; port state from PORT_DESC",
@@ -123,18 +132,29 @@ class OvsDriver(Session):
         self.expected_dpid = dpid
         self.datapath_id: int | None = None
         self.bundles: bool | None = None  # the switch takes ONF bundles (known once open)
-        self._chan: Channel | None = None
+        self._link: Reconnecting[Channel] = Reconnecting(
+            name, self._connect, lambda chan: chan.alive, timeout
+        )
         self._lock = asyncio.Lock()
         self._bundle_id = 0
-        self._async_ports = False  # the switch sends this connection PORT_STATUS
+        self._async_ports: Channel | None = None  # the channel the switch sends PORT_STATUS
         # the last batch and its flow-mods: ``missing`` after ``apply`` of the same rules
         # cuts their keys out of the flow-mods instead of encoding them again
         self._sent: tuple[Sequence[FlowChange], list[bytes]] = ((), [])
+        self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     async def open(self) -> None:
         """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
-        if self._chan is not None:
+        if self._link.current is not None:
             return
+        self._link.set(await self._connect())
+
+    async def _connect(self) -> Channel:
+        """A new channel to the switch, checked (datapath id) and probed (bundles): at open,
+        and again after the switch restarted (``drivers.reconnect``)."""
+        old = self._link.current
+        if old is not None:
+            await old.close()  # lost: its reader has ended; release the socket
         chan = await Channel.open(
             self.name, self.target, timeout=self.timeout, tls=self._tls_context(),
             server_name=self.tls.server_name if self.tls else None,
@@ -150,7 +170,7 @@ class OvsDriver(Session):
         except BaseException:
             await chan.close()
             raise
-        self._chan = chan
+        self.capabilities = OvsDriver.capabilities
         if not self.bundles:
             self.capabilities = dataclasses.replace(
                 OvsDriver.capabilities,
@@ -162,6 +182,7 @@ class OvsDriver(Session):
             "%s: connected to %s, dpid %016x, bundles %s",
             self.name, self.target, self.datapath_id, "yes" if self.bundles else "no",
         )  # fmt: skip
+        return chan
 
     def _tls_context(self) -> ssl.SSLContext | None:
         if self.tls is None or not self.target.startswith("ssl:"):
@@ -188,19 +209,35 @@ class OvsDriver(Session):
             )
 
     async def _probe_bundles(self, chan: Channel) -> bool:
-        """Open an empty bundle and discard it; False when the switch refuses bundles."""
+        """Open an empty bundle and discard it; False when the switch refuses bundles, or
+        ignores the OPEN without a word (a BARRIER after it tells silence from a slow
+        answer: the switch answers the barrier only after everything before it)."""
         self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
+        opening = ofp13.encode_bundle_ctrl(
+            chan.xids(1), bundle, BundleCtrlType.OPEN_REQUEST, BUNDLE_FLAGS
+        )
         try:
-            await self._control(chan, bundle, BundleCtrlType.OPEN_REQUEST)
+            reply = await chan.fenced(opening)
         except DeviceRejected as exc:
             log.info("%s: no ONF bundles (%s); batches are ordered flow-mods", self.name, exc)
             return False
+        if reply is None:
+            log.info("%s: no ONF bundles (the bundle OPEN went unanswered before a barrier); "
+                     "batches are ordered flow-mods", self.name)  # fmt: skip
+            return False
+        self._check_control(reply, bundle, BundleCtrlType.OPEN_REQUEST)
         await self._control(chan, bundle, BundleCtrlType.DISCARD_REQUEST)
         return True
 
     async def identify(self) -> Identity:
-        """The datapath id the switch announced (FEATURES_REPLY) and whether it has bundles."""
-        self._channel()
+        """The datapath id the switch announces (a FEATURES_REQUEST now: a round trip, so a
+        switch that went away is found out) and whether it has bundles."""
+        chan = await self._channel()
+        reply = await chan.request(ofp13.encode_features_request(chan.xids(1)))
+        try:
+            self._check_dpid(ofp13.parse_features_reply(reply.body).datapath_id)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, str(exc)) from exc
         batches = "atomic bundles" if self.bundles else "no bundles (ordered flow-mods)"
         return Identity(
             summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
@@ -208,14 +245,18 @@ class OvsDriver(Session):
 
     async def close(self) -> None:
         """Close the OpenFlow connection."""
-        chan, self._chan = self._chan, None
+        chan = self._link.forget()
         if chan is not None:
             await chan.close()
 
-    def _channel(self) -> Channel:
-        if self._chan is None:
-            raise DeviceUnreachable(self.name, "not connected (call connect() first)")
-        return self._chan
+    async def _channel(self) -> Channel:
+        """The channel; opened again when the switch was lost (restarted)."""
+        return await self._link.get()
+
+    @property
+    def down_since(self) -> float | None:
+        """Since when (``time.time()``) the switch has been unreachable; None: it answers."""
+        return self._link.down_since
 
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
@@ -225,10 +266,12 @@ class OvsDriver(Session):
         as ordered flow-mods, verified and undone on failure (see the module docstring)."""
         if not changes:
             return
-        chan = self._channel()
+        chan = await self._channel()
         if not self.bundles:
+            cookie, mask = batch.cookies(changes)  # the batch's entries, not other writers'
+            read = functools.partial(self._read, cookie, mask, strict=False)
             async with self._lock:
-                await apply_ordered(self.name, chan, changes, self._encode_flow_mod, self.read)
+                await apply_ordered(self.name, chan, changes, self._encode_flow_mod, read)
             return
         async with self._lock:
             self._bundle_id = bundle = (self._bundle_id + 1) & 0xFFFFFFFF
@@ -310,7 +353,9 @@ class OvsDriver(Session):
 
     async def _control(self, chan: Channel, bundle: int, ctrl: BundleCtrlType) -> None:
         msg = ofp13.encode_bundle_ctrl(chan.xids(1), bundle, ctrl, BUNDLE_FLAGS)
-        reply = await chan.request(msg)
+        self._check_control(await chan.request(msg), bundle, ctrl)
+
+    def _check_control(self, reply: ofp13.Message, bundle: int, ctrl: BundleCtrlType) -> None:
         try:
             got = ofp13.parse_bundle_ctrl(reply.body)
         except ofp13.CodecError as exc:
@@ -339,19 +384,62 @@ class OvsDriver(Session):
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """All entries of all tables; with ``cookie``, those matching it under ``cookie_mask``
-        (a ``cookie`` without a mask matches exactly)."""
-        chan = self._channel()
-        if cookie is None:
-            cookie, cookie_mask = 0, 0
-        elif not cookie_mask:
-            cookie_mask = ALL_COOKIE_BITS
-        request = encode_flow_stats_request(chan.xids(1), cookie, cookie_mask)
-        parts = await chan.multipart(request)
+        (a ``cookie`` without a mask matches exactly): the switch filters (flow stats
+        request). Without a filter, entries a FlowRule cannot say are skipped and counted
+        (``drivers.foreign``); under one such an entry is a ``ProtocolError``."""
+        return await self._read(*foreign.cookie_filter(cookie, cookie_mask))
+
+    async def _read(self, cookie: int, mask: int, *, strict: bool = True) -> list[FlowRule]:
+        """The entries under (cookie, mask) (``mask`` 0: every entry); those a FlowRule
+        cannot say are skipped unless the read is ``strict`` and filtered."""
+        chan = await self._channel()
+        wire = foreign.wire_filter(cookie, mask)
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), *wire))
         matches = MatchDecoder()  # match layouts learnt once per read
         try:
-            return [r for part in parts for r in decode_flow_rules(part.body, matches)]
+            if wire[1] and strict:
+                return [r for part in parts for r in decode_flow_rules(part.body, matches)]
+            rules = []
+            for part in parts:
+                skip = functools.partial(self._skip, part.body)
+                rules += decode_flow_rules(part.body, matches, skip)
         except ofp13.CodecError as exc:
             raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
+        want = cookie & mask
+        return [r for r in rules if r.cookie & mask == want] if mask else rules
+
+    def _skip(self, body: bytes, pos: int, why: Exception) -> None:
+        try:
+            text = foreign_entry(body, pos)[0].text
+        except ofp13.CodecError:
+            text = f"entry at offset {pos}"
+        self.skips.skip(text, why)
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """The whole table in one flow stats request: entries under the cookie filter
+        decoded as rules, every other one as a ``ForeignEntry`` (``ofp13_foreign``)."""
+        chan = await self._channel()
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1)))
+        matches = MatchDecoder()
+        ours: list[FlowRule] = []
+        others: list[ForeignEntry] = []
+        try:
+            for part in parts:
+                rules, offsets = split_flow_rules(part.body, matches, cookie, cookie_mask)
+                ours += rules
+                others += self._foreign(part.body, offsets)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"flow table entry: {exc}") from exc
+        return Survey(ours=ours, foreign=others)
+
+    def _foreign(self, body: bytes, offsets: list[int]) -> list[ForeignEntry]:
+        found = []
+        for pos in offsets:
+            try:
+                found.append(foreign_entry(body, pos)[0])
+            except ofp13.CodecError as exc:
+                self.skips.skip(f"entry at offset {pos}: {body[pos : pos + 64].hex()}", exc)
+        return found
 
     async def missing(
         self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int = ALL_COOKIE_BITS
@@ -361,7 +449,7 @@ class OvsDriver(Session):
         (the rules of the last ``apply`` are not even encoded again: their keys are cut out
         of the flow-mods sent); only rules not found that way are looked for among the
         decoded entries."""
-        chan = self._channel()
+        chan = await self._channel()
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), cookie, cookie_mask))
         try:
             have = {key for part in parts for key in flow_entry_keys(part.body)}
@@ -383,7 +471,7 @@ class OvsDriver(Session):
 
         A port is DOWN when its link is down (OFPPS_LINK_DOWN) or it is administratively
         down (OFPPC_PORT_DOWN)."""
-        chan = self._channel()
+        chan = await self._channel()
         parts = await chan.multipart(ofp13.encode_port_desc_request(chan.xids(1)))
         try:
             ports = [p for part in parts for p in ofp13.parse_port_desc(part.body)]
@@ -398,9 +486,10 @@ class OvsDriver(Session):
     @contextlib.asynccontextmanager
     async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
         """``listener(port, state)`` for every PORT_STATUS the switch sends meanwhile
-        (``PortEvents``). On first use the connection asks for them (SET_CONFIG, SET_ASYNC:
-        port status only) and waits for a BARRIER, so a change after entry is reported."""
-        chan = self._channel()
+        (``PortEvents``). On first use the connection asks for them (SET_CONFIG with the
+        switch's own flags, SET_ASYNC: port status only) and waits for a BARRIER, so a
+        change after entry is reported."""
+        chan = await self._channel()
 
         def on_status(msg: ofp13.Message) -> None:
             """Hand a PORT_STATUS message's port state to the listener."""
@@ -413,15 +502,25 @@ class OvsDriver(Session):
                 listener(port.port_no, PortState.DOWN if port.link_down else PortState.UP)
 
         with chan.listen(ofp13.MsgType.PORT_STATUS, on_status):
-            if not self._async_ports:
-                first = chan.xids(3)
-                await chan.transact(
-                    [
-                        ofp13.encode_set_config(first),
-                        ofp13.encode_set_async(first + 1, port_status=_ALL_PORT_REASONS),
-                        ofp13.encode_barrier_request(first + 2),
-                    ],
-                    [first + 2],
-                )
-                self._async_ports = True
+            if self._async_ports is not chan:  # a new connection asks again
+                await self._ask_for_port_status(chan)
+                self._async_ports = chan
             yield
+
+    async def _ask_for_port_status(self, chan: Channel) -> None:
+        """SET_CONFIG with the switch's own flags (GET_CONFIG first: fragment handling is
+        the bridge's, and another controller may have set it), SET_ASYNC, a BARRIER."""
+        reply = await chan.request(ofp13.encode_get_config_request(chan.xids(1)))
+        try:
+            flags, _ = ofp13.parse_switch_config(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"GET_CONFIG reply: {exc}") from exc
+        first = chan.xids(3)
+        await chan.transact(
+            [
+                ofp13.encode_set_config(first, flags=flags),
+                ofp13.encode_set_async(first + 1, port_status=_ALL_PORT_REASONS),
+                ofp13.encode_barrier_request(first + 2),
+            ],
+            [first + 2],
+        )

@@ -54,6 +54,8 @@ class MsgType(IntEnum):
     EXPERIMENTER = 4
     FEATURES_REQUEST = 5
     FEATURES_REPLY = 6
+    GET_CONFIG_REQUEST = 7
+    GET_CONFIG_REPLY = 8
     SET_CONFIG = 9
     FLOW_REMOVED = 11
     PORT_STATUS = 12
@@ -304,9 +306,24 @@ def parse_port_status(body: bytes) -> tuple[int, PortDesc]:
     return reason, next(parse_port_desc(body[_PORT_STATUS_HEAD.size :]))
 
 
+def encode_get_config_request(xid: int) -> bytes:
+    """GET_CONFIG_REQUEST: the switch's configuration flags (fragment handling) come back."""
+    return header(MsgType.GET_CONFIG_REQUEST, 8, xid)
+
+
+def parse_switch_config(body: bytes) -> tuple[int, int]:
+    """A GET_CONFIG_REPLY's body: (flags, miss_send_len)."""
+    if len(body) < 4:
+        raise CodecError(f"switch config of {len(body)} bytes")
+    flags, miss_send_len = struct.unpack_from("!HH", body)
+    return flags, miss_send_len
+
+
 def encode_set_config(xid: int, miss_send_len: int = OFPCML_NO_BUFFER, flags: int = 0) -> bytes:
     """SET_CONFIG. OVS sends no asynchronous message (PORT_STATUS included) to a connection
-    on its passive listeners until it sets a non-zero ``miss_send_len``."""
+    on its passive listeners until it sets a non-zero ``miss_send_len``. ``flags`` (the
+    fragment handling) are the switch's, not the connection's: send those it has
+    (``encode_get_config_request``), or another controller's setting is lost."""
     return _SWITCH_CONFIG.pack(
         VERSION, MsgType.SET_CONFIG, _SWITCH_CONFIG.size, xid, flags, miss_send_len
     )

@@ -30,10 +30,12 @@ from drivers.ovs.ofp13_flow import (
     OXM_IN_PORT,
     OXM_IP_PROTO,
     OXM_VLAN_VID,
+    UnsupportedEntry,
     decode_instructions,
     decode_match,
 )
 
+Skip = Callable[[int, UnsupportedEntry], None]  # (offset of the entry, why)
 _FORMATS = {1: "B", 2: "H", 4: "I", 8: "II"}  # OXM value size -> struct codes
 _PLAIN = {OXM_IN_PORT: "in_port", OXM_ETH_TYPE: "eth_type", OXM_IP_PROTO: "ip_proto"}
 _PLAIN |= _L4_FIELDS
@@ -150,8 +152,12 @@ def _match(layout: _Layout, values: tuple[Any, ...]) -> FlowMatch | None:
     return new_match(*fields)
 
 
-def decode_flow_rules(body: bytes, matches: MatchDecoder | None = None) -> list[FlowRule]:
-    """The rules of one flow stats reply part (``decode_flow_stats`` without the counters)."""
+def decode_flow_rules(
+    body: bytes, matches: MatchDecoder | None = None, skip: Skip | None = None
+) -> list[FlowRule]:
+    """The rules of one flow stats reply part (``decode_flow_stats`` without the counters).
+    An entry a ``FlowRule`` cannot say raises ``UnsupportedEntry``, or with ``skip`` is
+    handed to it (its offset and the error) and left out."""
     matches = matches or MatchDecoder()
     rules, pos, end, size = [], 0, len(body), _FLOW_STATS.size
     unpack, decode = _FLOW_STATS.unpack_from, matches.decode
@@ -162,8 +168,41 @@ def decode_flow_rules(body: bytes, matches: MatchDecoder | None = None) -> list[
         stop = pos + length
         if length < size or stop > end:
             raise CodecError(f"flow stats entry of length {length} at offset {pos}")
-        match, at = decode(body, pos + size)
-        actions = decode_instructions(body, at, stop)
-        rules.append(new_rule(match, prio, actions, cookie, table))
+        try:
+            match, at = decode(body, pos + size)
+            actions = decode_instructions(body, at, stop)
+        except UnsupportedEntry as exc:
+            if skip is None:
+                raise
+            skip(pos, exc)
+        else:
+            rules.append(new_rule(match, prio, actions, cookie, table))
         pos = stop
     return rules
+
+
+def split_flow_rules(
+    body: bytes, matches: MatchDecoder, cookie: int, mask: int
+) -> tuple[list[FlowRule], list[int]]:
+    """The rules of the entries whose cookie matches ``cookie`` under ``mask`` (ours: one
+    that a FlowRule cannot say raises ``UnsupportedEntry``), and the offsets of the others."""
+    ours: list[int] = []
+    others: list[int] = []
+    pos, end, size = 0, len(body), _FLOW_STATS.size
+    want = cookie & mask
+    while pos < end:
+        if pos + size > end:
+            raise CodecError(f"truncated flow stats entry at offset {pos}")
+        length = _LENGTH.unpack_from(body, pos)[0]
+        if length < size or pos + length > end:
+            raise CodecError(f"flow stats entry of length {length} at offset {pos}")
+        (ours if _COOKIE.unpack_from(body, pos + 24)[0] & mask == want else others).append(pos)
+        pos += length
+    if not others:
+        return decode_flow_rules(body, matches), []
+    mine = b"".join(body[p : p + _LENGTH.unpack_from(body, p)[0]] for p in ours)
+    return decode_flow_rules(mine, matches), others
+
+
+_LENGTH = struct.Struct("!H")
+_COOKIE = struct.Struct("!Q")

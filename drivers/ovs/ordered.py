@@ -4,7 +4,8 @@ An OpenFlow switch may reorder messages that no barrier separates, so each flow-
 followed by a BARRIER, all in one write (pipelined, one round trip for the batch). A switch
 goes on after a rejected flow-mod, so the batch is not all-or-nothing; the driver:
 
-1. reads the table (the undo point) and sends the batch;
+1. reads the entries under the batch's cookies (``drivers.batch.cookies``: the undo point;
+   other writers' entries are not ours to read or undo) and sends the batch;
 2. on any error (a flow-mod rejected, connection lost, timeout) or when the entries the
    batch touches do not read back as it should leave them, puts those entries back as
    they were (``drivers.batch.restore``, in reverse order of first touch, also ordered

@@ -23,19 +23,24 @@ order and a failure leaves the others applied, so ``atomic_batch`` is False):
    ``RESOURCE_EXHAUSTED``). When the undo fails too, a plain ``DriverError`` says so.
 
 A timeout during a Write leaves its outcome unknown: read the table back.
+
+A server that restarts ends the arbitration stream; the next request opens a fresh gRPC
+channel and arbitrates again with the same election id (``drivers.reconnect``: backoff
+bounded by ``timeout``), then loads the program the device runs, as ``open`` does.
 Every RPC, each update and each status is logged at DEBUG on ``reroute.wire.p4runtime.<name>``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from drivers import batch, gcpause
+from drivers import batch, foreign, gcpause
 from drivers.base import (
     Capabilities,
     FlowChange,
@@ -43,16 +48,18 @@ from drivers.base import (
     Identity,
     PortState,
     Session,
+    Survey,
     register,
 )
 from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
 from drivers.ovs import OvsDriver
-from drivers.p4runtime import mapping, program, updates
+from drivers.p4runtime import mapping, program, rpc, updates
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.p4runtime.stream import Arbitration
+from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 
 log = logging.getLogger("reroute.drivers.p4runtime")
@@ -68,7 +75,6 @@ class P4RuntimeDriver(Session):
         read_back=True,
         max_batch=0,
         port_state=False,
-        typical_latency_ms=5.0,
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
@@ -91,6 +97,8 @@ class P4RuntimeDriver(Session):
             install_pipeline=spec.install_pipeline,
             ports=spec.ports,
             tls=spec.tls,
+            names=spec.names,
+            max_batch=spec.max_batch,
         )
 
     def __init__(
@@ -98,7 +106,7 @@ class P4RuntimeDriver(Session):
         name: str,
         address: str,
         *,
-        device_id: int = 1,
+        device_id: int,
         election_id: int = 1,
         timeout: float = 5.0,
         p4info: Path | None = None,
@@ -106,8 +114,13 @@ class P4RuntimeDriver(Session):
         install_pipeline: bool = False,
         ports: str | None = None,
         tls: TlsFiles | None = None,
+        names: Mapping[str, str] | None = None,
+        max_batch: int = 0,
     ) -> None:
         self.name = name
+        self.names = dict(names or {})  # our P4 names -> the device's (``program``)
+        if max_batch:  # the executor splits larger batches (services.reroute.guard)
+            self.capabilities = replace(type(self).capabilities, max_batch=max_batch)
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
@@ -119,7 +132,11 @@ class P4RuntimeDriver(Session):
         self._ports = None if ports is None else OvsDriver(name, ports, timeout=timeout)
         self._client = Client(name, address, timeout, tls)
         self._arbitration = Arbitration(self._client, device_id, election_id)
+        self._session: Reconnecting[Arbitration] = Reconnecting(
+            name, self._rearbitrate, lambda arb: arb.alive, timeout
+        )
         self._lock = asyncio.Lock()
+        self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     # ----------------------------------------------------------------------------------
     # session
@@ -138,9 +155,33 @@ class P4RuntimeDriver(Session):
         except BaseException:
             await self.close()
             raise
+        self._session.set(self._arbitration)
+
+    async def _rearbitrate(self) -> Arbitration:
+        """The stream again after the server restarted (``drivers.reconnect``): arbitration
+        with our election id, then the program it runs (installed again only as ``open``
+        would)."""
+        await self._arbitration.stop()
+        await self._client.close()  # a fresh channel connects now, not at gRPC's next backoff
+        self._client.open()
+        await self._arbitration.start()
+        self._program = await self._load_program()
+        return self._arbitration
+
+    async def _primary(self) -> program.Program:
+        """The program, once this session is the primary again (re-arbitrated after the
+        server restarted)."""
+        await self._session.get()
+        return self._loaded()
+
+    @property
+    def down_since(self) -> float | None:
+        """Since when (``time.time()``) the server has been unreachable; None: it answers."""
+        return self._session.down_since
 
     async def identify(self) -> Identity:
         """The P4Runtime API version the server reports, and our role."""
+        await self._primary()
         caps = await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
         return Identity(
             summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
@@ -149,6 +190,7 @@ class P4RuntimeDriver(Session):
 
     async def close(self) -> None:
         """Stop the arbitration stream and close the gRPC channel."""
+        self._session.forget()
         await self._arbitration.stop()
         await self._client.close()
         if self._ports is not None:
@@ -166,7 +208,7 @@ class P4RuntimeDriver(Session):
                 "inventory to have it pushed", "PIPELINE_MISMATCH",
             )  # fmt: skip
         try:
-            return program.Program.of(info)
+            return program.Program.of(info, self.names)
         except program.ProgramError as exc:
             raise DeviceRejected(
                 self.name, f"device {self.device_id} does not run the reroute program: {exc}; "
@@ -196,7 +238,7 @@ class P4RuntimeDriver(Session):
             want = program.load(self.p4info)
         except program.ProgramError as exc:
             raise ConfigError(f"{self.name}: {exc}") from exc
-        if device == want or _same_ids(device, want):
+        if device == want or _same_ids(device, want, self.names):
             return device
         if not self.install_pipeline:
             raise DeviceRejected(
@@ -232,6 +274,7 @@ class P4RuntimeDriver(Session):
         """One Write for the batch; undone on a partial failure (module docstring)."""
         if not changes:
             return
+        await self._primary()
         with gcpause.paused():  # 1000s of entries: see drivers.gcpause
             self._check(changes)
         async with self._lock:
@@ -247,12 +290,18 @@ class P4RuntimeDriver(Session):
 
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         """The table's entries (those whose cookie matches under ``cookie_mask``, when
-        given; a ``cookie`` without a mask matches exactly)."""
-        rules = await self._read_all()
-        if cookie is None:
-            return rules
-        mask = cookie_mask or ALL_COOKIE_BITS
-        return [r for r in rules if r.cookie & mask == cookie & mask]
+        given; a ``cookie`` without a mask matches exactly). Only our table is read; its
+        entries' cookie (metadata) is filtered here (a Read cannot filter by it)."""
+        cookie, mask = foreign.cookie_filter(cookie, cookie_mask)
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.select(entries, self._reader(), cookie, mask, self.skips)
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        """Our table's entries: ours (cookie under the filter) and other writers'."""
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.sort(entries, self._reader(), cookie, cookie_mask, self.skips)
 
     # ----------------------------------------------------------------------------------
     # steps
@@ -274,15 +323,27 @@ class P4RuntimeDriver(Session):
             )  # fmt: skip
 
     async def _read_all(self) -> list[FlowRule]:
-        loaded = self._loaded()
+        """Every entry of our table that reads as a rule (other writers' that do not:
+        skipped, counted)."""
+        entries = await self._entries()
+        with gcpause.paused():
+            return foreign.select(entries, self._reader(), 0, 0, self.skips)
+
+    async def _entries(self) -> list[P4R.TableEntry]:
+        """Every entry of our table (one Read of that table: no other table is read)."""
+        loaded = await self._primary()
         request = P4R.ReadRequest(device_id=self.device_id)
         request.entities.add(table_entry=P4R.TableEntry(table_id=loaded.table_id))
-        entities = await self._client.read(request)
-        try:
-            with gcpause.paused():
-                return [mapping.to_rule(loaded, e.table_entry) for e in entities]
-        except mapping.MappingError as exc:
-            raise ProtocolError(self.name, f"table entry: {exc}") from exc
+        return [e.table_entry for e in await self._client.read(request)]
+
+    def _reader(self) -> foreign.Reader[P4R.TableEntry]:
+        loaded = self._loaded()
+        return foreign.Reader(
+            cookie=mapping.entry_cookie,
+            rule=functools.partial(mapping.to_rule, loaded),
+            foreign=functools.partial(mapping.foreign_entry, loaded),
+            text=rpc.oneline,
+        )
 
     async def _write(self, update_list: list[dict[str, Any]]) -> None:
         """One Write of ``updates.plan``'s updates; WriteFailed unless every update is done
@@ -375,11 +436,11 @@ class P4RuntimeWithPorts(P4RuntimeDriver):
         return await self._ports.port_states()
 
 
-def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info) -> bool:
+def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info, names: Mapping[str, str]) -> bool:
     """Whether the device's program gives our names the ids the file gives them (then it
     runs the file's program, whatever else differs: nothing to install)."""
     try:
-        a, b = program.Program.of(device), program.Program.of(want)
+        a, b = program.Program.of(device, names), program.Program.of(want, names)
     except program.ProgramError:
         return False
     ids = (a.table_id, a.field_ids, a.action_ids, a.param_ids)

@@ -17,11 +17,14 @@ push_vlan_forward(v, p); ``(PopVlan(), Output(p))`` -> pop_vlan_forward(p).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf import text_format
+
 from drivers.base import Action as RuleAction
-from drivers.base import FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from drivers.base import FlowMatch, FlowRule, ForeignEntry, Output, PopVlan, Prefix, PushVlan
 from drivers.p4runtime.program import PARAMS, PORT_BITS, WIDTHS, Action, Field, Program
 from drivers.p4runtime.proto import p4runtime_pb2 as p4r
 
@@ -288,3 +291,59 @@ def _action_tuple(action_id: Action, params: list[int]) -> tuple[RuleAction, ...
     if action_id is Action.POP_VLAN_FORWARD:
         return (PopVlan(), Output(params[0]))
     return ()
+
+
+# --------------------------------------------------------------------------------------
+# other writers' entries
+
+
+def entry_cookie(entry: p4r.TableEntry) -> int:
+    """The cookie of an entry: its metadata (MappingError beyond 8 bytes)."""
+    if len(entry.metadata) > COOKIE_BYTES:
+        raise MappingError(f"metadata of {len(entry.metadata)} bytes (a cookie has 8)")
+    return decode(entry.metadata)
+
+
+def foreign_entry(program: Program, entry: p4r.TableEntry) -> ForeignEntry:
+    """An entry of another writer in the table, as far as FlowMatch can say its match (a
+    field matched partly, e.g. a mask that is not a prefix, sets ``more``)."""
+    text = text_format.MessageToString(entry, as_one_line=True)
+    try:
+        return ForeignEntry(
+            table=0, priority=entry.priority, match=to_rule(program, entry).match, text=text
+        )
+    except MappingError:
+        pass
+    found: dict[Field, tuple[int, int]] = {}
+    for fm in entry.match:
+        field = program.fields.get(fm.field_id)
+        if field is not None and fm.WhichOneof("field_match_type") == "ternary":
+            found[field] = decode(fm.ternary.value), decode(fm.ternary.mask)
+    fields: dict[str, Any] = {}
+    for name, read in _LENIENT:
+        with contextlib.suppress(MappingError):
+            fields[name] = read(found)
+    match = FlowMatch(**{k: v for k, v in fields.items() if v is not None})
+    return ForeignEntry(table=0, priority=entry.priority, match=match, more=True, text=text)
+
+
+def _vlan_only(f: dict[Field, tuple[int, int]]) -> int | None:
+    if _exact(f, Field.VLAN_VALID) != 1:
+        return None
+    return _exact(f, Field.VLAN_VID)
+
+
+def _ipv4_only(f: dict[Field, tuple[int, int]]) -> int | None:
+    return ETH_IPV4 if _exact(f, Field.IPV4_VALID) == 1 else None
+
+
+_LENIENT: tuple[tuple[str, Callable[[dict[Field, tuple[int, int]]], Any]], ...] = (
+    ("in_port", lambda f: _exact(f, Field.INGRESS_PORT)),
+    ("eth_type", _ipv4_only),
+    ("vlan_vid", _vlan_only),
+    ("ipv4_src", lambda f: _prefix(f, Field.IPV4_SRC)),
+    ("ipv4_dst", lambda f: _prefix(f, Field.IPV4_DST)),
+    ("ip_proto", lambda f: _exact(f, Field.IPV4_PROTO)),
+    ("l4_src", lambda f: _exact(f, Field.L4_SRC)),
+    ("l4_dst", lambda f: _exact(f, Field.L4_DST)),
+)

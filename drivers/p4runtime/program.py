@@ -19,10 +19,16 @@ the table has the keys, match kinds, widths and actions the driver's rules need:
 A P4Info with more (other tables, more keys of other names) is fine; a missing or
 different one is a ``ProgramError``. Each entry's controller ``metadata`` (8 bytes,
 big-endian) is the flow rule's cookie.
+
+A compiler may spell the names otherwise: Tofino's ``bf-p4c`` puts the pipeline's name
+before a table's (``pipe.MyIngress.reroute``). ``Program.of(info, names)`` takes a map
+from the names above to the device's (the inventory's ``names``); a name not in it is
+looked up as it is, and a missing one is named with the P4Info's names that end like it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -97,16 +103,18 @@ class Program:
     param_ids: dict[Action, tuple[int, ...]]  # in PARAMS order
 
     @classmethod
-    def of(cls, info: p4info_pb2.P4Info) -> Program:
-        """The reroute program's ids, read from its P4Info (ConfigError if something is missing)."""
-        table = _one(info.tables, TABLE, "table")
-        field_ids = {f: _field(table, f) for f in Field}
+    def of(cls, info: p4info_pb2.P4Info, names: Mapping[str, str] | None = None) -> Program:
+        """The reroute program's ids, read from its P4Info (ProgramError if something is
+        missing); ``names`` maps our names to the P4Info's where they differ."""
+        spelt = dict(names or {})
+        table = _one(info.tables, spelt.get(TABLE, TABLE), "table")
+        field_ids = {f: _field(table, f, spelt.get(f, f)) for f in Field}
         refs = {ref.id for ref in table.action_refs}
         action_ids, param_ids = {}, {}
         for action in Action:
-            found = _one(info.actions, action, "action")
+            found = _one(info.actions, spelt.get(action, action), "action")
             if found.preamble.id not in refs:
-                raise ProgramError(f"{action} is not an action of {TABLE}")
+                raise ProgramError(f"{found.preamble.name} is not an action of {TABLE}")
             action_ids[action] = found.preamble.id
             param_ids[action] = _params(found, action)
         return cls(
@@ -121,17 +129,34 @@ class Program:
         )
 
 
+NAMES = frozenset({TABLE, *Action, *Field})  # what the inventory's ``names`` may map
+
+
 def _one(items: object, name: str, what: str) -> p4info_pb2.Table:
     found = [x for x in items if x.preamble.name == name]  # type: ignore[attr-defined]
     if len(found) != 1:
-        raise ProgramError(f"the P4Info has {len(found)} {what}s named {name} (needs one)")
+        others = [x.preamble.name for x in items]  # type: ignore[attr-defined]
+        raise ProgramError(
+            f"the P4Info has {len(found)} {what}s named {name} (needs one){_like(name, others)}"
+        )
     return found[0]
 
 
-def _field(table: p4info_pb2.Table, field: Field) -> int:
-    found = [m for m in table.match_fields if m.name == field]
+def _like(name: str, names: list[str]) -> str:
+    """A hint naming those of ``names`` that end like ``name`` (another prefix)."""
+    tail = name.rsplit(".", 1)[-1]
+    alike = sorted(n for n in names if n != name and n.rsplit(".", 1)[-1] == tail)
+    if not alike:
+        return ""
+    return (f"; it has {', '.join(alike)}: if that is ours under another prefix, map it in "
+            f"the inventory, names: {{{name}: {alike[0]}}}")  # fmt: skip
+
+
+def _field(table: p4info_pb2.Table, field: Field, name: str) -> int:
+    found = [m for m in table.match_fields if m.name == name]
     if len(found) != 1:
-        raise ProgramError(f"{TABLE} has {len(found)} match fields named {field}")
+        hint = _like(name, [m.name for m in table.match_fields])
+        raise ProgramError(f"{TABLE} has {len(found)} match fields named {name}{hint}")
     got = found[0]
     if got.match_type != p4info_pb2.MatchField.TERNARY or got.bitwidth != WIDTHS[field]:
         raise ProgramError(

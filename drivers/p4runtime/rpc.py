@@ -42,6 +42,12 @@ MAX_MESSAGE = 64 << 20
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE),
     ("grpc.max_send_message_length", MAX_MESSAGE),
+    # a channel's own connection: gRPC otherwise shares one per address in the process,
+    # and a new channel to a server that restarted would wait out the old one's backoff
+    ("grpc.use_local_subchannel_pool", 1),
+    # reconnect soon once a server is back; the driver bounds the whole wait by its timeout
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
 

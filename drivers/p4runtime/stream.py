@@ -71,6 +71,12 @@ class Arbitration:
                     self._note(reply.arbitration)
         self.primary = False
 
+    @property
+    def alive(self) -> bool:
+        """The stream is open (a server that restarted ended it). Whether we are still the
+        primary is the server's to say: a Write of a backup is refused ``not-primary``."""
+        return self._watch is not None and not self._watch.done()
+
     async def stop(self) -> None:
         """End the stream channel and its watcher."""
         call, self._call = self._call, None

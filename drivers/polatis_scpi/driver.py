@@ -46,7 +46,7 @@ import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
@@ -210,7 +210,6 @@ class PolatisScpiDriver(Session):
         max_batch=0,
         port_state=True,
         optical_power=True,
-        typical_latency_ms=5.0,
         notes="SCPI over raw TCP (pyvisa-py); a circuit change is SUB then ADD, two commands "
         "(not atomic: the executor reads back and puts removed circuits back when the ADD "
         "fails); ADD of several pairs is one command; the size (:OXC:SWIT:SIZE?) must be "
@@ -220,9 +219,11 @@ class PolatisScpiDriver(Session):
     @classmethod
     def from_spec(cls, name: str, spec: PolatisSpec, expect: Expect) -> PolatisScpiDriver:
         """The driver of an inventory entry (``drivers.polatis_scpi.spec``)."""
+        monitors = {"auto": None, "yes": True, "no": False}[spec.power_monitors]
         return cls(
-            name, spec.target, timeout=spec.timeout_s, backend=spec.backend, size=expect.size
-        )
+            name, spec.target, timeout=spec.timeout_s, backend=spec.backend, size=expect.size,
+            power_monitors=monitors,
+        )  # fmt: skip
 
     def __init__(
         self,
@@ -234,8 +235,10 @@ class PolatisScpiDriver(Session):
         lit_dbm: float = LIT_DBM,
         wire_log: int = 1000,
         size: tuple[int, int] | None = None,
+        power_monitors: bool | None = None,
     ) -> None:
         self.name = name
+        self.power_monitors = power_monitors  # None: from *IDN? at open
         self.expected_size = size
         self.resource = resource
         self.timeout = timeout
@@ -267,6 +270,16 @@ class PolatisScpiDriver(Session):
             raise self._wrong_size(identity, size, self.expected_size)
         self._identity, self._size = identity, size
         self._opened = True
+        if self.power_monitors is None:
+            self.power_monitors = identity.power_monitors
+        if not self.power_monitors:
+            self.capabilities = replace(
+                PolatisScpiDriver.capabilities,
+                port_state=False,
+                optical_power=False,
+                notes=f"{PolatisScpiDriver.capabilities.notes}; this unit ({identity.product}) "
+                "has no power monitors: no port state, no optical power, it cannot gate a lock",
+            )
         if stale:
             log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
         log.debug("%s: %s, %dx%d", self.name, identity, *size)
@@ -284,9 +297,12 @@ class PolatisScpiDriver(Session):
         )
 
     async def identify(self) -> DeviceIdentity:
-        """``*IDN?`` and the switch's size."""
+        """``*IDN?``, asked now (a round trip: a switch that went away is found out), and
+        the switch's size (and when it has no power monitors)."""
+        self._identity = await self._query(scpi.IDN, scpi.parse_identity)
         n, m = self.size
-        return DeviceIdentity(summary=f"{self.identity}, {n}x{m}")
+        monitors = "" if self.power_monitors else ", no power monitors"
+        return DeviceIdentity(summary=f"{self.identity}, {n}x{m}{monitors}")
 
     async def close(self) -> None:
         """Close the SCPI session."""
@@ -374,8 +390,16 @@ class PolatisScpiDriver(Session):
         return {i: PortState.UP if power[n + i] > self.lit_dbm else PortState.DOWN for i in duplex}
 
     async def power(self, ports: Sequence[int]) -> dict[int, float]:
-        """Optical power in dBm of each port, ``MAX_POWER_PORTS`` ports a query."""
+        """Optical power in dBm of each port, ``MAX_POWER_PORTS`` ports a query; a unit
+        without power monitors is never asked (``DeviceRejected`` ``NO_POWER_MONITORS``)."""
         n, m = self.size
+        if not self.power_monitors:
+            raise DeviceRejected(
+                self.name,
+                f"this unit ({self.identity.product}) has no power monitors: its optical "
+                "power, and so its port state, cannot be read (nothing was asked)",
+                "NO_POWER_MONITORS",
+            )
         self._check_ports(ports, range(1, n + m + 1), "port")
         found: dict[int, float] = {}
         for start in range(0, len(ports), MAX_POWER_PORTS):

@@ -22,6 +22,7 @@ SIZE = ":OXC:SWIT:SIZE?"
 STATE = ":OXC:SWIT:CONN:STAT?"
 ERROR = "SYST:ERR?"
 NO_ERROR = 0
+NO_POWER_MONITORS = ("I-OST",)  # product families without power monitors (PROTOCOLS.md)
 
 _PRODUCT_SIZE = re.compile(r"-(\d+)x(\d+)-", re.IGNORECASE)
 _ERROR = re.compile(r"^\s*([+-]?\d+)\s*,\s*(.*?)\s*$", re.DOTALL)
@@ -50,6 +51,13 @@ class Identity:
     serial: str
     firmware: str
     size: tuple[int, int] | None = None
+
+    @property
+    def power_monitors(self) -> bool:
+        """Whether the model has optical power monitors (``:PMON:POW?``): not the families
+        in ``NO_POWER_MONITORS``, known by the product code's start."""
+        code = self.product.upper()
+        return not any(code == f or code.startswith(f"{f}-") for f in NO_POWER_MONITORS)
 
 
 # --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ TCP socket, named by its VISA resource string.
     ost1:
       driver: polatis_scpi
       target: TCPIP0::192.0.2.30::5025::SOCKET
+      power_monitors: auto     # from *IDN? (I-OST: none), or yes / no
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ class PolatisSpec(DeviceSpec):
         "3082 is TL1 and 830 NETCONF)"
     )
     backend: str = Field(default="@py", description="pyvisa backend (@py: pyvisa-py)")
+    power_monitors: Literal["auto", "yes", "no"] = Field(
+        default="auto",
+        description="whether the unit has optical power monitors (:PMON:POW?): auto reads "
+        "it from the *IDN? product code (I-OST models have none); without them it reports "
+        "no port state and cannot gate a circuit's lock",
+    )
 
     @field_validator("target")
     @classmethod

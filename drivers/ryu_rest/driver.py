@@ -7,8 +7,9 @@ batches). So ``apply``:
 
 1. refuses changes ofctl_rest cannot express before anything is sent
    (``DeviceRejected`` code ``UNSUPPORTED``);
-2. reads the switch's table (``GET /stats/flow/<dpid>``, the undo point), then posts
-   each change in order: ``/stats/flowentry/add`` (add, or replace the actions of the
+2. reads the entries under the batch's cookies (``POST /stats/flow/<dpid>`` with
+   ``cookie`` and ``cookie_mask``: the switch filters; the undo point), then posts each
+   change in order: ``/stats/flowentry/add`` (add, or replace the actions of the
    entry with the same table, priority and match) or ``/stats/flowentry/delete_strict``;
 3. reads the table back until every entry the batch touches is as it should be, for up
    to ``verify_wait_s`` (OpenFlow does not promise that a switch applies messages in
@@ -33,11 +34,11 @@ from collections.abc import Sequence
 
 import httpx
 
+from drivers import foreign
 from drivers.base import (
     Capabilities,
     FlowChange,
     FlowOp,
-    FlowRule,
     Identity,
     PortState,
     register,
@@ -53,11 +54,17 @@ from drivers.rest import Request, RestFlowDriver
 from drivers.ryu_rest import mapping
 from drivers.ryu_rest.mapping import Json, MappingError
 from drivers.ryu_rest.spec import RyuRestSpec
-from drivers.spec import Expect
+from drivers.spec import Expect, read_secret
 
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
 COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
+READER = foreign.Reader(
+    cookie=mapping.flow_cookie,
+    rule=mapping.parse_flow,
+    foreign=mapping.foreign_flow,
+    text=mapping.entry_text,
+)
 
 
 @register("ryu_rest", spec=RyuRestSpec)
@@ -71,7 +78,6 @@ class RyuRestDriver(RestFlowDriver):
         read_back=True,
         max_batch=0,
         port_state=True,
-        typical_latency_ms=5.0,  # one REST request per flow (~1 ms each) + a read-back
         notes="Ryu / os-ken ofctl_rest (OpenFlow 1.3), one REST request per flow; ofctl_rest "
         "answers before the switch applies a change and never reports a refusal, so every "
         "batch is verified by reading /stats/flow back (up to verify_wait_s) and a failed "
@@ -91,6 +97,9 @@ class RyuRestDriver(RestFlowDriver):
         verify: bool | str = spec.verify_tls
         if spec.verify_tls and spec.ca_certificate is not None:
             verify = str(spec.ca_certificate)
+        auth = None
+        if spec.user is not None and spec.password is not None:
+            auth = httpx.BasicAuth(spec.user, read_secret(name, spec.password))
         return cls(
             name,
             spec.target,
@@ -98,6 +107,7 @@ class RyuRestDriver(RestFlowDriver):
             timeout=spec.timeout_s,
             verify_wait_s=spec.verify_wait_s,
             verify_tls=verify,
+            auth=auth,
         )
 
     def __init__(
@@ -109,10 +119,12 @@ class RyuRestDriver(RestFlowDriver):
         timeout: float = 5.0,
         verify_wait_s: float = 2.0,
         verify_tls: bool | str = True,
+        auth: httpx.Auth | None = None,
     ) -> None:
         super().__init__(
-            name, base_url, timeout=timeout, settle_s=verify_wait_s, verify_tls=verify_tls
-        )
+            name, base_url, timeout=timeout, settle_s=verify_wait_s, verify_tls=verify_tls,
+            auth=auth,
+        )  # fmt: skip
         self.dpid = dpid
 
     async def identify(self) -> Identity:
@@ -162,10 +174,25 @@ class RyuRestDriver(RestFlowDriver):
         if response.status_code != 200:
             raise self._status_error(response, self._what(request, changes))
 
-    async def _flows(self) -> list[FlowRule]:
-        body = await self._get(f"/stats/flow/{self.dpid}", "reading the flow table")
+    @property
+    def reader(self) -> foreign.Reader[Json]:
+        """How a ``/stats/flow`` entry reads (``mapping``)."""
+        return READER
+
+    async def _entries(self, cookie: int, mask: int) -> list[Json]:
+        """``/stats/flow/<dpid>``: with a cookie filter, ``POST`` with the filter as its
+        body (``ofctl_v1_3.get_flow_stats`` takes ``cookie`` and ``cookie_mask`` into the
+        flow stats request: the switch filters), else ``GET`` (``foreign.select`` filters
+        what the switch did not)."""
+        path = f"/stats/flow/{self.dpid}"
+        cookie, mask = foreign.wire_filter(cookie, mask)  # not asked: OVS's hidden entries
+        if mask:
+            body = {"cookie": cookie, "cookie_mask": mask}
+            found = await self._call(Request(method="POST", path=path, body=body), "reading")
+        else:
+            found = await self._get(path, "reading the flow table")
         try:
-            return [mapping.parse_flow(e) for e in mapping.entries_of(body, self.dpid)]
+            return mapping.entries_of(found, self.dpid)
         except MappingError as exc:
             raise ProtocolError(self.name, f"/stats/flow: {exc}") from exc
 
@@ -188,12 +215,17 @@ class RyuRestDriver(RestFlowDriver):
             raise ProtocolError(self.name, f"/stats/portdesc: {exc}") from exc
 
     async def _get(self, path: str, what: str) -> object:
-        response = await self._exchange(Request(method="GET", path=path))
+        return await self._call(Request(method="GET", path=path), what)
+
+    async def _call(self, request: Request, what: str) -> object:
+        """The JSON answer of a stats request (its status as the driver's error)."""
+        response = await self._exchange(request)
         if response.status_code != 200:
             raise self._status_error(response, f"{what}: ")
         try:
             return response.json()
         except ValueError as exc:
+            path = request.path
             raise ProtocolError(self.name, f"{path}: not JSON: {response.text[:200]!r}") from exc
 
     def _status_error(self, response: httpx.Response, what: str) -> DriverError:

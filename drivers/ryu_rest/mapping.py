@@ -23,11 +23,22 @@ dotted mask ``a.b.c.d/255.255.255.0``, ``nw_proto``, ``tp_src``/``tp_dst``) and
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from drivers import foreign
+from drivers.base import (
+    Action,
+    FlowMatch,
+    FlowRule,
+    ForeignEntry,
+    Output,
+    PopVlan,
+    Prefix,
+    PushVlan,
+)
 
 Json = dict[str, Any]
 ETH_VLAN = 0x8100
@@ -238,3 +249,42 @@ def _set_vid(text: str) -> int:
     if m is None or m["field"] != "vlan_vid":
         raise ValueError(f"action {text!r} after PUSH_VLAN")
     return _int(m["value"]) & 0x0FFF
+
+
+# --------------------------------------------------------------------------------------
+# other writers' entries
+
+
+def flow_cookie(obj: Json) -> int:
+    """The cookie of a ``/stats/flow`` entry (ValueError when it has none readable)."""
+    return _int(obj.get("cookie", 0))
+
+
+def foreign_flow(obj: Json) -> ForeignEntry:
+    """A ``/stats/flow`` entry of another writer as far as FlowMatch can say its match (the
+    rest sets ``more``: ``dl_dst``, ``dl_src``, masked fields...); MappingError when not
+    even its table and priority read."""
+    try:
+        match, more = lenient_match(obj.get("match", {}))
+        return ForeignEntry(
+            table=_int(obj.get("table_id", 0)),
+            priority=_int(obj["priority"]),
+            match=match,
+            more=more,
+            text=entry_text(obj),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MappingError(f"flow entry {entry_text(obj)}: {exc!r}") from exc
+
+
+def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
+    """The fields of ``obj`` FlowMatch can say, and whether it has others."""
+    return foreign.lenient_match(obj.items(), _MATCH)
+
+
+STATISTICS = ("byte_count", "packet_count", "duration_sec", "duration_nsec", "length")
+
+
+def entry_text(obj: Json) -> str:
+    """The entry as ofctl_rest wrote it, without its counters."""
+    return json.dumps({k: v for k, v in obj.items() if k not in STATISTICS}, sort_keys=True)

@@ -9,17 +9,19 @@ switch's datapath id there.
       verify_wait_s: 2                   # longest wait for a change to show in /stats/flow
 
 ``ofctl_rest`` has no authentication: keep it on a control network or behind a proxy
-(https targets: ``verify_tls``, ``ca_certificate``).
+(https targets: ``verify_tls``, ``ca_certificate``). A proxy that asks for HTTP Basic
+authentication gets ``user`` and ``password`` (``{env: VAR}`` or ``{file: F}``, never
+inline, never in the target URL).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from drivers.spec import DeviceSpec
+from drivers.spec import DeviceSpec, SecretRef, http_target
 
 
 class RyuRestSpec(DeviceSpec):
@@ -39,10 +41,20 @@ class RyuRestSpec(DeviceSpec):
     ca_certificate: Path | None = Field(
         default=None, description="https: CA to check it against (default: the system's)"
     )
+    user: str | None = Field(
+        default=None, min_length=1, description="HTTP Basic user of a proxy in front of it"
+    )
+    password: SecretRef | None = Field(
+        default=None, description="that user's password: {env: VAR} or {file: F}"
+    )
 
     @field_validator("target")
     @classmethod
     def _target(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-            raise ValueError(f"{value!r}: expected http(s)://HOST:PORT")
-        return value.rstrip("/")
+        return http_target(value)
+
+    @model_validator(mode="after")
+    def _both(self) -> Self:
+        if (self.user is None) != (self.password is None):
+            raise ValueError("give both user and password (a proxy's Basic auth), or neither")
+        return self

@@ -250,6 +250,9 @@ def _connector(port: int, node: Json) -> str:
 def _match_fields(m: Match, node: Json) -> Iterator[Json]:
     if m.in_port is not None:
         yield {"type": "IN_PORT", "value": _connector(m.in_port, node)}
+    for kind, mac in (("DL_SRC", m.eth_src), ("DL_DST", m.eth_dst)):
+        if mac is not None:
+            yield {"type": kind, "value": mac}
     if m.eth_type is not None:
         yield {"type": "DL_TYPE", "value": str(m.eth_type)}
     if m.vlan_id is not None:

@@ -43,6 +43,8 @@ class Match:
     """Match fields; None is a wildcard."""
 
     in_port: int | None = None
+    eth_src: str | None = None  # MAC address, lower-case colon form
+    eth_dst: str | None = None
     eth_type: int | None = None
     vlan_id: int | None = None
     ipv4_src: str | None = None

@@ -16,6 +16,8 @@ from fabric.odl.flows import Action, ActionKind, Counters, Flow, Match, Port
 OFPVID_PRESENT = 0x1000
 _MATCH_FIELDS = {  # Match attribute -> os-ken OXM field name
     "in_port": "in_port",
+    "eth_src": "eth_src",
+    "eth_dst": "eth_dst",
     "eth_type": "eth_type",
     "vlan_id": "vlan_vid",
     "ip_proto": "ip_proto",
@@ -135,7 +137,8 @@ def read_match(match: Any) -> Match:
     """The match of an os-ken ``OFPMatch``."""
     fields: dict[str, Any] = {}
     for oxm, value in match.items():
-        if oxm not in _ATTRS or (isinstance(value, tuple) and oxm == "vlan_vid"):
+        masked = isinstance(value, tuple) and oxm not in ("ipv4_src", "ipv4_dst")
+        if oxm not in _ATTRS or masked:
             raise Unreadable(f"match field {oxm}={value!r}")
         if oxm == "vlan_vid":
             value &= 0x0FFF

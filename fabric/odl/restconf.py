@@ -22,6 +22,7 @@ Operational flows carry ``opendaylight-flow-statistics:flow-statistics``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -113,7 +114,7 @@ def _no_unknown(obj: Mapping[str, object], known: Iterable[str], what: str) -> N
 
 _MATCH_READERS: dict[str, Callable[[Any], dict[str, object]]] = {
     "in-port": lambda v: {"in_port": port_number(v, "in-port")},
-    "ethernet-match": lambda v: {"eth_type": _ethernet_type(v)},
+    "ethernet-match": lambda v: _ethernet_match(v),
     "vlan-match": lambda v: {"vlan_id": _vlan_id(_object(v, "vlan-match"), "vlan-match")},
     "ipv4-source": lambda v: {"ipv4_src": prefix(v, "ipv4-source")},
     "ipv4-destination": lambda v: {"ipv4_dst": prefix(v, "ipv4-destination")},
@@ -135,11 +136,27 @@ def parse_match(obj: Json) -> Match:
     return Match(**fields)
 
 
-def _ethernet_type(value: object) -> int:
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_ETHERNET = {"ethernet-type": "eth_type", "ethernet-source": "eth_src",
+             "ethernet-destination": "eth_dst"}  # fmt: skip
+
+
+def _ethernet_match(value: object) -> dict[str, object]:
     obj = _object(value, "ethernet-match")
-    _no_unknown(obj, ("ethernet-type",), "ethernet-match")
-    kind = _object(obj.get("ethernet-type"), "ethernet-type")
-    return number(kind.get("type"), "ethernet-type", 0, U16)
+    _no_unknown(obj, _ETHERNET, "ethernet-match")
+    fields: dict[str, object] = {}
+    if "ethernet-type" in obj:
+        kind = _object(obj["ethernet-type"], "ethernet-type")
+        fields["eth_type"] = number(kind.get("type"), "ethernet-type", 0, U16)
+    for key in ("ethernet-source", "ethernet-destination"):
+        if key in obj:
+            address = _object(obj[key], key)
+            _no_unknown(address, ("address",), key)
+            mac = address.get("address")
+            if not isinstance(mac, str) or not _MAC.match(mac):
+                raise FlowError(f"{key}: address {mac!r} is not a MAC address")
+            fields[_ETHERNET[key]] = mac.lower()
+    return fields
 
 
 def _vlan_id(obj: Json, what: str) -> int:
@@ -237,8 +254,15 @@ def match_json(m: Match, dpid: int) -> Json:
     obj: Json = {}
     if m.in_port is not None:
         obj["in-port"] = f"openflow:{dpid}:{port_text(m.in_port)}"
+    ethernet: Json = {}
     if m.eth_type is not None:
-        obj["ethernet-match"] = {"ethernet-type": {"type": m.eth_type}}
+        ethernet["ethernet-type"] = {"type": m.eth_type}
+    if m.eth_src is not None:
+        ethernet["ethernet-source"] = {"address": m.eth_src}
+    if m.eth_dst is not None:
+        ethernet["ethernet-destination"] = {"address": m.eth_dst}
+    if ethernet:
+        obj["ethernet-match"] = ethernet
     if m.vlan_id is not None:
         obj["vlan-match"] = _vlan_json(m.vlan_id)
     if m.ip_proto is not None:

@@ -40,6 +40,12 @@ def parser() -> argparse.ArgumentParser:
     add("--p4info", type=Path, default=DEFAULT_P4INFO, help="the program's P4Info file")
     add("--no-pipeline", action="store_true", help="start without a program installed")
     add("--installed", action="store_true", help="start with the program (the default)")
+    add(
+        "--warm",
+        action="store_true",
+        help="a warm restart (as Stratum's --warmboot): take the table from the bridge's "
+        "flows instead of emptying it",
+    )
     return daemon_options(p, "write the gRPC port here once serving")
 
 
@@ -52,7 +58,10 @@ async def _run(args: argparse.Namespace) -> int:
     stop = stop_requested()
     async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
         table = Table(bridge, Pipeline.of(load(args.p4info)))
-        await table.clear()
+        if args.warm and not args.no_pipeline:
+            log.info("warm start: %d entries from the bridge", await table.restore())
+        else:
+            await table.clear()
         servicer = P4RuntimeEmulator(args.device_id, table, installed=not args.no_pipeline)
         server, port = await serve(servicer, args.listen)
         try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
-from fabric.p4rt.program import Examined, Pipeline, value
+from fabric.p4rt.program import Examined, Pipeline, short, value
 from fabric.p4rt.proto import p4runtime_pb2
 
 TABLE = "MyIngress.reroute"
@@ -56,11 +56,14 @@ class Dataplane:
 
     @classmethod
     def of(cls, pipeline: Pipeline) -> Dataplane:
-        """The bridge's view of a pipeline that has ``MyIngress.reroute`` (ValueError: not)."""
-        try:
-            table = pipeline.table_named(TABLE)
-        except StopIteration:
-            raise ValueError(f"the P4Info has no table {TABLE}") from None
+        """The bridge's view of a pipeline that has ``MyIngress.reroute`` (ValueError: not),
+        also under a pipeline's prefix as Tofino's compiler writes it
+        (``pipe.MyIngress.reroute``)."""
+        named = [t for t in pipeline.tables.values() if t.name == TABLE]
+        found = named or [t for t in pipeline.tables.values() if t.name.endswith(f".{TABLE}")]
+        if len(found) != 1:
+            raise ValueError(f"the P4Info has {len(found)} tables {TABLE} (needs one)")
+        table = found[0]
         return cls(
             table_id=table.id,
             fields={
@@ -75,6 +78,59 @@ class Dataplane:
                 for a in table.actions
             },
         )
+
+    def entry(self, flow: FlowRule) -> p4runtime_pb2.TableEntry:
+        """The entry a flow of the bridge carries (``flow`` read backwards: a warm start
+        takes the table from the bridge); Unrealisable for a flow no entry makes."""
+        fields = {role: (i, ones) for i, (_, role, ones) in self.fields.items() if role}
+        found = p4runtime_pb2.TableEntry(table_id=self.table_id, priority=flow.priority)
+        found.metadata = flow.cookie.to_bytes(8, "big")
+
+        def add(role: str, v: int, mask: int | None = None) -> None:
+            """One ternary field of the entry (a whole one without ``mask``)."""
+            if role not in fields:
+                raise Unrealisable(f"the program has no field for {role}")
+            field_id, ones = fields[role]
+            fm = found.match.add(field_id=field_id)
+            fm.ternary.value = short(v)
+            fm.ternary.mask = short(ones if mask is None else mask)
+
+        m = flow.match
+        for role in ("in_port", "ip_proto", "l4_src", "l4_dst"):
+            if (v := getattr(m, role)) is not None:
+                add(role, v)
+        if m.vlan_vid is not None:
+            add("$vlan", 1)
+            add("vlan_vid", m.vlan_vid)
+        if m.eth_type == ETH_IPV4:
+            add("$ipv4", 1)
+        elif m.eth_type is not None:
+            raise Unrealisable(f"eth_type {m.eth_type:#x}")
+        for role in ("ipv4_src", "ipv4_dst"):
+            if (net := getattr(m, role)) is not None:
+                add(role, net.addr, net.mask)
+        self._set_action(found, flow.actions)
+        return found
+
+    def _set_action(self, found: p4runtime_pb2.TableEntry, actions: tuple[Action, ...]) -> None:
+        match actions:
+            case ():
+                name, params = "drop", {}
+            case (Output(port=port),):
+                name, params = "forward", {"port": port}
+            case (PushVlan(vid=vid), Output(port=port)):
+                name, params = "push_vlan_forward", {"vid": vid, "port": port}
+            case (PopVlan(), Output(port=port)):
+                name, params = "pop_vlan_forward", {"port": port}
+            case _:
+                raise Unrealisable(f"no action does {actions}")
+        for action_id, (full_name, param_names) in self.actions.items():
+            if full_name.rsplit(".", 1)[-1] == name:
+                found.action.action.action_id = action_id
+                for param_id, param in param_names.items():
+                    found.action.action.params.add(param_id=param_id, value=short(params[param]))
+                return
+        raise Unrealisable(f"the table has no action {name}")
 
     def flow(self, entry: p4runtime_pb2.TableEntry, examined: Examined) -> FlowRule:
         """The OpenFlow rule of a valid entry (``examine`` decoded its values)."""

@@ -74,6 +74,24 @@ class Table:
             await self.bridge.apply([FlowChange(op=FlowOp.DELETE, rule=r) for r in flows])
         self.entries = {}
 
+    async def restore(self) -> int:
+        """The entries the bridge's flows carry (a warm start: the dataplane kept
+        forwarding while the agent was down); flows no entry makes are left alone and
+        logged. Returns how many entries there are."""
+        self.entries = {}
+        for flow in await self.bridge.read():
+            try:
+                entry = self.dataplane.entry(flow)
+            except Unrealisable as exc:
+                log.warning("warm start: a flow no entry makes (%s): %s", exc, flow)
+                continue
+            examined = examine(self.pipeline, entry, with_action=True)
+            if isinstance(examined, Failure):
+                log.warning("warm start: %s: %s", flow, examined.message)
+                continue
+            self.entries[examined.key] = Stored(entry=canonical(entry), flow=flow)
+        return len(self.entries)
+
     async def write(self, updates: Sequence[p4runtime_pb2.Update]) -> list[Failure | None]:
         """Apply the updates in order; one outcome per update (None: done)."""
         results: list[Failure | None] = [None] * len(updates)

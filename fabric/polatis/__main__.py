@@ -82,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="receiver lock time (default: table = seed 003 Table 4.3)",
     )
     add("--seed", type=int, default=0, help="seed of the lock-time and power draws")
+    add("--model", default="N-VST", help="product family *IDN? names (I-OST: no power monitors)")
     daemon_options(parser, "write the bound port here once listening")
 
 
@@ -95,6 +96,7 @@ def config_from(args: argparse.Namespace) -> EmulatorConfig:
         switch_ms=args.switch_ms,
         lock=args.lock_ms,
         seed=args.seed,
+        model=args.model,
     )
 
 

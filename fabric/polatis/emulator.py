@@ -41,6 +41,9 @@ Error codes (SCPI-99; a failing command changes nothing, a failing query sends n
     1002 Egress already in use       (device-specific; unverified)
     1003 Ports not connected         SUB of a pair that is not a connection (unverified)
 
+``EmulatorConfig.model`` names the product family ``*IDN?`` reports; ``I-OST`` plays a
+model without optical power monitors, whose ``:PMON:POWer?`` is an undefined header.
+
 Physics: a new connection is dark for ``switch_ms`` plus a lock time drawn per connection
 (seeded): by default seed 003's Table 4.3 (485 runs: mean 605, std 115, min 529, p50 532,
 p75 786, max 834 ms) as a piecewise-linear quantile function through (0, 529), (0.5, 532),
@@ -89,6 +92,7 @@ JITTER_DB = 0.15
 DARK_DBM = -60.0
 MAX_POWER_PORTS = 256
 NO_ERROR = '0,"No error"'
+NO_POWER_MONITORS = frozenset({"I-OST"})  # model families without them (PROTOCOLS.md)
 
 
 # --------------------------------------------------------------------------------------
@@ -169,6 +173,9 @@ class EmulatorConfig:
     seed: int = 0
     serial: str = "EMU0001"
     max_errors: int = 32
+    # the product family *IDN? names; "I-OST" plays a model without power monitors:
+    # its :PMON:POWer? is an undefined header (-113), as any command it does not have
+    model: str = "N-VST"
 
     def __post_init__(self) -> None:
         if self.ingress <= 0 or self.egress <= 0:
@@ -183,8 +190,13 @@ class EmulatorConfig:
     @property
     def identity(self) -> str:
         """The ``*IDN?`` answer."""
-        product = f"N-VST-{self.ingress}x{self.egress}-LA1-EMUL-701"
+        product = f"{self.model}-{self.ingress}x{self.egress}-LA1-EMUL-701"
         return f"Polatis,{product},{self.serial},6.5.1.7"
+
+    @property
+    def power_monitors(self) -> bool:
+        """Whether the model played has optical power monitors (``:PMON:POWer?``)."""
+        return self.model.upper() not in NO_POWER_MONITORS
 
 
 # --------------------------------------------------------------------------------------
@@ -534,6 +546,8 @@ class SwitchState:
         return f'"{peer}"' if peer is not None else '""'
 
     def _power(self, params: list[str]) -> str:
+        if not self.config.power_monitors:
+            raise _Fault(-113, "Undefined header", ":PMON:POWer? (no power monitors)")
         _count(params, 1)
         ports = _ports(params[0])
         self._check_range(ports, 1, self.config.ingress + self.config.egress)

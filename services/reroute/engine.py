@@ -1,6 +1,7 @@
 """The engine: one reroute from intent to outcome, on the devices of an inventory.
 
-recover interrupted reroutes -> read the tables (our rules, by cookie) -> plan -> execute.
+recover interrupted reroutes -> survey the tables (our rules by cookie, and the entries of
+other writers) -> plan -> refuse a plan another writer's entry would shadow -> execute.
 The drivers come from the inventory (``inventory.open_drivers``); the engine knows nothing
 else about the devices.
 """
@@ -14,14 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from drivers.base import CrossConnectSwitch, FlowProgrammer
+from drivers.base import CrossConnectSwitch, FlowProgrammer, ForeignEntry
 from drivers.gcpause import gc_paused
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.locks import device_locks
 from services.reroute.model import Intent
-from services.reroute.planning import plan
+from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.plan import Plan
 from services.reroute.planning.restore import plan_restore
 from services.reroute.resync import resync
@@ -37,6 +38,19 @@ async def read_tables(drivers: Mapping[str, Driver]) -> Tables:
         *(_flows(drivers[n]).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK) for n in names)
     )
     return tables_from(dict(zip(names, reads, strict=True)))
+
+
+async def survey_tables(
+    drivers: Mapping[str, Driver],
+) -> tuple[Tables, dict[str, list[ForeignEntry]]]:
+    """Our rules on every packet switch, and every other writer's entries there (one read
+    of each table: ``FlowProgrammer.survey``)."""
+    names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
+    surveys = await asyncio.gather(
+        *(_flows(drivers[n]).survey(COOKIE_BASE, COOKIE_MASK) for n in names)
+    )
+    tables = tables_from({n: s.ours for n, s in zip(names, surveys, strict=True)})
+    return tables, {n: s.foreign for n, s in zip(names, surveys, strict=True) if s.foreign}
 
 
 async def read_optics(drivers: Mapping[str, Driver]) -> frozenset[Circuit]:
@@ -66,10 +80,15 @@ async def plan_on_devices(
     intent: Intent,
     scope: frozenset[str] | None = None,
 ) -> Plan:
-    """Read the devices' flow tables and circuits, then plan ``intent`` on them."""
-    tables, optics = await asyncio.gather(read_tables(drivers), read_optics(drivers))
+    """Read the devices' flow tables and circuits, then plan ``intent`` on them; PlanError
+    when another writer's entry would shadow a rule the plan writes (``planning.foreign``)
+    or a step needs what its device lacks (``planning.capable``: the lock gates fitted to
+    the signals the devices have)."""
+    (tables, others), optics = await asyncio.gather(survey_tables(drivers), read_optics(drivers))
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
-    return plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
+    the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
+    foreign.check(the_plan, others)
+    return capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
 
 
 async def recover(

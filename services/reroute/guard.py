@@ -6,7 +6,9 @@ northbounds, OpenFlow 1.3 without bundles), or report success for a batch it did
 apply (``dpctl`` does not wait for the switch). The executor cannot assume the driver
 cleaned up, so for such a device it:
 
-1. reads the table (the undo point) and applies the batch;
+1. reads the entries under the batch's cookies (``drivers.batch.cookies``; the device
+   filters where its protocol can: other writers' entries are neither read nor undone)
+   and applies the batch;
 2. reads back the entries the batch touches and compares them with what it should leave
    (``drivers.batch``): a difference is a ``VerifyError``;
 3. on any failure of 1-2 puts the touched entries back as they were before (in reverse
@@ -19,6 +21,10 @@ is the batch of a driver that declares ``self_undoing``: it confirms each batch 
 a failed one itself (``hp_dpctl``: one tool run per batch, the undo point the table it last
 read or left), and reading the table around it would only double the device's work.
 
+A batch larger than the device's ``max_batch`` is sent in requests of at most that many
+changes, in order; the device then cannot leave all or nothing of the whole, so the batch
+goes the guarded way above whatever the device declares (read, apply, read back, undo).
+
 An optical circuit step is two commands (remove, then add; a Polatis SUB then ADD):
 ``circuits`` reads the connections first and, when the add fails after the removal, puts
 the touched ingress ports back as they were. ``undo_circuits`` undoes a circuit step from
@@ -29,10 +35,10 @@ what is not there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from drivers import batch
-from drivers.base import CrossConnectSwitch, FlowChange, FlowProgrammer
+from drivers.base import CrossConnectSwitch, FlowChange, FlowProgrammer, FlowRule
 from drivers.batch import Key
 from services.reroute.errors import DriverError
 from services.reroute.topology import Circuit
@@ -48,19 +54,42 @@ async def apply(driver: FlowProgrammer, changes: Sequence[FlowChange]) -> None:
     """Apply ``changes`` on ``driver`` as its capabilities allow (see the module docstring)."""
     if not changes:
         return
-    if driver.capabilities.atomic_batch or driver.capabilities.self_undoing:
+    caps = driver.capabilities
+    whole = not caps.max_batch or len(changes) <= caps.max_batch
+    if whole and (caps.atomic_batch or caps.self_undoing):
         await driver.apply(changes)
         return
-    before = batch.index(await driver.read())
+    read = _reader(driver, changes)
+    before = batch.index(await read())
     keys = batch.touched(changes)
     try:
-        await driver.apply(changes)
-        wrong = batch.mismatches(batch.expected(before, changes), batch.index(await driver.read()))
+        await _in_batches(driver, changes)
+        wrong = batch.mismatches(batch.expected(before, changes), batch.index(await read()))
         if wrong:
             raise _differs(driver.name, changes, wrong)
     except DriverError as exc:
-        await _undo(driver, before, keys, exc)
+        await _undo(driver, read, before, keys, exc)
         raise
+
+
+async def _in_batches(driver: FlowProgrammer, changes: Sequence[FlowChange]) -> None:
+    """``changes`` applied in order, at most ``max_batch`` a request (0: all at once)."""
+    size = driver.capabilities.max_batch or len(changes)
+    for start in range(0, len(changes), size):
+        await driver.apply(changes[start : start + size])
+
+
+def _reader(
+    driver: FlowProgrammer, changes: Sequence[FlowChange]
+) -> Callable[[], Awaitable[list[FlowRule]]]:
+    """A read of the entries under the batch's cookies."""
+    cookie, mask = batch.cookies(changes)
+
+    async def read() -> list[FlowRule]:
+        """The driver's entries under (cookie, mask); all of them when mask is 0."""
+        return await (driver.read(cookie, mask) if mask else driver.read())
+
+    return read
 
 
 def _differs(device: str, changes: Sequence[FlowChange], wrong: list[Key]) -> VerifyError:
@@ -73,15 +102,19 @@ def _differs(device: str, changes: Sequence[FlowChange], wrong: list[Key]) -> Ve
 
 
 async def _undo(
-    driver: FlowProgrammer, before: batch.Table, keys: list[Key], error: DriverError
+    driver: FlowProgrammer,
+    read: Callable[[], Awaitable[list[FlowRule]]],
+    before: batch.Table,
+    keys: list[Key],
+    error: DriverError,
 ) -> None:
     try:
-        fix = batch.restore(before, batch.index(await driver.read()), keys)
+        fix = batch.restore(before, batch.index(await read()), keys)
         if not fix:
             return
         log.warning("%s: undoing %d change(s) of a failed batch: %s", driver.name, len(fix), error)
-        await driver.apply(fix)
-        wrong = batch.mismatches({k: before.get(k) for k in keys}, batch.index(await driver.read()))
+        await _in_batches(driver, fix)
+        wrong = batch.mismatches({k: before.get(k) for k in keys}, batch.index(await read()))
         if wrong:
             raise _differs(driver.name, fix, wrong)
     except DriverError as undo_error:

@@ -45,7 +45,7 @@ from services.reroute.yamlfile import (
 )
 
 NODE = r"^[a-z][a-z0-9]{0,7}$"
-PACKET = ("apply", "read")  # methods of FlowProgrammer
+PACKET = ("apply", "read", "survey")  # methods of FlowProgrammer
 OPTICAL = ("connect", "disconnect", "connections")  # methods of CrossConnectSwitch
 
 

@@ -2,8 +2,9 @@
 
 Per device: reachable (opened within its own timeout; opening also checks the identity the
 topology gives, such as the datapath id or the optical switch's size), what it says it is
-(``identify``), and whether it is ready: the device's own problems, and every port the
-topology links on it present on the device. Nothing is changed on any device.
+(``identify``), and whether it is ready: the device's own problems, every port the
+topology links on it present on the device (where it reports port state), and a packet
+switch's read-back. Nothing is changed on any device.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from drivers.base import DeviceSpec, PortMonitor, Session
+from drivers.base import DeviceSpec, FlowProgrammer, PortMonitor, Session
 from drivers.errors import ConfigError, DriverError
 from services.reroute.inventory import Inventory, build_drivers
 from services.reroute.topology import OpticalSwitch, Switch, Topology
@@ -60,6 +61,8 @@ async def _check(inv: Inventory, topo: Topology, name: str, driver: Session) -> 
         found = await asyncio.wait_for(driver.identify(), spec.timeout_s)
         identity = found.summary
         problems = [*found.problems, *await _ports(topo, name, driver, spec.timeout_s)]
+        if isinstance(driver, FlowProgrammer) and not driver.capabilities.read_back:
+            problems.append("declares no read-back: reroutes plan and verify on read-backs")
     except TimeoutError:
         problems = [f"no answer in {spec.timeout_s:g} s"]
     except DriverError as exc:

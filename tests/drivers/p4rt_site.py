@@ -61,7 +61,7 @@ class P4rtSite:
         asyncio.run(self._delete_all())
 
     async def _delete_all(self) -> None:
-        async with P4RuntimeDriver("p4rt-site", self.emulator.address) as driver:
+        async with P4RuntimeDriver("p4rt-site", self.emulator.address, device_id=1) as driver:
             rules = await driver.read()
             await driver.apply([FlowChange(op=FlowOp.DELETE, rule=r) for r in rules])
 

@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
+import re
 import socket
 import threading
 import time
@@ -66,6 +68,7 @@ from drivers.base import (
     FlowOp,
     FlowProgrammer,
     FlowRule,
+    ForeignEntry,
     Output,
     PopVlan,
     PortMonitor,
@@ -73,16 +76,21 @@ from drivers.base import (
     Prefix,
     PushVlan,
     Session,
+    Survey,
     UnknownDriver,
     build,
     lookup,
     registered,
 )
 from drivers.base import kind as registry_kind
+from drivers.p4runtime import P4RuntimeDriver
 from drivers.polatis_scpi import socket_resource
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
-from tests.drivers.conftest import OvsSite
-from tests.drivers.odl_site import OdlSite
+from fabric.vswitch import OvsInstance
+from services.reroute.planning.foreign import overlaps
+from tests.drivers.conftest import BRIDGES, OvsSite
+from tests.drivers.controller_site import wait_for
+from tests.drivers.odl_site import CONFIG_NODE, STATS_INTERVAL_S, OdlSite
 from tests.drivers.p4rt_site import P4rtSite
 from tests.drivers.ryu_site import RyuSite
 
@@ -256,6 +264,13 @@ class Peer:
     address: str
     cap_table: Callable[[int | None], None]  # refuse table entries beyond n (None: no limit)
     set_link: Callable[[int, bool], None]  # take a port's link up / down
+    # another writer's entries, in the peer's own terms (its tool, its northbound): ``lab``
+    # installs those a lab has (discovery traps, a table-miss, goto_table...) and returns
+    # the (table, priority) of those the device lists; ``shadow`` one that shadows
+    # RULES[0]; ``others`` counts the entries the device holds that the tests did not write
+    lab: Callable[[], set[tuple[int, int]]] = lambda: set()
+    shadow: Callable[[], object] = lambda: None
+    others: Callable[[], int] = lambda: 0
     options: Options = dataclasses.field(default_factory=dict)  # the variant's driver options
 
     def make(self) -> Session:
@@ -303,11 +318,17 @@ def ovs_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
     bridge = "br13" if kind == "ovs" else "brhp"
     site.reset(bridge)
     address = site.ovs.mgmt(bridge) if kind == "ovs" else site.hp_target
+    ofctl = functools.partial(site.ofctl, bridge)
+    add = functools.partial(_add_flow, site.ovs, BRIDGES[bridge], site.ovs.mgmt(bridge))
+    lab = OF13_LAB if kind == "ovs" else OF10_LAB
     yield Peer(
         kind=kind,
         address=address,
         cap_table=lambda limit: site.cap_table(bridge, limit),
         set_link=lambda port, up: site.set_link(bridge, port, up=up),
+        lab=lambda: _add_flows(add, lab),
+        shadow=lambda: _add_flows(add, [SHADOW]),
+        others=lambda: _others(ofctl("dump-flows")),
     )
     site.reset(bridge)
 
@@ -368,11 +389,15 @@ def controller_peer(
     def peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         site: OdlSite | RyuSite = request.getfixturevalue(fixture)
         site.reset()
+        lab = odl_lab if kind == "odl" else ryu_lab
         yield Peer(
             kind=kind,
             address=site.emulator.base_url,
             cap_table=site.cap_table,
             set_link=lambda port, up: site.set_link(port, up=up),
+            lab=functools.partial(lab, site),
+            shadow=lambda: _add_flows(_site_add(site), [SHADOW]),
+            others=lambda: _others(site.ofctl("dump-flows")),
         )
         site.reset()
 
@@ -391,8 +416,125 @@ def p4rt_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         address=site.emulator.address,
         cap_table=site.cap_table,
         set_link=lambda port, up: None,  # no port state: P4Runtime has none
+        lab=lambda: _p4_write(site, P4_LAB),
+        shadow=lambda: _p4_write(site, [P4_SHADOW]),
+        others=lambda: asyncio.run(_p4_others(site)),
     )
     site.reset()
+
+
+# another writer's entries, as labs have them: discovery traps to the controller (LLDP,
+# BDDP, ofctl_rest's ``dl_dst`` trap of issue 22), a table-miss NORMAL, ODL l2switch's MAC
+# flows, a pipeline's goto_table and write-actions (OpenFlow 1.3 only)
+OF10_LAB = [
+    "cookie=0x1,priority=65535,dl_type=0x88cc,actions=CONTROLLER:65535",
+    "cookie=0x1,priority=65535,dl_type=0x8942,actions=CONTROLLER:65535",
+    "cookie=0x1,priority=5,dl_dst=01:80:c2:00:00:0e,actions=CONTROLLER:65535",
+    "priority=0,actions=NORMAL",
+    "cookie=0x2b00000000000001,priority=10,in_port=2,dl_src=00:00:00:00:00:01,"
+    "dl_dst=00:00:00:00:00:02,actions=output:1",
+]
+OF13_LAB = [
+    *OF10_LAB,
+    "cookie=0x3,priority=20,in_port=2,actions=goto_table:1",
+    "cookie=0x3,table=1,priority=5,actions=write_actions(output:1)",
+]
+# RULES[0] is in_port=1, 10.0.0.0/24 -> 10.1.2.3 tcp:80 at priority 200: this takes it
+SHADOW = "cookie=0x4,priority=300,ip,in_port=1,nw_dst=10.1.2.0/24,dl_src=00:00:00:00:00:09,"
+SHADOW += "actions=output:2"
+OURS = range(0xB0, 0xD0)  # the cookies of the rules the tests write
+
+
+def _lab_slots(lines: Sequence[str]) -> set[tuple[int, int]]:
+    """(table, priority) of flow-text lines."""
+    slots = set()
+    for line in lines:
+        fields = dict(f.partition("=")[::2] for f in line.split(","))
+        slots.add((int(fields.get("table", "0")), int(fields["priority"])))
+    return slots
+
+
+def _add_flow(ovs: OvsInstance, version: str, target: str, line: str) -> None:
+    ovs.ofctl("-O", version, "add-flow", target, line)
+
+
+def _site_add(site: OdlSite | RyuSite) -> Callable[[str], None]:
+    bridge = site.layout.bridge
+    return functools.partial(_add_flow, site.ovs, "OpenFlow13", site.ovs.mgmt(bridge))
+
+
+def _add_flows(add: Callable[[str], None], lines: Sequence[str]) -> set[tuple[int, int]]:
+    for line in lines:
+        add(line)
+    return _lab_slots(lines)
+
+
+def _others(dump: str) -> int:
+    """Entries of a ``dump-flows`` whose cookie is not one of the tests' rules'."""
+    cookies = [int(c, 0) for c in re.findall(r"\bcookie=(0x[0-9a-f]+|\d+)", dump)]
+    entries = dump.count("actions=")
+    return entries - sum(1 for c in cookies if c in OURS)
+
+
+def ryu_lab(site: OdlSite | RyuSite) -> set[tuple[int, int]]:
+    """The issue's ``dl_dst`` trap through ofctl_rest itself, the rest on the bridge."""
+    lldp = {"dpid": 1, "priority": 5, "match": {"dl_dst": "01:80:c2:00:00:0e"},
+            "actions": [{"type": "OUTPUT", "port": "CONTROLLER"}]}  # fmt: skip
+    with site.emulator.http() as http:
+        assert http.post("/stats/flowentry/add", json=lldp).status_code == 200
+    rest = [line for line in OF13_LAB if "dl_dst=01:80" not in line]
+    slots = _add_flows(_site_add(site), rest) | {(0, 5)}
+    wait_for(lambda: _others(site.ofctl("dump-flows")) == len(OF13_LAB), "the lab's flows")
+    return slots
+
+
+L2SWITCH = {  # ODL l2switch's MAC flow, as written into config by an application
+    "id": "L2switch-1", "table_id": 0, "priority": 10, "cookie": 0x2B00000000000002,
+    "match": {"in-port": "openflow:1:1", "ethernet-match": {
+        "ethernet-source": {"address": "00:00:00:00:00:02"},
+        "ethernet-destination": {"address": "00:00:00:00:00:01"}}},
+    "instructions": {"instruction": [{"order": 0, "apply-actions": {"action": [
+        {"order": 0, "output-action": {"output-node-connector": "2", "max-length": 65535}}]}}]},
+}  # fmt: skip
+
+
+def odl_lab(site: OdlSite | RyuSite) -> set[tuple[int, int]]:
+    """An l2switch flow in config (a writer through RESTCONF), the lab's flows on the
+    switch (writers through ODL's RPCs, which never reach config: they show only in
+    operational). The EMULATOR's operational lists no entry its model cannot say
+    (goto_table, write-actions): only the others are expected."""
+    path = f"{CONFIG_NODE}/flow-node-inventory:table=0/flow=L2switch-1"
+    with site.emulator.http() as http:
+        answer = http.put(path, json={"flow-node-inventory:flow": [L2SWITCH]})
+        assert answer.status_code in (200, 201, 204), answer.text
+    _add_flows(_site_add(site), OF10_LAB)
+    wait_for(lambda: _others(site.ofctl("dump-flows")) == len(OF10_LAB) + 1, "the lab's flows")
+    time.sleep(3 * STATS_INTERVAL_S)  # a statistics poll after them
+    return _lab_slots(OF10_LAB) | {(0, 10)}
+
+
+P4_LAB = [  # another controller's entries in our table (its own metadata), and one without
+    _rule(FlowMatch(eth_type=0x0800, ip_proto=1), 10, (Output(2),), 0x1),
+    _rule(FlowMatch(in_port=2), 2, (), 0),
+]
+P4_SHADOW = _rule(
+    FlowMatch(in_port=1, eth_type=0x0800, ipv4_dst=Prefix.parse("10.1.2.0/24")),
+    300, (Output(2),), 0x4,
+)  # fmt: skip
+
+
+async def _p4_others(site: P4rtSite) -> int:
+    async with P4RuntimeDriver("lab", site.emulator.address, device_id=1) as other:
+        return sum(1 for r in await other.read() if r.cookie not in OURS)
+
+
+def _p4_write(site: P4rtSite, rules: Sequence[FlowRule]) -> set[tuple[int, int]]:
+    async def write() -> None:
+        async with P4RuntimeDriver("lab", site.emulator.address, device_id=1) as other:
+            await other.apply(adds(rules))
+
+    asyncio.run(write())
+    return {(r.table, r.priority) for r in rules}
 
 
 ODL = {  # the emulator polls statistics every 0.2 s here; its password is admin
@@ -412,7 +554,12 @@ HARNESSES = {
         variants={s: {"api": s} for s in ("rfc8040", "restconf", "adsal")},
         options=ODL,
     ),
-    "p4runtime": Harness(address_of=lambda h, p: f"{h}:{p}", peer=p4rt_peer, fabric=True),
+    "p4runtime": Harness(
+        address_of=lambda h, p: f"{h}:{p}",
+        peer=p4rt_peer,
+        fabric=True,
+        options={"device_id": 1},  # the emulator's, as it was started (p4rt_site.py)
+    ),
     "ryu_rest": Harness(
         address_of=lambda h, p: f"http://{h}:{p}",
         peer=ryu_peer,
@@ -485,7 +632,7 @@ def test_the_driver_implements_the_contract(kind: str) -> None:
         caps.atomic_batch = not caps.atomic_batch  # type: ignore[misc]
     assert sides(driver), "implements FlowProgrammer or CrossConnectSwitch"
     assert caps.port_state == isinstance(driver, PortMonitor)
-    assert caps.max_batch >= 0 and caps.typical_latency_ms > 0 and caps.notes
+    assert caps.max_batch >= 0 and caps.notes
     for interface in (i for i in matrix.INTERFACES if isinstance(driver, i)):
         for method in matrix.methods(interface):
             assert inspect.iscoroutinefunction(getattr(driver, method)), f"{method} is async"
@@ -640,3 +787,78 @@ async def _until(driver: PortMonitor, port: int, state: PortState) -> PortState:
         assert time.monotonic() < deadline, f"port {port} still not {state}: {states}"
         await asyncio.sleep(0.02)
     return state
+
+
+# --------------------------------------------------------------------------------------
+# other writers' entries (issue 22): read around, never fatal, named when they shadow ours
+
+
+def _flows_only(driver: Session) -> FlowProgrammer:
+    if not isinstance(driver, FlowProgrammer):
+        pytest.skip("implements no FlowProgrammer")
+    return driver
+
+
+def test_other_writers_entries_never_break_reads_or_batches(peer: Peer) -> None:
+    """With a lab's entries on the device: our batches apply and read back, filtered reads
+    show only ours, an unfiltered read does not fail, and their entries stay as they were."""
+    peer.lab()
+    theirs = peer.others()
+
+    async def body(side: Side, driver: Session) -> tuple[set[FlowRule], ...]:
+        flows = _flows_only(driver)
+        await side.run("base")
+        await side.run("drop_first")
+        after_drop = set(await flows.read(cookie=0xC0, cookie_mask=0xF0))
+        await side.run("base")
+        everything = set(await flows.read())
+        return set(await flows.read(cookie=0xC0, cookie_mask=0xF0)), after_drop, everything
+
+    for ours, after_drop, everything in peer.run(body):
+        assert ours == set(RULES)
+        assert after_drop == set(RULES[1:])
+        assert set(RULES) <= everything
+    assert peer.others() == theirs, "an entry of another writer was changed"
+
+
+def test_a_survey_tells_our_entries_from_other_writers(peer: Peer) -> None:
+    slots = peer.lab()
+
+    async def body(side: Side, driver: Session) -> Survey:
+        flows = _flows_only(driver)
+        await side.run("base")
+        return await flows.survey(0xC0, 0xF0)
+
+    for survey in peer.run(body):
+        assert set(survey.ours) == set(RULES)
+        found = {(e.table, e.priority) for e in survey.foreign}
+        assert slots <= found, f"missing {slots - found} among {survey.foreign}"
+        assert all(e.text.strip() for e in survey.foreign)
+        assert not any(e.match == r.match and e.priority == r.priority for e in
+                       survey.foreign for r in RULES)  # fmt: skip
+
+
+def test_an_entry_that_shadows_ours_is_seen_by_the_plan_check(peer: Peer) -> None:
+    """Another writer's entry above RULES[0], overlapping it: the survey gives the plan
+    check (``planning.foreign``) what it needs to name it."""
+
+    async def base(side: Side, driver: Session) -> None:
+        _flows_only(driver)
+        await side.run("base")
+
+    async def body(side: Side, driver: Session) -> list[ForeignEntry]:
+        survey = await _flows_only(driver).survey(0xC0, 0xF0)
+        rule = RULES[0]
+        return [
+            e for e in survey.foreign
+            if e.table == rule.table and e.priority >= rule.priority
+            and overlaps(e.match, rule.match)
+        ]  # fmt: skip
+
+    peer.run(base)
+    peer.shadow()  # by another writer, between our sessions (P4Runtime: one primary)
+    if peer.kind == "odl":
+        time.sleep(3 * STATS_INTERVAL_S)  # a statistics poll after it
+    for shadowing in peer.run(body):
+        assert [e.priority for e in shadowing] == [300], shadowing
+        assert "300" in shadowing[0].text

@@ -427,7 +427,7 @@ def test_missing_compares_encoded_entries_and_finds_what_is_not_there(sw: Switch
 
     async def body(d: OvsDriver) -> tuple[set[bytes], list[FlowRule], list[FlowRule]]:
         await d.apply(adds(rules))
-        chan = d._channel()
+        chan = await d._channel()
         parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), 0, 0))
         keys = {k for part in parts for k in flow_entry_keys(part.body)}
         ours = [r for r in rules if r.cookie == 0x11]

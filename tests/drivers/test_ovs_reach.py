@@ -9,6 +9,7 @@ Uses the conformance suite's OVS (tests/drivers/conftest.py, bridge ``br13``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,9 @@ from drivers.base import (
 from drivers.ovs import OvsDriver
 from drivers.ovs.spec import OvsSpec
 from drivers.spec import TlsFiles
-from fabric.ofrelay import Relay, refuse_bundles
+from fabric.ofrelay import Relay, ignore_bundles, refuse_bundles
 from tests.drivers.conftest import SWITCH_IP, OvsSite
+from tests.drivers.test_conformance import OF13_LAB
 from tests.pki import Pki
 
 pytestmark = pytest.mark.fabric
@@ -170,9 +172,13 @@ def test_a_switch_with_another_dpid_is_refused_before_any_change(site: OvsSite) 
 # no bundles
 
 
-def with_relay(site: OvsSite, body: Callable[[OvsDriver, Relay], Awaitable[T]]) -> T:
+def with_relay(
+    site: OvsSite,
+    body: Callable[[OvsDriver, Relay], Awaitable[T]],
+    refuse: Callable[[bytes], int | None] = refuse_bundles,
+) -> T:
     async def main() -> T:
-        relay = Relay(upstream=site.ovs.mgmt(BRIDGE), refuse=refuse_bundles)
+        relay = Relay(upstream=site.ovs.mgmt(BRIDGE), refuse=refuse)
         target = await relay.start()
         try:
             async with OvsDriver(BRIDGE, target, timeout=5) as driver:
@@ -240,3 +246,88 @@ def test_without_bundles_a_rejected_change_mid_batch_leaves_the_table_unchanged(
     error, after = with_relay(site, body)
     assert error.code == "OFPFMFC_TABLE_FULL" and "change #4" in str(error), error
     assert sorted(after) == sorted(keep)
+
+
+def test_without_bundles_other_writers_entries_are_neither_read_nor_undone(
+    site: OvsSite,
+) -> None:
+    """The ordered path reads only the batch's cookies: a lab's entries (traps, a
+    table-miss, goto_table, write-actions) beside ours neither break it nor move."""
+    for line in OF13_LAB:
+        site.ovs.ofctl("-O", "OpenFlow13", "add-flow", site.ovs.mgmt(BRIDGE), line)
+    theirs = dump(site)
+    site.cap_table(BRIDGE, sum("table=1" not in line for line in OF13_LAB) + 2)
+    batch = [FlowChange(op=FlowOp.ADD, rule=rule(n)) for n in (1, 2, 3)]  # the third: full
+
+    async def body(d: OvsDriver, relay: Relay) -> tuple[DeviceRejected, list[FlowRule]]:
+        await d.apply(adds([rule(1)]))
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply(batch)
+        return info.value, await d.read(cookie=0x42)
+
+    error, ours = with_relay(site, body)
+    assert error.code == "OFPFMFC_TABLE_FULL", error
+    assert ours == [rule(1)]
+    assert [line for line in dump(site) if "cookie=0x42" not in line] == theirs
+
+
+def test_a_switch_that_silently_ignores_bundles_is_probed_without_waiting_out_a_timeout(
+    site: OvsSite,
+) -> None:
+    """The bundle OPEN goes unanswered (no reply, no error): the barrier after it is
+    answered, so the probe knows at once, and the session works without bundles."""
+
+    async def body(d: OvsDriver, relay: Relay) -> tuple[bool | None, list[FlowRule]]:
+        await d.apply(adds([rule(1)]))
+        return d.bundles, await d.read(cookie=0x42)
+
+    started = time.monotonic()
+    bundles, ours = with_relay(site, body, refuse=ignore_bundles)
+    assert bundles is False and ours == [rule(1)]
+    assert time.monotonic() - started < 2.0  # the driver's timeout is 5 s
+
+
+def test_port_events_keep_the_bridges_fragment_handling(site: OvsSite) -> None:
+    """SET_CONFIG carries the switch's own flags: another controller's ``set-frags`` stays."""
+    mgmt = site.ovs.mgmt(BRIDGE)
+    site.ovs.ofctl("-O", "OpenFlow13", "set-frags", mgmt, "drop")
+
+    async def main() -> None:
+        async with OvsDriver(BRIDGE, mgmt) as d, d.port_events(lambda port, state: None):
+            pass
+
+    try:
+        run(main)
+        assert site.ovs.ofctl("-O", "OpenFlow13", "get-frags", mgmt).strip() == "drop"
+    finally:
+        site.ovs.ofctl("-O", "OpenFlow13", "set-frags", mgmt, "normal")
+
+
+def test_the_driver_reconnects_when_the_switch_comes_back(site: OvsSite) -> None:
+    """The switch goes (its end of the connection closes) and comes back on the same
+    target: a request meanwhile fails within the driver's timeout, saying it tried; the
+    next one after it is back reconnects (handshake, dpid, bundle probe) and succeeds."""
+
+    async def main() -> tuple[str, float | None, float, list[FlowRule], float | None]:
+        relay = Relay(upstream=site.ovs.mgmt(BRIDGE), refuse=lambda msg: None)
+        target = await relay.start()
+        port = int(target.rsplit(":", 1)[1])
+        try:
+            async with OvsDriver(BRIDGE, target, timeout=1.0) as d:
+                await d.apply(adds([rule(1)]))
+                await relay.stop()
+                await asyncio.sleep(0.1)  # gone a moment: the channel has seen the end
+                started = time.monotonic()
+                with pytest.raises(DeviceUnreachable) as down:
+                    await d.read(cookie=0x42)
+                took, since = time.monotonic() - started, d.down_since
+                await relay.start(port)
+                ours = await d.read(cookie=0x42)
+                return str(down.value), since, took, ours, d.down_since
+        finally:
+            await relay.stop()
+
+    error, since, took, ours, after = run(main)
+    assert "reconnecting" in error and since is not None, error
+    assert took < 1.0 + 1.5
+    assert ours == [rule(1)] and after is None

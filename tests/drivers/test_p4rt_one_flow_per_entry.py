@@ -141,7 +141,9 @@ def test_an_entry_that_would_share_a_flow_is_refused_and_the_other_kept(p4rt: P4
     second = entry(10, port=1, **valid, **{"hdr.ipv4.dstAddr": (HOST_2, WHOLE_32)})
 
     async def main() -> tuple[list[int], list[FlowRule]]:
-        async with P4RuntimeDriver("dut", p4rt.emulator.address, election_id=5) as driver:
+        async with P4RuntimeDriver(
+            "dut", p4rt.emulator.address, device_id=1, election_id=5
+        ) as driver:
             await driver.apply([FlowChange(op=FlowOp.ADD, rule=first)])
             async with raw_client(p4rt.emulator.address, 9) as stub:
                 request = P4R.WriteRequest(device_id=1, election_id=election(9))
@@ -149,7 +151,9 @@ def test_an_entry_that_would_share_a_flow_is_refused_and_the_other_kept(p4rt: P4
                 with pytest.raises(grpc.aio.AioRpcError) as info:
                     await stub.Write(request)
             codes = [u.code for u in update_statuses(info.value.trailing_metadata() or ())]
-        async with P4RuntimeDriver("dut", p4rt.emulator.address, election_id=5) as driver:
+        async with P4RuntimeDriver(
+            "dut", p4rt.emulator.address, device_id=1, election_id=5
+        ) as driver:
             return codes, await driver.read()
 
     codes, table = asyncio.run(main())

@@ -252,7 +252,10 @@ def test_one_write_per_batch_with_exactly_the_updates_an_mbb_shift_needs() -> No
     shifted = host(3, port=3)  # the same key, another port: a MODIFY
 
     async def main() -> tuple[list[Any], list[FlowRule]]:
-        async with emulator() as (servicer, _, address), P4RuntimeDriver("dut", address) as d:
+        async with (
+            emulator() as (servicer, _, address),
+            P4RuntimeDriver("dut", address, device_id=1) as d,
+        ):
             await d.apply([add(old), add(same), add(moved)])
             servicer.writes.clear()
             await d.apply([add(new), add(same), add(shifted), delete(old), delete(host(9))])
@@ -275,12 +278,15 @@ def test_one_write_per_batch_with_exactly_the_updates_an_mbb_shift_needs() -> No
 
 def test_a_second_client_with_a_lower_election_id_cannot_write() -> None:
     async def main() -> tuple[Any, grpc.StatusCode, DeviceRejected]:
-        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address, election_id=5):
+        async with (
+            emulator() as (_, _, address),
+            P4RuntimeDriver("dut", address, device_id=1, election_id=5),
+        ):
             async with raw_client(address, 3) as (stub, _, reply):
                 with pytest.raises(grpc.aio.AioRpcError) as info:
                     await stub.Write(write_request(3, insert(RULE)))
             with pytest.raises(DeviceRejected) as refused:
-                async with P4RuntimeDriver("backup", address, election_id=4):
+                async with P4RuntimeDriver("backup", address, device_id=1, election_id=4):
                     pass
             return reply, info.value.code(), refused.value
 
@@ -293,7 +299,10 @@ def test_a_second_client_with_a_lower_election_id_cannot_write() -> None:
 
 def test_a_driver_that_lost_primacy_is_refused_as_not_primary() -> None:
     async def main() -> tuple[DeviceRejected, Any]:
-        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address) as driver:
+        async with (
+            emulator() as (_, _, address),
+            P4RuntimeDriver("dut", address, device_id=1) as driver,
+        ):
             async with raw_client(address, 9):
                 with pytest.raises(DeviceRejected) as info:
                     await driver.apply([add(RULE)])
@@ -310,7 +319,10 @@ def test_a_driver_that_lost_primacy_is_refused_as_not_primary() -> None:
 
 def test_the_emulator_reports_each_failed_update_in_the_trailer() -> None:
     async def main() -> list[Any]:
-        async with emulator() as (_, _, address), P4RuntimeDriver("dut", address) as driver:
+        async with (
+            emulator() as (_, _, address),
+            P4RuntimeDriver("dut", address, device_id=1) as driver,
+        ):
             await driver.apply([add(RULE)])
             async with raw_client(address, 2) as (stub, _, _):
                 request = write_request(
@@ -347,7 +359,10 @@ def test_a_partly_refused_batch_is_undone_and_logged_on_the_wire(
     base = [host(i) for i in range(3)]
 
     async def main() -> tuple[DeviceRejected, list[FlowRule], int]:
-        async with emulator() as (servicer, bridge, address), P4RuntimeDriver("dut", address) as d:
+        async with (
+            emulator() as (servicer, bridge, address),
+            P4RuntimeDriver("dut", address, device_id=1) as d,
+        ):
             await d.apply([add(r) for r in base])
             bridge.limit = 4
             servicer.writes.clear()
@@ -368,7 +383,10 @@ def test_a_partly_refused_batch_is_undone_and_logged_on_the_wire(
 
 def test_unsupported_rules_and_twice_touched_keys_are_refused_before_sending() -> None:
     async def main() -> tuple[list[str], int]:
-        async with emulator() as (servicer, _, address), P4RuntimeDriver("dut", address) as d:
+        async with (
+            emulator() as (servicer, _, address),
+            P4RuntimeDriver("dut", address, device_id=1) as d,
+        ):
             codes = []
             for batch in ([add(host(1)), add(FlowRule(match=FlowMatch(), priority=0, actions=()))],
                           [add(host(1)), delete(host(1))]):  # fmt: skip
@@ -386,16 +404,18 @@ def test_the_driver_installs_the_named_program_only_when_asked_and_only_once() -
         async with emulator(installed=False) as (servicer, _, address):
             for kwargs in ({}, {"p4info": DEFAULT_P4INFO}):  # no program, and not allowed to
                 with pytest.raises(DeviceRejected) as info:
-                    async with P4RuntimeDriver("dut", address, **kwargs):
+                    async with P4RuntimeDriver("dut", address, device_id=1, **kwargs):
                         pass
                 codes.append(info.value.code)
             named: dict[str, Any] = {"p4info": DEFAULT_P4INFO, "install_pipeline": True}
-            async with P4RuntimeDriver("dut", address, **named) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, **named) as driver:
                 await driver.apply([add(RULE)])
             installed = servicer.config.p4info
-            async with P4RuntimeDriver("dut", address, **named) as driver:  # no reset
+            async with P4RuntimeDriver("dut", address, device_id=1, **named) as driver:  # no reset
                 by_file = await driver.read()
-            async with P4RuntimeDriver("dut", address) as driver:  # the device's P4Info
+            async with P4RuntimeDriver(
+                "dut", address, device_id=1
+            ) as driver:  # the device's P4Info
                 by_device = await driver.read()
             return codes, installed, by_file, by_device
 
@@ -423,6 +443,90 @@ def test_ids_are_looked_up_by_name_in_whatever_p4info_the_device_runs() -> None:
     assert entry.table_id == PROGRAM.table_id ^ 0x77
     assert mapping.to_rule(moved, entry) == RULE
     assert entry != mapping.to_entry(PROGRAM, RULE)
+
+
+def test_after_the_server_restarts_the_driver_arbitrates_again_with_its_election_id() -> None:
+    """The P4Runtime server goes and comes back on the same address (its tables empty, as a
+    restarted switch's): a request meanwhile fails within the driver's timeout; the next
+    one after it is back arbitrates again with the same election id and is served."""
+
+    async def main() -> tuple[str, list[FlowRule], int | None, float | None]:
+        pipeline = Pipeline.of(load(DEFAULT_P4INFO))
+        first = Recording(Table(FakeBridge(), pipeline))
+        server, port = await serve(first, "127.0.0.1:0")
+        address = f"127.0.0.1:{port}"
+        again: Recording | None = None
+        try:
+            async with P4RuntimeDriver(
+                "dut", address, device_id=1, election_id=7, timeout=1.0
+            ) as driver:
+                await driver.apply([add(RULE)])
+                await server.stop(None)
+                with pytest.raises(DeviceUnreachable) as down:
+                    await driver.read()
+                again = Recording(Table(FakeBridge(), pipeline))
+                server, _ = await serve(again, address)
+                await driver.apply([add(RULE)])
+                read = await driver.read()
+                return str(down.value), read, again.arbiter.primary(), driver.down_since
+        finally:
+            await server.stop(None)
+
+    error, read, primary, after = asyncio.run(main())
+    assert "UNAVAILABLE" in error, error
+    assert read == [RULE] and primary == 7 and after is None
+
+
+def test_a_warm_start_takes_the_table_from_the_bridge() -> None:
+    """The emulator restarted with ``--warm`` (as Stratum's warmboot): the entries are
+    read back from the flows the bridge kept, the same entries a Read gave before."""
+
+    async def main() -> tuple[list[Any], list[Any], int]:
+        bridge = FakeBridge()
+        pipeline = Pipeline.of(load(DEFAULT_P4INFO))
+        before = Table(bridge, pipeline)
+        rules = [RULE, *OTHERS[:2]]
+        failures = await before.write([insert(r) for r in rules])
+        assert failures == [None] * len(rules)
+        after = Table(bridge, pipeline)
+        count = await after.restore()
+        return before.read(), after.read(), count
+
+    before, after, count = asyncio.run(main())
+    assert count == 3 and sorted(map(str, after)) == sorted(map(str, before))
+
+
+def _tofino_named() -> Any:
+    """The program's P4Info as Tofino's bf-p4c names it: the pipeline's name first."""
+    info = load(DEFAULT_P4INFO)
+    for table in info.tables:
+        table.preamble.name = f"pipe.{table.preamble.name}"
+    return info
+
+
+def test_a_p4info_under_another_prefix_is_taken_through_the_inventorys_names() -> None:
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:1", device_id=1,
+        names={"MyIngress.reroute": "pipe.MyIngress.reroute"},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="not the program's"):
+        P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:1", device_id=1, names={"x": "y"})
+
+    async def main() -> tuple[DeviceRejected, list[FlowRule]]:
+        async with emulator(info=_tofino_named()) as (_, _, address):
+            with pytest.raises(DeviceRejected) as info:
+                await P4RuntimeDriver("dut", address, device_id=1).open()
+            built = P4RuntimeDriver.from_spec(
+                "dut", spec.model_copy(update={"target": address}), Expect()
+            )
+            async with built as driver:
+                await driver.apply([add(RULE)])
+                return info.value, await driver.read()
+
+    refused, read = asyncio.run(main())
+    assert refused.code == "PIPELINE_MISMATCH"
+    assert "pipe.MyIngress.reroute" in str(refused) and "names:" in str(refused)
+    assert read == [RULE]
 
 
 @pytest.mark.parametrize(
@@ -473,7 +577,7 @@ def test_a_packet_follows_a_written_entry(p4rt: P4rtSite) -> None:
         return sent
 
     async def write(op: FlowOp) -> None:
-        async with P4RuntimeDriver("dut", p4rt.emulator.address) as driver:
+        async with P4RuntimeDriver("dut", p4rt.emulator.address, device_id=1) as driver:
             await driver.apply([FlowChange(op=op, rule=rule)])
 
     assert ping(0) == 0  # fail_mode secure: no entry, no forwarding
@@ -489,8 +593,10 @@ def test_a_ports_target_makes_the_driver_a_port_monitor() -> None:
     from drivers.p4runtime.spec import P4RuntimeSpec
     from drivers.spec import Expect
 
-    plain = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559")
-    ported = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", ports="unix:/x.mgmt")
+    plain = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", device_id=0)
+    ported = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:9559", device_id=0, ports="unix:/x.mgmt"
+    )
     without = P4RuntimeDriver.from_spec("a", plain, Expect())
     with_ports = P4RuntimeDriver.from_spec("b", ported, Expect())
     assert not isinstance(without, PortMonitor) and not without.capabilities.port_state
@@ -564,14 +670,15 @@ def test_the_driver_installs_the_program_only_when_the_inventory_says_so(tmp_pat
     config = tmp_path / "reroute.json"
     config.write_bytes(b'{"target": "bmv2"}')
     spec = P4RuntimeSpec(
-        driver="p4runtime", target="127.0.0.1:1", install_pipeline=True, pipeline=config,
+        driver="p4runtime", target="127.0.0.1:1", device_id=1, install_pipeline=True,
+        pipeline=config,
         p4info=DEFAULT_P4INFO,
     )  # fmt: skip
 
     async def main() -> tuple[DeviceRejected, Any, int, bytes, list[FlowRule]]:
         async with emulator(installed=False) as (servicer, _, address):
             with pytest.raises(DeviceRejected) as info:
-                await P4RuntimeDriver("dut", address).open()  # no pipeline, not asked
+                await P4RuntimeDriver("dut", address, device_id=1).open()  # no pipeline, not asked
             untouched = servicer.config
             built = P4RuntimeDriver.from_spec(
                 "dut", spec.model_copy(update={"target": address}), Expect()
@@ -603,9 +710,9 @@ def test_a_program_differing_only_in_bytes_is_used_as_it_is() -> None:
 
     async def main() -> tuple[int, list[FlowRule]]:
         async with emulator(info=theirs) as (servicer, _, address):
-            async with P4RuntimeDriver("dut", address, **named) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, **named) as driver:
                 await driver.apply([add(RULE)])
-            async with P4RuntimeDriver("dut", address, **named) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, **named) as driver:
                 return servicer.pipelines_set, await driver.read()
 
     assert asyncio.run(main()) == (0, [RULE])
@@ -619,7 +726,7 @@ def test_another_program_is_refused_naming_what_differs() -> None:
     async def main() -> tuple[DeviceRejected, int]:
         async with emulator(info=other) as (servicer, _, address):
             with pytest.raises(DeviceRejected) as info:
-                await P4RuntimeDriver("dut", address).open()
+                await P4RuntimeDriver("dut", address, device_id=1).open()
             return info.value, servicer.pipelines_set
 
     error, installs = asyncio.run(main())
@@ -646,12 +753,12 @@ def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
 
     async def main() -> tuple[list[FlowRule], DriverError]:
         async with emulator(tls=tls) as (_, _, address):
-            async with P4RuntimeDriver("dut", address, tls=files) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, tls=files) as driver:
                 await driver.apply([add(RULE)])
                 table = await driver.read()
             wrong = files.model_copy(update={"ca_certificate": other.ca})
             with pytest.raises(DriverError) as info:
-                await P4RuntimeDriver("dut", address, tls=wrong, timeout=2).open()
+                await P4RuntimeDriver("dut", address, device_id=1, tls=wrong, timeout=2).open()
             return table, info.value
 
     table, error = asyncio.run(main())

@@ -53,12 +53,12 @@ def test_p4runtime_shell_reads_our_entries_as_backup_and_we_read_what_it_writes(
 
     async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], list[FlowRule]]:
         async with emulator() as (_, _, address):
-            async with P4RuntimeDriver("dut", address, election_id=10) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, election_id=10) as driver:
                 await driver.apply([add(r) for r in ours])
                 backup_read = await shell(address, 5, "read")
                 backup_insert = await shell(address, 5, "insert")
             primary_insert = await shell(address, 20, "insert")
-            async with P4RuntimeDriver("dut", address, election_id=10) as driver:
+            async with P4RuntimeDriver("dut", address, device_id=1, election_id=10) as driver:
                 return backup_read, backup_insert, primary_insert, await driver.read()
 
     backup_read, backup_insert, primary_insert, table = asyncio.run(main())

@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 
 from drivers.base import (
+    Capabilities,
     CrossConnectSwitch,
     DeviceRejected,
     DeviceTimeout,
@@ -349,6 +350,38 @@ def test_port_states_and_power_follow_the_light() -> None:
     assert power[3] == -60.0
     assert lit[2] is PortState.UP
     assert sent == [b":PMON:POW? (@" + b",".join(b"%d" % p for p in range(17, 33)) + b")\n"]
+
+
+def test_a_model_without_power_monitors_declares_it_and_is_never_asked_for_power() -> None:
+    """An I-OST (its ``*IDN?`` says so) has no ``:PMON:POW?``: the session declares no port
+    state and no optical power, and a port-state or power read raises without a query."""
+
+    async def body(
+        d: PolatisScpiDriver, server: EmulatorServer
+    ) -> tuple[Capabilities, str, list[DeviceRejected], list[bytes]]:
+        errors = []
+        for read in (d.port_states(), d.power([17])):
+            with pytest.raises(DeviceRejected) as info:
+                await read
+            errors.append(info.value)
+        await d.connect([(2, 18)])  # its cross-connects work as any unit's
+        return d.capabilities, (await d.identify()).summary, errors, received(server)
+
+    config = EmulatorConfig(model="I-OST", lock=FixedLock(ms=0), switch_ms=0)
+    caps, summary, errors, sent = run(body, config)
+    assert (caps.port_state, caps.optical_power) == (False, False)
+    assert "no power monitors" in summary and "I-OST-16x16" in summary
+    assert {e.code for e in errors} == {"NO_POWER_MONITORS"}
+    assert not any(b"PMON" in line for line in sent), sent
+    assert PolatisScpiDriver.capabilities.port_state  # the class keeps its declaration
+
+
+def test_the_emulated_i_ost_has_no_power_query() -> None:
+    async def body(d: PolatisScpiDriver, server: EmulatorServer) -> list[str]:
+        return await server.emulator.execute(":PMON:POW? (@17);:SYST:ERR?")
+
+    config = EmulatorConfig(model="I-OST", lock=FixedLock(ms=0), switch_ms=0)
+    assert run(body, config) == ['-113,"Undefined header;:PMON:POWer? (no power monitors)"']
 
 
 def test_power_queries_are_split_at_256_ports() -> None:

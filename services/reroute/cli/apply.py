@@ -12,7 +12,7 @@ from pathlib import Path
 from services.reroute import runtime
 from services.reroute.cli import flowarg
 from services.reroute.cli.flowarg import parse_flows
-from services.reroute.engine import Engine, read_optics, read_tables
+from services.reroute.engine import Engine, plan_on_devices
 from services.reroute.executor import Outcome
 from services.reroute.inventory import Inventory, open_drivers, resolve
 from services.reroute.journal import Journal, RerouteState
@@ -21,7 +21,7 @@ from services.reroute.planning import plan
 from services.reroute.planning.plan import Plan
 from services.reroute.rules import initial_rules
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Circuit, Topology, load_topology
+from services.reroute.topology import Topology, load_topology
 
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
@@ -51,16 +51,16 @@ def _plan(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         tables: Tables = tables_from(initial_rules(topo))
-        optics = None
-    else:
-        tables, optics = asyncio.run(_read(topo, resolve(args.inventory, topo)))
-    print(plan(topo, tables, intent, now=time.time(), optics=optics).describe())
+        print(plan(topo, tables, intent, now=time.time()).describe())
+        return 0
+    print(asyncio.run(_plan_on(topo, resolve(args.inventory, topo), intent)).describe())
     return 0
 
 
-async def _read(topo: Topology, inv: Inventory) -> tuple[Tables, frozenset[Circuit]]:
+async def _plan_on(topo: Topology, inv: Inventory, intent: Intent) -> Plan:
+    """The plan ``apply`` would run now, refused as it would be (changes nothing)."""
     async with open_drivers(inv, topo) as drivers:
-        return await read_tables(drivers), await read_optics(drivers)
+        return await plan_on_devices(topo, drivers, intent)
 
 
 def _apply(args: argparse.Namespace) -> int:

@@ -14,7 +14,9 @@ MBB (``intent.via`` names an electrical temporary path that survives the change)
             and verify the target path (tagged rules no packet uses yet)
   lock      wait until the new circuit's switch ports are up (port-status events where
             the switch sends them; a timeout: expiry rolls back to the checkpoint and
-            restores the circuits)
+            restores the circuits); a switch that reports no port state is replaced by
+            the optical switch's power monitor on the circuit, or the plan refused, by
+            ``capable.fit`` before anything moves
   swap      shift the flows onto the target path, verify, drain, clean ``via``
 
 BBM
@@ -50,6 +52,7 @@ def plan_optical(
         kind=StepKind.AWAIT_LOCK,
         device=",".join(sorted({c.switch for c in needed})),
         ports=lock_ports(topo, needed),
+        circuits=tuple(sorted(needed)),
         duration_s=intent.lock_timeout_s,
     )
     if intent.strategy is Strategy.MBB:

@@ -44,6 +44,7 @@ class Step:
     connect: tuple[Circuit, ...] = ()  # CIRCUITS
     disconnect: tuple[Circuit, ...] = ()  # CIRCUITS
     ports: tuple[tuple[str, int], ...] = ()  # AWAIT_LOCK: (switch, port) that must come up
+    circuits: tuple[Circuit, ...] = ()  # AWAIT_LOCK: the new circuits whose lock it awaits
 
     def describe(self) -> str:
         """The step as one line, as ``reroute plan`` prints it."""

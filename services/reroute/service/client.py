@@ -90,6 +90,26 @@ class Health:
     running: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceState:
+    name: str
+    kind: str
+    up: bool
+    detail: str
+    down_since: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Devices:
+    status: str  # ok, degraded (a device is down), starting, draining
+    devices: tuple[DeviceState, ...]
+
+    @property
+    def down(self) -> list[str]:
+        """The names of the devices that did not answer."""
+        return [d.name for d in self.devices if not d.up]
+
+
 class RerouteClient:
     def __init__(
         self,
@@ -210,6 +230,13 @@ class RerouteClient:
         """The service's health (GET /healthz)."""
         data = self._request("GET", "/healthz").json()
         return Health(**{k: data[k] for k in ("status", "fabric", "queue", "running")})
+
+    def devices(self) -> Devices:
+        """The service and every device, asked now (GET /v1/health)."""
+        data = self._request("GET", "/v1/health").json()
+        keys = ("name", "kind", "up", "detail", "down_since")
+        found = tuple(DeviceState(**{k: d[k] for k in keys}) for d in data["devices"])
+        return Devices(status=data["status"], devices=found)
 
     def metrics(self) -> str:
         """The Prometheus metrics text."""

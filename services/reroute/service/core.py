@@ -36,6 +36,8 @@ from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
 from services.reroute.service.metrics import Metrics
 from services.reroute.service.schemas import (
+    DeviceHealth,
+    DevicesHealth,
     FlowsView,
     Health,
     OpticsView,
@@ -47,6 +49,7 @@ from services.reroute.service.worker import Worker
 
 log = logging.getLogger("reroute.service")
 JUDGE_S = 2.0  # how long an admission waits for the idle worker's plan before answering
+HEALTH_S = 2.0  # the longest a health report waits for one device
 
 
 class FieldError(PlanError):
@@ -193,6 +196,41 @@ class RerouteService:
             queue=self.worker.queued,
             running=self.worker.current,
         )
+
+    async def device_health(self) -> DevicesHealth:
+        """``health`` and every device asked now (``identify``: one request each, at once,
+        each within ``HEALTH_S`` or its own timeout if shorter)."""
+        drivers = self.engine.drivers
+        devices = list(await asyncio.gather(*(self._ask(n, d) for n, d in drivers.items())))
+        base = self.health()
+        degraded = base.status == "ok" and not all(d.up for d in devices)
+        return DevicesHealth(
+            status="degraded" if degraded else base.status,
+            fabric=base.fabric,
+            queue=base.queue,
+            running=base.running,
+            devices=devices,
+        )
+
+    async def _ask(self, name: str, driver: object) -> DeviceHealth:
+        spec = self.settings.inventory.devices.get(name) if self.settings.inventory else None
+        kind = spec.driver if spec is not None else type(driver).__name__
+        timeout = min(HEALTH_S, spec.timeout_s if spec is not None else HEALTH_S)
+        up, detail = False, ""
+        identify = getattr(driver, "identify", None)
+        try:
+            if identify is not None:
+                detail = (await asyncio.wait_for(identify(), timeout)).summary
+            up = True
+        except TimeoutError:
+            detail = f"no answer in {timeout:g} s"
+        except DriverError as exc:
+            detail = str(exc).removeprefix(f"{exc.device}: ")
+        since = getattr(driver, "down_since", None)
+        return DeviceHealth(
+            name=name, kind=kind, up=up, detail=detail,
+            down_since=None if up else since if isinstance(since, float) else None,
+        )  # fmt: skip
 
     def begin_drain(self) -> None:
         """Refuse changes (503) from now on; let the running reroute finish."""

@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from services.reroute.journal import RerouteState
 from services.reroute.service.core import RerouteService
 from services.reroute.service.schemas import (
+    DevicesHealth,
     FlowsView,
     Health,
     OpticsView,
@@ -154,6 +155,15 @@ async def whoami(request: Request, svc: Svc) -> WhoAmI:
 @router.get("/healthz", summary="Liveness (no token needed)")
 async def healthz(svc: Svc) -> Health:
     return svc.health()
+
+
+@router.get(
+    "/v1/health",
+    responses=ERRORS,
+    summary="The service and every device it manages, asked now: which are down",
+)
+async def health(svc: Svc) -> DevicesHealth:
+    return await svc.device_health()
 
 
 @router.get(

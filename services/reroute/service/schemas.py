@@ -190,5 +190,26 @@ class Health(BaseModel):
     running: str | None
 
 
+class DeviceHealth(BaseModel):
+    name: str
+    kind: str = Field(description="its driver kind (the inventory's), or its driver's class")
+    up: bool = Field(description="it answered a request just now")
+    detail: str = Field(description="what it says it is, or why it did not answer")
+    down_since: float | None = Field(
+        description="unix time since when its driver has not reached it (null: it answers)"
+    )
+
+
+class DevicesHealth(BaseModel):
+    status: Literal["ok", "degraded", "starting", "draining"] = Field(
+        description="degraded: some device did not answer (a reroute touching it would fail "
+        "before changing anything)"
+    )
+    fabric: str
+    queue: int
+    running: str | None
+    devices: list[DeviceHealth]
+
+
 class Problem(BaseModel):
     detail: str

@@ -1,9 +1,12 @@
 """``reroute serve`` as a real process on the fabric: SIGTERM drains, kill -9 mid-reroute
-is recovered on restart (rolled back, "interrupted"; the flow on exactly one path)."""
+is recovered on restart (rolled back, "interrupted"; the flow on exactly one path), and
+ovs-vswitchd restarted under it is reconnected to without restarting the service."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from fabric.fabric import Fabric
+from fabric.restart import restart_vswitchd, saved_flows
+from fabric.vswitch import alive
 from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
@@ -99,3 +104,43 @@ def test_sigterm_finishes_the_running_reroute_and_keeps_the_pending_one(
             rf"request method=POST path=/v1/reroutes status=20[12] .*{reroute.id}", log
         )
     assert "request method=POST path=/v1/reroutes status=503" in log
+
+
+def test_ovs_vswitchd_restarted_under_the_service(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    """ovs-vswitchd dies under ``reroute serve`` and comes back as ``ovs-ctl restart`` brings
+    it (its tables saved and put back): meanwhile ``/v1/health`` names the switches down and
+    a reroute fails before it changes anything; afterwards the flow is on one path, read
+    back, the switches are up again and the next reroutes succeed on the same service."""
+    topo, fab = svc_fabric
+    serve = ServeProcess(config)
+    try:
+        client = serve.client()
+        assert client.devices().down == []
+        flows = saved_flows(fab, topo)
+        pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.005)
+        try:
+            health = client.devices()
+            assert health.status == "degraded", health
+            assert {"br1", "br2", "br3", "br4"} <= set(health.down), health
+            during = client.create([FLOW], "temporary", wait_s=30)
+            assert during.state is RerouteState.REJECTED, during
+            assert "reconnecting" in (during.error or ""), during.error
+        finally:
+            restart_vswitchd(fab, topo, flows)
+        assert path_of_flow(topo, fab) == "long"  # nothing of it half-applied
+        deadline = time.monotonic() + 15
+        while client.devices().down:
+            assert time.monotonic() < deadline, client.devices()
+            time.sleep(0.2)
+        moved = client.create([FLOW], "temporary", wait_s=30)
+        assert moved.state is RerouteState.DONE, moved.error
+        assert path_of_flow(topo, fab) == "temporary"
+        back = client.create([FLOW], "long", wait_s=30)
+        assert back.state is RerouteState.DONE, back.error
+    finally:
+        assert serve.stop() == 0

@@ -79,7 +79,7 @@ def test_read_back_finds_missing_rules_by_key_not_by_spelling() -> None:
 def test_the_injector_has_its_own_higher_p4runtime_election_id_and_trusts_odl(
     tmp_path: Path,
 ) -> None:
-    p4 = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", election_id=10)
+    p4 = P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", device_id=1, election_id=10)
     hp = HpDpctlSpec(driver="hp_dpctl", target="tcp:127.0.0.1:6634")
     odl = OdlSpec(driver="odl", target="http://127.0.0.1:8181", password={"env": "X"})
     inv = Inventory(file=tmp_path / "i.yaml", topology="t", state_dir=tmp_path,

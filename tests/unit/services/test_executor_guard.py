@@ -8,6 +8,7 @@ OpenFlow 1.0 switch or a REST northbound does; the executor, journal and plan ar
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -21,6 +22,7 @@ from drivers.base import (
     FlowRule,
     Output,
     Prefix,
+    Survey,
 )
 from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState, StepState
@@ -85,6 +87,9 @@ class OneByOne:
     async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
         self.reads += 1
         return list(self.table.values())
+
+    async def survey(self, cookie: int, cookie_mask: int) -> Survey:
+        return Survey(ours=await self.read(cookie, cookie_mask), foreign=[])
 
     async def close(self) -> None:
         pass
@@ -230,3 +235,37 @@ def test_a_circuit_step_that_succeeds_changes_only_its_circuits() -> None:
         [Circuit(switch="ost1", ingress=1, egress=19)],
     )
     assert outcome.state is RerouteState.DONE and switch.table == {1: 19, 2: 18}
+
+
+# --------------------------------------------------------------------------------------
+# max_batch: a batch larger than the device takes goes in requests, guarded
+
+
+class RefusesThird(OneByOne):
+    """Refuses its third request (table full, say), whatever it holds."""
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        if len(self.batches) == 2:
+            self.batches.append(len(changes))
+            raise DeviceRejected(self.name, "request refused", "TABLE_FULL")
+        await super().apply(changes)
+
+
+LIMITED = dataclasses.replace(ATOMIC, max_batch=2)
+
+
+def test_a_batch_beyond_max_batch_goes_in_requests_of_that_size() -> None:
+    switch = OneByOne("s1", BEFORE, capabilities=LIMITED)
+    outcome = run(switch, add(*(rule(h) for h in range(4, 9))))
+    assert outcome.state is RerouteState.DONE
+    assert switch.batches == [2, 2, 1]
+    assert sorted(switch.table.values()) == sorted([*BEFORE, *(rule(h) for h in range(4, 9))])
+    assert switch.reads == 2  # no longer all or nothing: the undo point and the read-back
+
+
+def test_a_split_batch_failing_part_way_is_undone_whole_though_the_device_is_atomic() -> None:
+    switch = RefusesThird("s1", BEFORE, capabilities=LIMITED)
+    outcome = run(switch, add(*(rule(h) for h in range(4, 9))))
+    assert outcome.state is RerouteState.ROLLED_BACK
+    assert sorted(switch.table.values()) == sorted(BEFORE)
+    assert all(size <= 2 for size in switch.batches), switch.batches

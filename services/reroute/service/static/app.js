@@ -5,7 +5,7 @@
 // (a reroute's phases, the history), this one (state, panels, the form, wiring).
 
 import { ApiError, call, openEvents, randomKey, readEvents } from "./api.js";
-import { $, el } from "./dom.js";
+import { $, clock, el } from "./dom.js";
 import { drawTopology, flowsOn, highlightPath, pathColor, pathNodes } from "./drawing.js";
 import { phaseGroup, renderHistory, renderTimeline } from "./timeline.js";
 
@@ -76,6 +76,7 @@ async function boot() {
     showError(`Reading the fabric failed: ${err.message}`);
   }
   listen();
+  refreshHealth();
 }
 
 async function refreshAll() {
@@ -120,6 +121,33 @@ async function refreshHistory() {
   const history = await api("/v1/reroutes?limit=20");
   state.history = history.reroutes;
   showHistory();
+}
+
+// ---------------------------------------------------------------- devices
+
+const HEALTH_MS = 3000; // how often the devices are asked (GET /v1/health asks each once)
+
+async function refreshHealth() {
+  if (!state.token || $("main").hidden) return;
+  let health;
+  try {
+    health = await api("/v1/health");
+  } catch (err) {
+    $("devices-state").textContent = "unknown";
+    $("devices-state").dataset.state = "failed";
+    return;
+  }
+  const down = health.devices.filter((d) => !d.up);
+  $("devices-state").textContent = down.length ? `${down.length} down` : "all up";
+  $("devices-state").dataset.state = down.length ? "failed" : "done";
+  $("devices").replaceChildren(
+    ...health.devices.map((d) => {
+      const since = d.down_since ? ` since ${clock(d.down_since)}` : "";
+      const text = d.up ? d.detail : `DOWN${since}: ${d.detail}`;
+      return el("li", { "data-up": String(d.up), "data-device": d.name },
+        el("b", { text: d.name }), ` ${d.kind} `, el("span", { class: "hint", text }));
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- event stream
@@ -413,6 +441,7 @@ function start() {
   $("confirm").addEventListener("click", confirm);
   $("discard").addEventListener("click", discardPlan);
   setInterval(ticker, 100);
+  setInterval(refreshHealth, HEALTH_MS);
   state.token = sessionStorage.getItem(TOKEN_KEY);
   if (state.token) boot();
   else askToken("");

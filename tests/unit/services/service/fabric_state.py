@@ -6,12 +6,13 @@ import asyncio
 from ipaddress import IPv4Address
 from pathlib import Path
 
+from drivers.ovs import OvsDriver
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from services.reroute.engine import read_tables
 from services.reroute.journal import Journal, Record, StepRecord
-from services.reroute.rules import tag_of
-from services.reroute.tables import Packet, Tables, deliver, lookup
+from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, tag_of
+from services.reroute.tables import Packet, Tables, deliver, lookup, tables_from
 from services.reroute.topology import Topology
 
 VM2, VM3 = IPv4Address("10.0.0.2"), IPv4Address("10.0.0.3")
@@ -25,9 +26,24 @@ def tables(topo: Topology, fab: Fabric) -> Tables:
     return asyncio.run(read())
 
 
-def path_of_flow(topo: Topology, fab: Fabric) -> str:
+def bridge_tables(topo: Topology, fab: Fabric) -> Tables:
+    """Our rules as the fabric's bridges hold them, read over OpenFlow whatever programs
+    them (a P4Runtime switch EMULATOR's entries are its bridge's flows): no session of
+    the switches' own drivers is opened beside the service's (one P4Runtime primary)."""
+
+    async def read() -> Tables:
+        found = {}
+        for s in topo.switches:
+            async with OvsDriver(s.name, fab.ovs.mgmt(s.name)) as bridge:
+                found[s.name] = await bridge.read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
+        return tables_from(found)
+
+    return asyncio.run(read())
+
+
+def path_of_flow(topo: Topology, fab: Fabric, t: Tables | None = None) -> str:
     """The one path vm2<->vm3 takes, both directions delivered on it (AssertionError if not)."""
-    t = tables(topo, fab)
+    t = tables(topo, fab) if t is None else t
     names = list(topo.paths)
     found = set()
     for host, at, packet in (

@@ -320,3 +320,19 @@ def test_flows_in_every_form_plan_alike_and_a_flow_without_destination_is_a_422(
     assert error["loc"] == ["body", "flows", 0] and "no destination" in error["msg"]
     assert fake.snapshot() == before
     assert journal_ids(tmp_path / "journal.sqlite") == []
+
+
+def test_health_asks_every_device_and_names_the_ones_down(
+    fake_server: ServerThread, fake: FakeFabric
+) -> None:
+    reader = fake_server.http(READER)
+    assert fake_server.http(None).get("/v1/health").status_code == 401
+    up = reader.get("/v1/health").json()
+    assert up["status"] == "ok" and all(d["up"] for d in up["devices"])
+    assert {d["name"] for d in up["devices"]} == set(fake.switches)
+    fake.switches["br3"].down = "cannot connect to unix:/run/x/br3.mgmt: No such file"
+    down = reader.get("/v1/health").json()
+    assert down["status"] == "degraded"
+    (br3,) = [d for d in down["devices"] if not d["up"]]
+    assert br3["name"] == "br3" and "No such file" in br3["detail"]
+    assert fake_server.http(None).get("/healthz").json()["status"] == "ok"  # still alive

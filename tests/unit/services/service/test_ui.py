@@ -306,6 +306,7 @@ def test_a_device_that_cannot_be_read_leaves_the_page_and_says_so(
         raise DeviceUnreachable("ost1", "TCPIP0::192.0.2.30::5025::SOCKET: no route")
 
     ost1.connections = unreachable  # type: ignore[method-assign]
+    fake.switches["br3"].down = "cannot connect to unix:/run/x/br3.mgmt: No such file"
 
     @asynccontextmanager
     async def drivers(config: Settings) -> AsyncIterator[Mapping[str, Driver]]:
@@ -320,6 +321,10 @@ def test_a_device_that_cannot_be_read_leaves_the_page_and_says_so(
         b.wait(lambda: "no route" in b.text("#error"), "the device's error")
         assert "optical cross-connects" in b.text("#error")
         assert FLOW in flows_on(b, "long")  # what could be read is drawn
+        b.wait(lambda: b.text("#devices-state") == "1 down", "the devices panel")
+        assert b.attr('#devices li[data-device="br3"]', "data-up") == "false"
+        assert "No such file" in b.text('#devices li[data-device="br3"]')
+        assert b.attr('#devices li[data-device="br2"]', "data-up") == "true"
 
 
 WATCH = """

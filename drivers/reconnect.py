@@ -1,0 +1,105 @@
+"""A driver's connection to a device that restarts: opened again when it was lost, with
+backoff bounded by the device's timeout. Shared by the drivers that hold a connection
+(``ovs``: an OpenFlow channel; ``p4runtime``: its arbitration stream).
+
+``Reconnecting(device, connect, alive, timeout)`` keeps one connection. ``get()`` returns
+it while ``alive(conn)``; once lost (the switch restarted, its daemon died) the next
+``get()`` calls ``connect()`` again: at once, then after 50 ms, doubling up to 1 s,
+until it succeeds or ``timeout`` has passed since the first attempt (then the last
+``DeviceUnreachable`` / ``DeviceTimeout`` is raised, saying for how long it tried). One
+caller reconnects; the others wait for it. An error that is not about reaching the
+device (``DeviceRejected``: another datapath id, not the primary) is raised at once.
+
+Nothing is retried here but the connection: a request that was in flight when the device
+went fails, as it must (its outcome is the caller's to read back). ``down_since`` says
+since when the device has been unreachable (None while it answers), for health reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from drivers.errors import DeviceTimeout, DeviceUnreachable
+
+log = logging.getLogger("reroute.drivers")
+C = TypeVar("C")
+FIRST_PAUSE_S = 0.05
+MAX_PAUSE_S = 1.0
+
+
+class Reconnecting(Generic[C]):
+    def __init__(
+        self,
+        device: str,
+        connect: Callable[[], Awaitable[C]],
+        alive: Callable[[C], bool],
+        timeout: float,
+    ) -> None:
+        self.device = device
+        self.timeout = timeout
+        self.down_since: float | None = None  # time.time() of the loss, while down
+        self._connect = connect
+        self._alive = alive
+        self._conn: C | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def current(self) -> C | None:
+        """The connection as it is (None before the first one), alive or not."""
+        return self._conn
+
+    def set(self, conn: C) -> None:
+        """Take ``conn`` (opened by the caller) as the connection."""
+        self._conn = conn
+        self.down_since = None
+
+    def forget(self) -> C | None:
+        """Drop the connection (the caller closes it); ``get`` will not reopen it."""
+        conn, self._conn = self._conn, None
+        return conn
+
+    async def get(self) -> C:
+        """The connection, opened again if it was lost (see the module docstring)."""
+        conn = self._conn
+        if conn is None:
+            raise DeviceUnreachable(self.device, "not connected (call open() first)")
+        if self._alive(conn):
+            return conn
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise DeviceUnreachable(self.device, "not connected (call open() first)")
+            if not self._alive(conn):
+                conn = await self._again()
+                self._conn = conn
+            return conn
+
+    async def _again(self) -> C:
+        if self.down_since is None:
+            self.down_since = time.time()
+            log.warning("%s: connection lost; reconnecting", self.device)
+        started = time.monotonic()
+        pause = FIRST_PAUSE_S
+        while True:
+            try:
+                conn = await self._connect()
+            except (DeviceUnreachable, DeviceTimeout) as exc:
+                waited = time.monotonic() - started
+                if waited + pause > self.timeout:
+                    raise type(exc)(
+                        self.device,
+                        f"{str(exc).removeprefix(f'{self.device}: ')} (reconnecting for "
+                        f"{waited:.1f} s, within its timeout of {self.timeout:g} s)",
+                    ) from exc
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_PAUSE_S)
+                continue
+            log.warning(
+                "%s: reconnected after %.1f s down", self.device, time.time() - self.down_since
+            )
+            self.down_since = None
+            return conn
