@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import glob
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from fabric.errors import FabricError
 
+log = logging.getLogger("reroute.fabric.peers")
 ROOT = Path(__file__).resolve().parents[1]
 FALLBACK = Path("/work/shared/peers")
 TARBALL = "openflow-1.0-reference.tar.gz"
@@ -188,7 +190,7 @@ def _staging(final: Path) -> Iterator[Path]:
 
 
 def _build(argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
-    print(f"peers: building {what} (once; cached in {cache_dir()})", file=sys.stderr)
+    log.warning("building %s (once; cached in %s)", what, cache_dir())
     try:
         proc = subprocess.run(
             argv,
@@ -212,6 +214,7 @@ def _build(argv: list[str], what: str, env: dict[str, str] | None = None) -> Non
 def main() -> int:
     """Build every peer (cached); print where each is, or why it cannot be had. Exit 1
     only when a build failed (a missing prerequisite is reported, not fatal)."""
+    logging.basicConfig(level=logging.INFO, format="peers: %(message)s")
     status = 0
     for name, find in (("dpctl (OpenFlow 1.0 reference)", dpctl), ("Ryu 4.34", ryu_manager)):
         try:

@@ -9,8 +9,9 @@ certificate Ryu opens no SSL listener, only the TCP one, on port 0. The OpenFlow
 then read from the process's own listening sockets (``/proc/PID/fd`` and
 ``/proc/PID/net/tcp``).
 
-Its pid file is ``<rundir>/<name>.pid`` like every fabric daemon's, so ``fabric down``
-(``daemons.stop_all``) stops it; SIGTERM ends it (Ryu installs no handler).
+Its pid file is ``<rundir>/<name>.pid`` like every fabric daemon's (written by us at once,
+and by Ryu's ``--pid-file``, which also puts the run directory in its command line), so
+``fabric down`` (``daemons.stop_all``) stops it; SIGTERM ends it (Ryu installs no handler).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def start(rundir: Path, name: str, *, openflow_host: str, timeout: float = 20.0)
     argv = [
         str(manager), "--wsapi-host", "127.0.0.1", "--wsapi-port", "0",
         "--ofp-listen-host", openflow_host, "--ofp-tcp-listen-port", "0",
-        "--ofp-ssl-listen-port", "1", APP,
+        "--ofp-ssl-listen-port", "1", "--pid-file", str(rundir / f"{name}.pid"), APP,
     ]  # fmt: skip
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
