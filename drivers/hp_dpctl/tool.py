@@ -61,6 +61,11 @@ class Command:
 
 class Tool(Protocol):
     @property
+    def path(self) -> str:
+        """The program."""
+        ...
+
+    @property
     def waits(self) -> bool:
         """True when an exit status of 0 means the switch accepted every message."""
         ...
