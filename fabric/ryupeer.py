@@ -59,12 +59,13 @@ def start(rundir: Path, name: str, *, openflow_host: str, timeout: float = 20.0)
         "--ofp-ssl-listen-port", "1", "--pid-file", str(rundir / f"{name}.pid"), APP,
     ]  # fmt: skip
     with log_path.open("ab") as log:
+        since = log.tell()  # an earlier run's lines stay in the log: read only ours
         proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
         )
     (rundir / f"{name}.pid").write_text(f"{proc.pid}\n")
     try:
-        rest, openflow = _wait_listening(proc, log_path, timeout)
+        rest, openflow = _wait_listening(proc, log_path, since, timeout)
     except BaseException:
         _terminate(proc.pid)
         raise
@@ -73,11 +74,13 @@ def start(rundir: Path, name: str, *, openflow_host: str, timeout: float = 20.0)
     )
 
 
-def _wait_listening(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> tuple[int, int]:
-    """(REST port, OpenFlow port) once Ryu listens on both."""
+def _wait_listening(
+    proc: subprocess.Popen[bytes], log: Path, since: int, timeout: float
+) -> tuple[int, int]:
+    """(REST port, OpenFlow port) once Ryu listens on both (its log from byte ``since``)."""
     deadline = time.monotonic() + timeout
     while True:
-        rest = _wsgi_port(log)
+        rest = _wsgi_port(log, since)
         others = [p for p in listening_ports(proc.pid) if p != rest]
         if rest is not None and others:
             return rest, others[0]
@@ -88,8 +91,10 @@ def _wait_listening(proc: subprocess.Popen[bytes], log: Path, timeout: float) ->
         time.sleep(0.02)
 
 
-def _wsgi_port(log: Path) -> int | None:
-    found = _WSGI.search(log.read_text(errors="replace"))
+def _wsgi_port(log: Path, since: int) -> int | None:
+    with log.open("rb") as f:
+        f.seek(since)
+        found = _WSGI.search(f.read().decode(errors="replace"))
     return int(found[1]) if found else None
 
 
