@@ -198,7 +198,8 @@ def _build(
         for n, switch in enumerate(hp):
             port = HP_LISTEN_PORT + n
             targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
-        played["hp_dpctl"] = _hp_tool(peers.hp_tool, progress)
+        played["hp_dpctl"] = _hp_tool(peers.hp_tool)
+        progress(f"their tool: {played['hp_dpctl']}")
     if odl:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
         targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
@@ -219,10 +220,10 @@ def _build(
     return targets, played
 
 
-def _hp_tool(choice: str, progress: Progress) -> str:
-    """What drives the HP switches (the reference dpctl is built here when asked for)."""
+def _hp_tool(choice: str) -> str:
+    """What drives the HP switches (the reference dpctl is built here, once, when asked for
+    and not built yet)."""
     if choice == "dpctl":
-        progress("the OpenFlow 1.0 reference dpctl (built once from the peers, cached)")
         return f"the OpenFlow 1.0 reference dpctl at {fabric_peers.dpctl()} (--hp-tool dpctl)"
     tool = find_tool(5.0, kind=choice)  # what the driver takes on this machine
     name = "the OpenFlow 1.0 reference dpctl" if isinstance(tool, Dpctl) else "ovs-ofctl"

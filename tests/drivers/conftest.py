@@ -33,10 +33,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from fabric import mgmt, netns, peers
+from fabric import mgmt, netns
 from fabric.hp import play_hp
 from fabric.run import run
 from fabric.vswitch import OvsInstance
+from tests import peers as need
 from tests.drivers import p4rt_site, ryu_site
 from tests.drivers.odl_site import OdlSite, is_root_with_ovs, start_site, stop_site
 from tests.drivers.p4rt_site import P4rtSite
@@ -148,10 +149,7 @@ def ryu_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RyuSite]:
     naming what is missing where Ryu cannot be had (no Python 3.9, no peers directory)."""
     if not is_root_with_ovs():
         pytest.fail("these driver tests need root and Open vSwitch; deselect with -m 'not fabric'")
-    try:
-        peers.ryu_manager()
-    except peers.PeerMissing as exc:
-        pytest.skip(f"real Ryu 4.34 cannot be had here: {exc}")
+    need.ryu_manager()
     workdir = tmp_path_factory.mktemp("ryu-real-site")
     site = None
     try:

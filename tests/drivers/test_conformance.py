@@ -81,8 +81,8 @@ from drivers.base import (
 )
 from drivers.base import kind as registry_kind
 from drivers.polatis_scpi import socket_resource
-from fabric import peers
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
+from tests import peers as need
 from tests.drivers.conftest import OvsSite
 from tests.drivers.odl_site import OdlSite
 from tests.drivers.p4rt_site import P4rtSite
@@ -426,10 +426,7 @@ os.environ.setdefault("REROUTE_TEST_ODL_PASSWORD", "admin")
 def reference_dpctl() -> Options:
     """The OpenFlow 1.0 reference dpctl (``fabric.peers``, built once), or skip naming what
     is missing."""
-    try:
-        path = str(peers.dpctl())
-    except peers.PeerMissing as exc:
-        pytest.skip(f"the OpenFlow 1.0 reference dpctl cannot be had here: {exc}")
+    path = str(need.reference_dpctl())
     # dpctl never hears a refusal: a refused batch is known when its read-back gives up
     return {"tool": "dpctl", "tool_path": path, "verify_wait_s": 0.5}
 

@@ -41,8 +41,8 @@ from drivers.errors import ConfigError
 from drivers.hp_dpctl import HpDpctlDriver, cookies, flowtext
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
 from drivers.hp_dpctl.which import find_tool
-from fabric import peers
 from fabric.ofrelay import Relay, refuse_of10_port_desc
+from tests import peers as need
 from tests.drivers.conftest import OvsSite
 
 T = TypeVar("T")
@@ -470,10 +470,7 @@ def test_classify(code: int, stderr: str, kind: type[DriverError], device_code: 
 @pytest.fixture(scope="session")
 def reference_dpctl() -> str:
     """The OpenFlow 1.0 reference dpctl (built once, cached; skip naming what is missing)."""
-    try:
-        return str(peers.dpctl())
-    except peers.PeerMissing as exc:
-        pytest.skip(f"the OpenFlow 1.0 reference dpctl cannot be had here: {exc}")
+    return str(need.reference_dpctl())
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ from drivers.base import (
 )
 from drivers.ryu_rest import RyuRestDriver, mapping
 from drivers.ryu_rest.mapping import MappingError
-from fabric import peers, ryupeer
+from fabric import ryupeer
+from tests import peers as need
 from tests.drivers.controller_site import Controller
 from tests.drivers.ryu_site import DPID, Emulator, RyuSite, start_emulator
 
@@ -159,10 +160,8 @@ def lone(
         yield emulator
         assert emulator.stop() == 0
         return
-    try:
-        real = ryupeer.start(workdir, "ryu", openflow_host="127.0.0.1")
-    except peers.PeerMissing as exc:
-        pytest.skip(f"real Ryu 4.34 cannot be had here: {exc}")
+    need.ryu_manager()
+    real = ryupeer.start(workdir, "ryu", openflow_host="127.0.0.1")
     try:
         yield real
     finally:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from drivers.hp_dpctl import cookies
-from fabric import peers, state
+from fabric import state
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
 from services.reroute.engine import reroute
@@ -22,6 +22,7 @@ from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.rules import ROLE_INGRESS, cookie, path_tag
 from services.reroute.topology import Topology, load_topology
+from tests import peers as need
 from tests.e2e.conftest import RATE, ROOT, during, leftovers
 from tests.e2e.conftest import reroute as reroute_cli
 
@@ -33,15 +34,12 @@ FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3")
 
 @pytest.fixture
 def dpctl_fabric() -> Iterator[Fabric]:
-    try:
-        peers.dpctl()
-    except peers.PeerMissing as exc:
-        pytest.skip(f"the OpenFlow 1.0 reference dpctl cannot be had here: {exc}")
+    dpctl = need.reference_dpctl()
     up = reroute_cli("fabric", "up", str(NGNCS_DPCTL), "--hp-tool", "dpctl", timeout=120)
     try:
         found = state.load(NAME)
         assert found is not None
-        assert "reference dpctl" in up.stderr, up.stderr
+        assert f"the OpenFlow 1.0 reference dpctl at {dpctl}" in up.stderr, up.stderr
         yield Fabric(state=found)
     finally:
         reroute_cli("fabric", "down", NAME)
@@ -79,7 +77,7 @@ def test_the_optical_mbb_through_the_reference_dpctl_moves_the_flows_and_back(
     inventory = yaml.safe_load(dpctl_fabric.state.inventory.read_text())["devices"]
     for bridge in ("br1", "br2", "br3", "br4"):
         assert inventory[bridge]["tool"] == "dpctl"
-        assert inventory[bridge]["tool_path"] == str(peers.dpctl())
+        assert inventory[bridge]["tool_path"] == str(need.reference_dpctl())
     check = reroute_cli("inventory", "check", "--topology", str(NGNCS_DPCTL))
     assert check.stdout.count("OpenFlow 1.0 switch via dpctl") == 4, check.stdout
     # the fabric wrote the baseline with ovs-ofctl (64-bit cookies): read back as written

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fabric import peers, ryupeer, ryusite, state
+from fabric import ryupeer, ryusite, state
 from services.reroute.inventory import load_inventory
+from tests import peers as need
 from tests.e2e.conftest import RATE, ROOT, leftovers, reroute
 
 NGNCS_RYU = ROOT / "topologies" / "ngncs-ost-ryu.yaml"
@@ -21,10 +22,7 @@ SECONDS = 4  # the demo's probe per run
 
 @pytest.mark.fabric
 def test_the_optical_mbb_demo_through_ryu_loses_nothing_beyond_the_fabric(tmp_path: Path) -> None:
-    try:
-        peers.ryu_manager()
-    except peers.PeerMissing as exc:
-        pytest.skip(f"real Ryu 4.34 cannot be had here: {exc}")
+    need.ryu_manager()
     numbers = tmp_path / "demo.json"
     proc = reroute(
         "demo", "--topology", str(NGNCS_RYU), "--json", str(numbers), check=False, timeout=120
