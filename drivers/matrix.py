@@ -4,9 +4,11 @@
 when the file is stale); ``--stdout`` prints it instead. Every package under ``drivers/``
 is imported first, so each registers its kinds. The columns are the fields of
 ``Capabilities``, so a new field shows up without touching this module. After the matrix
-come the drivers' ``CHECKED.md`` (``drivers/<package>/CHECKED.md``: what was checked
-against the device's public documentation, and what only against our emulator), each
-under its kind's heading; a driver without one is listed as unchecked.
+come the third-party peers each driver ran against, with the result (a table of the
+"Third-party peer" sections), and the drivers' ``CHECKED.md`` (``drivers/<package>/
+CHECKED.md``: what was checked against the device's public documentation, against a real
+peer, and what only against our emulator), each under its kind's heading; a driver without
+one is listed as unchecked.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -97,8 +100,34 @@ def render(kinds: Sequence[str] | None = None) -> str:
     checked = "".join(checked_section(kind) for kind in kinds)
     return (
         HEADER + "\n" + "\n".join(lines) + "\n\n## Notes\n\n" + "\n".join(notes) + "\n"
-        + CHECKED_HEADER + checked
+        + peers_table(kinds) + CHECKED_HEADER + checked
     )  # fmt: skip
+
+
+PEERS_HEADER = """
+## Third-party peers
+
+Which implementation no one on this project wrote each driver ran against, and with what
+result (the first sentence of the "Third-party peer" section of its `CHECKED.md`).
+
+| kind | peer and result |
+|---|---|
+"""
+_PEER = re.compile(r"^## Third-party peer\n+\*\*(.+?)\*\*", re.MULTILINE | re.DOTALL)
+
+
+def peer_summary(kind: str) -> str:
+    """The kind's third-party peer and result, from its CHECKED.md (or that it says none)."""
+    path = checked_file(kind)
+    found = _PEER.search(path.read_text()) if path.exists() else None
+    if found is None:
+        return f"not said: no Third-party peer section in its {path.name}"
+    return " ".join(found[1].split())
+
+
+def peers_table(kinds: Sequence[str]) -> str:
+    """The third-party peers of ``kinds`` as a Markdown table."""
+    return PEERS_HEADER + "".join(f"| `{kind}` | {peer_summary(kind)} |\n" for kind in kinds)
 
 
 CHECKED_HEADER = """

@@ -68,6 +68,7 @@ class RestFlowDriver(Session):
     poll_s = 0.05  # read-back interval while a batch settles
     absent_code = "not-in-table"  # DeviceRejected code of a change the read-back lacks
     read_back_from = "the switch's table"  # where the read-back looks, for messages
+    refusal_hint = "see its log"  # where a switch's refusal may be seen, for messages
 
     def __init__(
         self,
@@ -227,7 +228,7 @@ class RestFlowDriver(Session):
             self.name,
             f"change #{i} ({changes[i].op} {changes[i].rule}) is not in {self.read_back_from} "
             f"after {self.settle_s:g} s ({len(wrong)} entries differ; the switch refused it "
-            "and the controller does not say why: see its log); the batch of "
+            f"and the controller does not say why: {self.refusal_hint}); the batch of "
             f"{len(changes)} was undone",
             self.absent_code,
         )

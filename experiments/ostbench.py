@@ -66,6 +66,8 @@ def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
     flows = demo.demo_flows(topo)
     say(f"bringing up {topo.name} (lock-time seed {seed})")
     fab = fabric.up(topo, seed=seed)
+    for kind, what in fab.state.peers.items():  # real Ryu, or its emulator (fabric up --ryu)
+        say(f"{kind} switches: {what}")
     try:
         yield Bench(topo=topo, fab=fab, inv=load_inventory(fab.state.inventory), flows=flows)
     finally:
@@ -131,6 +133,7 @@ def measure(b: Bench, strategy: str, load: Load, say: Say) -> dict[str, Any]:
         "rtt": ping.during(request_wall),
         "tcp_loss_pct": tcp_loss_pct(tcp),
         "bystander": other.numbers(request_ns),
+        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.fabric.Peers)
     }
 
 

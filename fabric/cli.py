@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from fabric import fabric, state
+from fabric import fabric, ryusite, state
 from fabric.errors import FabricError
 from fabric.run import in_netns
 from fabric.status import render
@@ -29,7 +29,8 @@ def _progress(message: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     print(f"fabric {topo.name}: bringing up {topo.file}", file=sys.stderr)
-    fab = fabric.up(topo, progress=_progress, seed=args.seed)
+    peers = fabric.Peers(ryu=args.ryu, hp_tool=args.hp_tool)
+    fab = fabric.up(topo, progress=_progress, seed=args.seed, peers=peers)
     name = topo.name
     print(
         f"fabric {name} is up: `reroute fabric status {name}`, "
@@ -168,6 +169,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("file", type=Path, metavar="FILE")
     up.add_argument(
         "--seed", type=int, default=0, help="seed of the optical emulators' lock-time draws"
+    )
+    up.add_argument(
+        "--ryu",
+        choices=ryusite.CHOICES,
+        default="auto",
+        help="what controls ryu_rest switches: real Ryu 4.34 (built once by make setup; needs "
+        "a Python 3.9), its emulator, or auto (default): real Ryu where it can be had",
+    )
+    up.add_argument(
+        "--hp-tool",
+        choices=fabric.HP_TOOLS,
+        default="auto",
+        help="the tool hp_dpctl switches get in the inventory: dpctl (the OpenFlow 1.0 "
+        "reference, built once by make setup; needs gcc and make), ovs-ofctl, or auto "
+        "(default: the driver's choice, a reference dpctl on PATH, else ovs-ofctl)",
     )
     up.set_defaults(func=_up)
     down = fsub.add_parser(

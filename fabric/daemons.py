@@ -159,12 +159,17 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
+PEER_DAEMONS = (b"ryu-manager",)  # third-party peers run as fabric daemons (fabric.ryupeer)
+
+
 def _is_ours(pid: int) -> bool:
-    """The pid is still a Python daemon of ours (not a recycled pid)."""
+    """The pid is still a Python daemon of ours, or a peer's (not a recycled pid)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
+    if any(os.path.basename(arg) in PEER_DAEMONS for arg in cmdline):
+        return True
     return any(arg.startswith(b"fabric.") for arg in cmdline) and os.path.basename(
         cmdline[0]
     ).startswith(b"python")

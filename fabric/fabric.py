@@ -15,7 +15,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from drivers.hp_dpctl.tool import Dpctl
+from drivers.hp_dpctl.which import find_tool
 from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, p4rtsite, patchpanel, ryusite
+from fabric import peers as fabric_peers
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
 from fabric.hp import HP_LISTEN_PORT, play_hp
@@ -59,22 +62,47 @@ def host_mac(index: int) -> str:
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
-def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Peers:
+    """What plays the devices that have a real third-party implementation (``fabric.peers``):
+
+    - ``ryu``: ``auto`` (real Ryu 4.34 where it can be had, else the emulator, saying
+      why), ``real`` or ``emulator``: the controller of ``ryu_rest`` switches;
+    - ``hp_tool``: the tool the inventory gives ``hp_dpctl`` switches: ``auto`` (the
+      driver's choice: a reference dpctl on PATH, else ovs-ofctl), ``dpctl`` (the OpenFlow
+      1.0 reference, built from the peers) or ``ovs-ofctl``.
+    """
+
+    ryu: str = "auto"
+    hp_tool: str = "auto"
+
+
+HP_TOOLS = ("auto", "dpctl", "ovs-ofctl")
+
+
+def up(
+    topo: Topology, progress: Progress = _quiet, *, seed: int = 0, peers: Peers | None = None
+) -> Fabric:
     """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
-    seeds the optical emulators' lock-time draws (the same seed, the same lock times)."""
+    seeds the optical emulators' lock-time draws (the same seed, the same lock times);
+    ``peers`` says what plays the devices that have a real implementation."""
     require_root_and_tools(*TOOLS)
     _check_emulated(topo)
     _check_name_free(topo.name)
+    chosen = peers or Peers()
+    if chosen.hp_tool not in HP_TOOLS:
+        raise FabricError(f"--hp-tool {chosen.hp_tool!r}: expected one of {', '.join(HP_TOOLS)}")
     state = FabricState(
         name=topo.name,
         topology=topo.file,
         fabric_ns=fabric_ns(topo.name),
         host_ns={h.name: host_ns(topo.name, h.name) for h in topo.hosts},
+        hp_tool=chosen.hp_tool,
     )
     state.save()
     fab = Fabric(state=state)
     try:
-        targets = _build(topo, fab, progress)
+        targets, played = _build(topo, fab, progress, chosen)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
@@ -87,7 +115,7 @@ def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
     except BaseException:
         down(topo.name)
         raise
-    done = replace(state, phase="up", scpi=scpi, delay=delay, targets=targets)
+    done = replace(state, phase="up", scpi=scpi, delay=delay, targets=targets, peers=played)
     try:
         progress("inventory of the fabric's devices")
         inventory.write(topo, done)
@@ -103,7 +131,7 @@ EMULATED = {
     "ovs": "an OVS bridge, OpenFlow 1.3 on its management socket",
     "hp_dpctl": "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)",
     "odl": "an OVS bridge controlled by the OpenDaylight northbound EMULATOR",
-    "ryu_rest": "an OVS bridge controlled by the Ryu ofctl_rest EMULATOR (OpenFlow 1.3)",
+    "ryu_rest": "an OVS bridge controlled by real Ryu 4.34's ofctl_rest, or its EMULATOR",
     "p4runtime": "an OVS bridge as the dataplane of a P4Runtime switch EMULATOR (p4/reroute.p4)",
 }
 
@@ -134,10 +162,14 @@ def _our_namespaces(name: str) -> list[str]:
     return [ns for ns in netns.listing(base) if ns == base or ns.startswith(base + ".")]
 
 
-def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
-    """Make everything; returns the driver targets of switches that play other devices."""
+def _build(
+    topo: Topology, fab: Fabric, progress: Progress, peers: Peers
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Make everything; returns the driver targets of switches that play other devices, and
+    what plays the peers of the drivers that have one (driver kind -> description)."""
     state = fab.state
     targets: dict[str, str] = {}
+    played: dict[str, str] = {}
     progress(f"namespaces: {len(state.namespaces)}")
     for ns in state.namespaces:
         netns.add(ns)
@@ -166,14 +198,18 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
         for n, switch in enumerate(hp):
             port = HP_LISTEN_PORT + n
             targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
+        played["hp_dpctl"] = _hp_tool(peers.hp_tool)
+        progress(f"their tool: {played['hp_dpctl']}")
     if odl:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
         targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
         progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
         odlsite.install_baseline(state, topo, odl, targets)
     if ryu:
-        progress(f"Ryu ofctl_rest emulator controlling {', '.join(s.name for s in ryu)}")
-        targets |= ryusite.start(state, fab.ovs, ryu, mgmt.addresses(state.name)[0])
+        real, played["ryu_rest"] = ryusite.choose(peers.ryu)
+        progress(f"{played['ryu_rest']} controlling {', '.join(s.name for s in ryu)}")
+        root_side = mgmt.addresses(state.name)[0]
+        targets |= ryusite.start(state, fab.ovs, ryu, root_side, real=real)
         progress("baseline flows of the Ryu switches, through ofctl_rest")
         ryusite.install_baseline(topo, ryu, targets)
     if p4:
@@ -181,7 +217,17 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
         targets |= p4rtsite.start(state, fab.ovs, p4)
         progress("baseline flows of the P4Runtime switches, as table entries")
         p4rtsite.install_baseline(topo, fab.ovs, p4, targets)
-    return targets
+    return targets, played
+
+
+def _hp_tool(choice: str) -> str:
+    """What drives the HP switches (the reference dpctl is built here, once, when asked for
+    and not built yet)."""
+    if choice == "dpctl":
+        return f"the OpenFlow 1.0 reference dpctl at {fabric_peers.dpctl()} (--hp-tool dpctl)"
+    tool = find_tool(5.0, kind=choice)  # what the driver takes on this machine
+    name = "the OpenFlow 1.0 reference dpctl" if isinstance(tool, Dpctl) else "ovs-ofctl"
+    return f"{name} at {tool.path} (--hp-tool {choice})"
 
 
 def _switch_ends(topo: Topology, *, bridged: bool = False) -> Iterable[Endpoint]:

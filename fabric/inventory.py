@@ -5,9 +5,10 @@ real ones: through an inventory (``services.reroute.inventory``). Each switch is
 the driver the topology chose for it and the target the fabric made for it:
 
 - ``ovs``: the bridge's OpenFlow management socket (``unix:``);
-- ``hp_dpctl``: the bridge's passive OpenFlow 1.0 listener on the management link (``tcp:``);
+- ``hp_dpctl``: the bridge's passive OpenFlow 1.0 listener on the management link (``tcp:``),
+  and the tool ``fabric up --hp-tool`` chose (``dpctl``: the reference, from ``fabric.peers``);
 - ``odl``: the ODL northbound emulator's URL, the node id, the password file;
-- ``ryu_rest``: the Ryu ofctl_rest emulator's URL and the datapath id;
+- ``ryu_rest``: the URL of ofctl_rest (real Ryu 4.34, or the emulator) and the datapath id;
 - ``p4runtime``: the P4Runtime switch emulator's gRPC address, the P4Info file, and the
   bridge's management socket for port state;
 - ``polatis_scpi``: the SCPI emulator's socket (``TCPIP0::127.0.0.1::PORT::SOCKET``);
@@ -27,7 +28,7 @@ from typing import Any
 import yaml
 
 from drivers.base import Driver
-from fabric import p4rtsite
+from fabric import p4rtsite, peers
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
@@ -72,7 +73,17 @@ def _switch(switch: Switch, state: FabricState, ovs: OvsInstance) -> dict[str, A
         return {"driver": "ryu_rest", "target": target, "dpid": switch.dpid}
     if switch.driver == "p4runtime":
         return p4rtsite.inventory_entry(switch, target, ovs)
+    if switch.driver == "hp_dpctl":
+        return {"driver": "hp_dpctl", "target": target, **hp_tool(state.hp_tool)}
     return {"driver": switch.driver, "target": target}
+
+
+def hp_tool(choice: str) -> dict[str, str]:
+    """The ``tool`` keys of an hp_dpctl entry: ``dpctl`` is the OpenFlow 1.0 reference
+    built from the peers (``fabric.peers``), ``auto`` the driver's own choice."""
+    if choice == "dpctl":
+        return {"tool": "dpctl", "tool_path": str(peers.dpctl())}
+    return {} if choice == "auto" else {"tool": choice}
 
 
 def write(topo: Topology, state: FabricState) -> Path:

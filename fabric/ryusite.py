@@ -1,9 +1,13 @@
-"""Switches driven through Ryu, as in seed 003's testbed: the fabric's ofctl_rest EMULATOR
-(``fabric.ryu``) controls them over OpenFlow 1.3 on the management link, and the engine
-programs them through its REST application (``drivers.ryu_rest``).
+"""Switches driven through Ryu, as in seed 003's testbed: real Ryu 4.34 running
+``ryu.app.ofctl_rest`` (``fabric.ryupeer``, built by ``fabric.peers``) or the fabric's
+ofctl_rest EMULATOR (``fabric.ryu``) controls them over OpenFlow 1.3 on the management link,
+and the engine programs them through the REST application (``drivers.ryu_rest``).
 
-The bridges are pinned to OpenFlow13 (ofctl_rest's action lists are OpenFlow 1.3's) and
-their baseline flows are pushed through the REST side, as seed 003's scripts did.
+Which one (``fabric up --ryu``): ``real`` (fails naming what is missing when Ryu cannot be
+had), ``emulator``, or ``auto`` (the default): real Ryu where it can be had, else the
+emulator, saying why. The bridges are pinned to OpenFlow13 (ofctl_rest's action lists are
+OpenFlow 1.3's) and their baseline flows are pushed through the REST side, as seed 003's
+scripts did.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import httpx
 
 from drivers.base import FlowChange, FlowOp
 from drivers.ryu_rest import RyuRestDriver
-from fabric import daemons
+from fabric import daemons, peers, ryupeer
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
@@ -27,21 +31,55 @@ from services.reroute.topology import Switch, Topology
 MODULE = "fabric.ryu"
 
 
+CHOICES = ("auto", "real", "emulator")
+EMULATOR = "the Ryu ofctl_rest EMULATOR (fabric.ryu)"
+
+
+def choose(choice: str) -> tuple[bool, str]:
+    """(real Ryu?, what plays the controller and why) for ``--ryu CHOICE``; PeerMissing /
+    PeerBuildError when ``real`` cannot be had."""
+    if choice not in CHOICES:
+        raise FabricError(f"--ryu {choice!r}: expected one of {', '.join(CHOICES)}")
+    if choice == "emulator":
+        return False, EMULATOR
+    try:
+        peers.ryu_manager()
+    except (peers.PeerMissing, peers.PeerBuildError) as exc:
+        if choice == "real":
+            raise
+        return False, f"{EMULATOR}: real Ryu cannot be had here ({exc})"
+    return True, ryupeer.NAME
+
+
 def start(
-    state: FabricState, ovs: OvsInstance, switches: list[Switch], root_side: IPv4Address
+    state: FabricState,
+    ovs: OvsInstance,
+    switches: list[Switch],
+    root_side: IPv4Address,
+    *,
+    real: bool = False,
 ) -> dict[str, str]:
-    """Start the emulator, connect the switches to it; returns each switch's driver target
-    (the REST base URL) once the emulator lists them connected."""
-    args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
-    ports = json.loads(daemons.start(state.dir, "ryu", MODULE, args))
+    """Start the controller (real Ryu, or the emulator), connect the switches to it;
+    returns each switch's driver target (the REST base URL) once it lists them connected."""
+    url, openflow = _real(state, root_side) if real else _emulator(state, root_side)
     for s in switches:
         ovs.vsctl(
             "--", "set", "bridge", s.name, "protocols=OpenFlow13",
-            "--", "set-controller", s.name, f"tcp:{root_side}:{ports['openflow']}",
+            "--", "set-controller", s.name, f"tcp:{root_side}:{openflow}",
         )  # fmt: skip
-    url = f"http://127.0.0.1:{ports['rest']}"
     _wait_connected(url, [s.dpid for s in switches])
     return {s.name: url for s in switches}
+
+
+def _emulator(state: FabricState, root_side: IPv4Address) -> tuple[str, int]:
+    args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
+    ports = json.loads(daemons.start(state.dir, "ryu", MODULE, args))
+    return f"http://127.0.0.1:{ports['rest']}", int(ports["openflow"])
+
+
+def _real(state: FabricState, root_side: IPv4Address) -> tuple[str, int]:
+    ryu = ryupeer.start(state.dir, "ryu", openflow_host=str(root_side))
+    return ryu.base_url, ryu.openflow_port
 
 
 def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, str]) -> None:
@@ -49,7 +87,7 @@ def install_baseline(topo: Topology, switches: list[Switch], targets: dict[str, 
     rules = initial_rules(topo)
 
     async def push() -> None:
-        """Push every switch's initial rules through the Ryu emulator."""
+        """Push every switch's initial rules through ofctl_rest."""
         for s in switches:
             async with RyuRestDriver(s.name, targets[s.name], s.dpid) as driver:
                 await driver.apply([FlowChange(op=FlowOp.ADD, rule=r) for r in rules[s.name]])
@@ -70,5 +108,6 @@ def _wait_connected(url: str, dpids: list[int], timeout: float = 15.0) -> None:
             pass
         time.sleep(0.05)
     raise FabricError(
-        f"switches never connected to the Ryu emulator: {', '.join(f'{d:#x}' for d in missing)}"
+        f"switches never connected to the Ryu controller at {url}: "
+        f"{', '.join(f'{d:#x}' for d in missing)}"
     )

@@ -72,6 +72,7 @@ def render(state: FabricState) -> str:
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
     lines = [f"fabric {state.name} ({state.phase}) from {state.topology}"]
     lines.append(f"  switches: netns {state.fabric_ns}, OVS run dir {state.ovs_dir}")
+    lines += [f"  {kind} switches: {what}" for kind, what in state.peers.items()]
     for bridge, plist in ports(ovs).items():
         flows = ovs.ofctl("-O", "OpenFlow10,OpenFlow13", "dump-aggregate", ovs.mgmt(bridge)).split()
         count = next((f.split("=")[1] for f in flows if f.startswith("flow_count=")), "?")

@@ -1,9 +1,13 @@
 """``HpDpctlDriver``: an HP/Aruba OpenFlow switch the seeds' "dpctl method" way.
 
 No controller: a host tool speaks OpenFlow 1.0 straight to the switch's passive listener
-(``openflow`` -> ``instance`` -> ``listen-port``), one process per request: the reference
-``dpctl`` when one is installed, else ``ovs-ofctl -O OpenFlow10 -F OpenFlow10`` (see
-``drivers.hp_dpctl.tool``). Every entry is written with ``idle_timeout=0,hard_timeout=0``.
+(``openflow`` -> ``instance`` -> ``listen-port``), one process per request: the OpenFlow
+1.0 reference ``dpctl`` when one is on PATH, else ``ovs-ofctl -O OpenFlow10 -F OpenFlow10``
+(``drivers.hp_dpctl.tool``; each program is recognised before it is used,
+``drivers.hp_dpctl.which``). Every entry is written with ``idle_timeout=0,hard_timeout=0``.
+Through dpctl, whose ``atoi`` cannot carry a 64-bit cookie, cookies are folded into 32 bits
+and unfolded on reading (``drivers.hp_dpctl.cookies``); a cookie that cannot be folded is
+refused before anything is sent.
 
 ``apply`` (OpenFlow 1.0 has no bundles, so ``atomic_batch`` is False):
 
@@ -13,7 +17,8 @@ No controller: a host tool speaks OpenFlow 1.0 straight to the switch's passive 
    ``drivers.foreign``), the batch is sent as one ``add-flows``: one tool run per batch;
 3. with ``ovs-ofctl``, which waits for the switch's errors and a barrier, a zero exit is
    the confirmation; with ``dpctl``, which does not wait, the entries the batch touches
-   are read back and compared with what it should leave, until ``timeout`` passes;
+   are read back and compared with what it should leave, until ``verify_wait_s`` (default:
+   ``timeout``) passes: a refused flow-mod is only seen as an entry that never appears;
 4. on any failure in 2-3 (rejected flow-mod, lost connection, timeout, a read-back that
    differs) the touched entries are put back as they were and re-verified, and then the
    error is raised: nothing of a failed batch stays applied. When the undo itself fails,
@@ -45,10 +50,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from drivers import batch, foreign
 from drivers.base import (
@@ -64,7 +67,6 @@ from drivers.base import (
 )
 from drivers.batch import Expected, Key
 from drivers.errors import (
-    ConfigError,
     DeviceRejected,
     DeviceTimeout,
     DeviceUnreachable,
@@ -73,7 +75,8 @@ from drivers.errors import (
 )
 from drivers.hp_dpctl import flowtext
 from drivers.hp_dpctl.spec import HpDpctlSpec
-from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, Tool, classify
+from drivers.hp_dpctl.tool import Command, Tool, classify
+from drivers.hp_dpctl.which import find_tool
 from drivers.spec import Expect
 
 log = logging.getLogger("reroute.drivers.hp_dpctl")
@@ -86,19 +89,6 @@ READER: foreign.Reader[tuple[int, str]] = foreign.Reader(
     foreign=lambda entry: flowtext.foreign_entry(entry[1]),
     text=lambda entry: entry[1].strip(),
 )
-
-
-def find_tool(timeout: float, path: Path | str | None = None, *, kind: str = "auto") -> Tool:
-    """The tool of ``kind``: ``dpctl``, ``ovs-ofctl``, or ``auto`` (``dpctl`` when given or on
-    PATH, else ``ovs-ofctl``); ``path`` says where it is (default: PATH)."""
-    if kind == "ovs-ofctl":
-        return Ofctl(path=str(path or shutil.which("ovs-ofctl") or "ovs-ofctl"), timeout=timeout)
-    found = path or shutil.which("dpctl")
-    if found:
-        return Dpctl(path=str(found), timeout=timeout)
-    if kind == "dpctl":
-        raise ConfigError("tool dpctl: not found on PATH (say tool_path: or use ovs-ofctl)")
-    return Ofctl(path=shutil.which("ovs-ofctl") or "ovs-ofctl", timeout=timeout)
 
 
 @register("hp_dpctl", spec=HpDpctlSpec)
@@ -122,8 +112,15 @@ class HpDpctlDriver(Session):
     @classmethod
     def from_spec(cls, name: str, spec: HpDpctlSpec, expect: Expect) -> HpDpctlDriver:
         """The driver of an inventory entry (``drivers.hp_dpctl.spec``)."""
-        driver = cls(name, spec.target, timeout=spec.timeout_s, dpid=expect.dpid)
-        driver.tool = find_tool(spec.timeout_s, spec.tool_path, kind=spec.tool)
+        driver = cls(
+            name,
+            spec.target,
+            timeout=spec.timeout_s,
+            dpid=expect.dpid,
+            verify_wait_s=spec.verify_wait_s,
+        )
+        path = None if spec.tool_path is None else str(spec.tool_path)
+        driver.tool = find_tool(spec.timeout_s, path, kind=spec.tool)
         return driver
 
     def __init__(
@@ -134,10 +131,12 @@ class HpDpctlDriver(Session):
         timeout: float = 5.0,
         dpctl: str | None = None,
         dpid: int | None = None,
+        verify_wait_s: float | None = None,
     ) -> None:
         self.name = name
         self.target = target
         self.timeout = timeout
+        self.verify_wait_s = timeout if verify_wait_s is None else verify_wait_s
         self.expected_dpid = dpid
         self.datapath_id: int | None = None
         self.tool = find_tool(timeout, dpctl)
@@ -229,7 +228,8 @@ class HpDpctlDriver(Session):
 
     async def _dump(self) -> list[tuple[int, str]]:
         """(cookie, line) of every entry ``dump-flows`` lists."""
-        return list(flowtext.parse_flows(await self._run(self.tool.dump(self.target))))
+        text = await self._run(self.tool.dump(self.target))
+        return list(flowtext.parse_flows(self.tool.table(text)))
 
     async def missing(
         self, expect: Sequence[FlowRule], cookie: int, cookie_mask: int = ALL_COOKIE_BITS
@@ -257,7 +257,7 @@ class HpDpctlDriver(Session):
 
     def _check(self, changes: Sequence[FlowChange]) -> None:
         for i, change in enumerate(changes):
-            why = flowtext.unsupported(change.rule)
+            why = flowtext.unsupported(change.rule) or self.tool.cannot_carry(change.rule)
             if why is not None:
                 raise DeviceRejected(
                     self.name,
@@ -267,13 +267,13 @@ class HpDpctlDriver(Session):
                 )
 
     async def _send(self, changes: Sequence[FlowChange]) -> None:
-        lines = [_line(c) for c in changes]
+        lines = [_line(c, self.tool) for c in changes]
         for command in self.tool.batch(self.target, lines):
             await self._run(command)
 
     async def _verify(self, changes: Sequence[FlowChange], want: Expected) -> None:
         """Read back until the touched entries are as the batch should leave them."""
-        deadline = time.monotonic() + (0.0 if self.tool.waits else self.timeout)
+        deadline = time.monotonic() + (0.0 if self.tool.waits else self.verify_wait_s)
         while wrong := batch.mismatches(want, batch.index(await self.read())):
             if time.monotonic() >= deadline:
                 raise self._not_applied(changes, wrong)
@@ -338,12 +338,6 @@ class HpDpctlDriver(Session):
         except OSError as exc:
             raise DeviceUnreachable(self.name, f"cannot run {command.argv[0]}: {exc}") from exc
 
-    def _parse(self, line: str) -> FlowRule:
-        try:
-            return flowtext.parse_flow(line)
-        except flowtext.FlowTextError as exc:
-            raise ProtocolError(self.name, str(exc)) from exc
-
     def _log_command(self, command: Command) -> None:
         if not self._wire.isEnabledFor(logging.DEBUG):
             return
@@ -372,9 +366,9 @@ def _after(before: batch.Table, want: Expected) -> dict[Key, FlowRule]:
     return table
 
 
-def _line(change: FlowChange) -> str:
+def _line(change: FlowChange, tool: Tool) -> str:
     if change.op is FlowOp.ADD:
-        return flowtext.add_line(change.rule)
+        return flowtext.add_line(change.rule, cookie=tool.cookie_text(change.rule.cookie))
     return flowtext.delete_line(change.rule)
 
 

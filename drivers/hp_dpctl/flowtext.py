@@ -6,7 +6,9 @@ the OpenFlow 1.0 ones both tools know (``in_port dl_vlan dl_type nw_src nw_dst n
 tp_src tp_dst``); ``idle_timeout=0,hard_timeout=0`` always (the reference ``dpctl``
 defaults to an idle timeout of 60 s). Actions: ``Output(n)`` -> ``output:n``,
 ``PushVlan(v)`` -> ``mod_vlan_vid:v`` (OpenFlow 1.0 has no push: setting the VID of an
-untagged frame adds a tag), ``PopVlan`` -> ``strip_vlan``, none -> ``drop``.
+untagged frame adds a tag), ``PopVlan`` -> ``strip_vlan``, none -> ``actions=`` (empty:
+drop, for both tools; the reference dpctl has no ``drop`` keyword). The cookie is
+hexadecimal unless the tool needs another form (``Tool.cookie_text``).
 
 ``unsupported(rule)`` says why a rule cannot be written in OpenFlow 1.0 (one table, 16-bit
 ports, no second tag, match prerequisites OVS would otherwise silently drop), or None.
@@ -14,7 +16,9 @@ ports, no second tag, match prerequisites OVS would otherwise silently drop), or
 Reading: ``parse_flow(line)`` reads one ``dump-flows`` entry, tolerant of both tools'
 layouts (statistics, ``table=``/``table_id=``, protocol shorthands such as ``tcp``,
 ``priority`` left out when it is the default 32768, ``cookie`` left out when 0).
-``parse_ports(text)`` reads ``dump-ports-desc`` / ``show`` output. Text that does not
+``parse_ports(text)`` reads ``show`` output (Open vSwitch's and the reference dpctl's
+layouts). ``dump-flows`` cookies are read as printed: ``Tool.table`` first turns the
+reference dpctl's decimal ones back into the driver's (``cookies``). Text that does not
 parse raises ``FlowTextError``.
 """
 
@@ -57,7 +61,7 @@ IGNORED = frozenset(
     }
 )  # fmt: skip
 _PORT_HEAD = re.compile(r"^\s*([^\s(]+)\([^)]*\):")
-_PORT_FIELD = re.compile(r"^\s+(config|state):\s*(.*)$")
+_PORT_FIELD = re.compile(r"\b(?:config|state):\s*([^,]*)")  # the value, up to a comma
 
 
 class FlowTextError(ValueError):
@@ -68,9 +72,11 @@ class FlowTextError(ValueError):
 # writing
 
 
-def add_line(rule: FlowRule) -> str:
-    """The ``add`` line of a rule for ``dpctl``/``ovs-ofctl`` batches."""
-    head = f"cookie={rule.cookie:#x},priority={rule.priority},idle_timeout=0,hard_timeout=0"
+def add_line(rule: FlowRule, *, cookie: str | None = None) -> str:
+    """The ``add`` line of a rule for ``dpctl``/``ovs-ofctl`` batches; ``cookie`` is the
+    cookie as the tool takes it (default: hexadecimal)."""
+    text = f"{rule.cookie:#x}" if cookie is None else cookie
+    head = f"cookie={text},priority={rule.priority},idle_timeout=0,hard_timeout=0"
     return f"add {_join(head, match_text(rule.match))},actions={actions_text(rule.actions)}"
 
 
@@ -100,8 +106,9 @@ def match_text(m: FlowMatch) -> str:
 
 
 def actions_text(actions: tuple[Action, ...]) -> str:
-    """The actions in flow text (``drop`` when none)."""
-    return ",".join(_action_text(a) for a in actions) or "drop"
+    """The actions in flow text; none is the empty text, which both tools read as drop
+    (the reference dpctl has no ``drop`` keyword: "Unknown action: drop")."""
+    return ",".join(_action_text(a) for a in actions)
 
 
 def _action_text(action: Action) -> str:
@@ -323,7 +330,9 @@ def parse_dpid(text: str) -> int | None:
 
 
 def parse_ports(text: str) -> dict[int, PortState]:
-    """Link state of each numbered port in ``show`` (or ``dump-ports-desc``) output.
+    """Link state of each numbered port in ``show`` (or ``dump-ports-desc``) output, in
+    either layout: Open vSwitch's, one field a line under the port's head line, or the
+    reference dpctl's, one line a port (`` 1(eth1): addr:..., config: 0, state:0x1``).
 
     A port is DOWN when its config has PORT_DOWN (bit 0x1) or its state LINK_DOWN (0x1)."""
     ports: dict[int, PortState] = {}
@@ -333,10 +342,10 @@ def parse_ports(text: str) -> dict[int, PortState]:
             current = int(head[1]) if head[1].isdigit() else None  # LOCAL is not a port
             if current is not None:
                 ports[current] = PortState.UP
-        elif (field := _PORT_FIELD.match(line)) and current is not None and _down(field[2]):
-            ports[current] = PortState.DOWN
         elif not line.startswith(" "):
             current = None  # a reply header: LOCAL's lines and others end here
+        if current is not None and any(_down(v) for v in _PORT_FIELD.findall(line)):
+            ports[current] = PortState.DOWN
     return ports
 
 

@@ -4,7 +4,8 @@ an HP/Aruba switch's passive OpenFlow listener, programmed by a tool run per req
     sw1:
       driver: hp_dpctl
       target: tcp:192.0.2.21:6633     # openflow > instance > listen-port on the switch
-      tool: auto                      # dpctl when installed, else ovs-ofctl -O OpenFlow10
+      tool: auto                      # the reference dpctl when on PATH, else ovs-ofctl
+      tool_path: /opt/of/dpctl        # where it is (default: PATH)
 """
 
 from __future__ import annotations
@@ -21,9 +22,18 @@ class HpDpctlSpec(DeviceSpec):
     driver: Literal["hp_dpctl"]
     target: str = Field(description="the switch's passive OpenFlow 1.0 listener: tcp:HOST:PORT")
     tool: Literal["auto", "dpctl", "ovs-ofctl"] = Field(
-        default="auto", description="the tool that talks to it (auto: dpctl if installed)"
+        default="auto",
+        description="the tool that talks to it (auto: the OpenFlow 1.0 reference dpctl when "
+        "one is on PATH, else ovs-ofctl; each recognised by what it says it is)",
     )
     tool_path: Path | None = Field(default=None, description="where the tool is (default: PATH)")
+    verify_wait_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=600,
+        description="dpctl: longest wait for a batch to show in the table read back (dpctl "
+        "sends no barrier and never hears a refusal; default: timeout_s)",
+    )
 
     @field_validator("target")
     @classmethod

@@ -6,13 +6,16 @@
   an HP switch would reject them. A whole batch is one ``add-flows`` run (``add`` and
   ``delete_strict`` lines on stdin), parsed completely before anything is sent. Ports and
   the datapath id come from ``show`` (the FEATURES_REPLY), which OpenFlow 1.0 defines.
-- ``Dpctl``: the OpenFlow 1.0 reference ``dpctl`` (not in Debian; its syntax here is the
-  reference's and unverified on a real one). It sends and hangs up without waiting, so
-  its exit code proves nothing: ``waits`` is False and the driver polls the read-back.
-  Consecutive adds go in one ``add-flows`` (file ``/dev/stdin``), each delete is one
-  ``--strict del-flows``; port state comes from ``show``.
+- ``Dpctl``: the OpenFlow 1.0 reference ``dpctl`` (not in Debian; ``fabric.peers`` builds
+  it from the reference tarball, and the tests run it). It sends and hangs up without
+  waiting, so its exit code proves nothing: ``waits`` is False and the driver polls the
+  read-back. Consecutive adds go in one ``add-flows`` (file ``/dev/stdin``, read a line at
+  a time into 1024 bytes), each delete is one ``--strict del-flows``; port state comes
+  from ``show``, one line a port. It reads ``cookie=`` with ``atoi`` and prints cookies
+  in decimal: the cookies pass folded (``cookies``), both ways.
 
 ``classify`` turns a run's exit status and stderr into the driver error it means, or None.
+Which program is which: ``drivers.hp_dpctl.which``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Protocol
 
+from drivers.base import FlowRule
 from drivers.errors import (
     DeviceRejected,
     DeviceTimeout,
@@ -32,6 +36,7 @@ from drivers.errors import (
     DriverError,
     ProtocolError,
 )
+from drivers.hp_dpctl import cookies, flowtext
 from drivers.hp_dpctl.flowtext import flow_spec
 
 _UNREACHABLE = re.compile(
@@ -39,6 +44,8 @@ _UNREACHABLE = re.compile(
     r"Network is unreachable|Connection reset|Broken pipe|End of file|Name or service",
     re.IGNORECASE,
 )
+_DECIMAL_COOKIE = re.compile(r"\bcookie=(\d+)\b")
+LINE_MAX = 1024  # dpctl's add-flows reads each line into char line[1024]
 _ERROR_CODE = re.compile(r"OFPT_ERROR[^:]*:\s*([A-Z][A-Z0-9_]+)")
 _ANY_CODE = re.compile(r"\b((?:OFP|NX)(?!T_|ST_)[A-Z]*_[A-Z0-9_]+)")
 
@@ -54,6 +61,11 @@ class Command:
 
 class Tool(Protocol):
     @property
+    def path(self) -> str:
+        """The program."""
+        ...
+
+    @property
     def waits(self) -> bool:
         """True when an exit status of 0 means the switch accepted every message."""
         ...
@@ -66,6 +78,15 @@ class Tool(Protocol):
 
     def ports(self, target: str) -> Command:
         """The command listing ``target``'s ports."""
+
+    def cookie_text(self, cookie: int) -> str:
+        """``cookie`` as the tool must be given it in a flow."""
+
+    def table(self, text: str) -> str:
+        """``dump-flows`` output with every cookie as the driver wrote it."""
+
+    def cannot_carry(self, rule: FlowRule) -> str | None:
+        """Why the tool cannot write ``rule`` (None: it can)."""
 
 
 def timeout_option(seconds: float) -> str:
@@ -103,6 +124,18 @@ class Ofctl:
         real HP switch answers with BAD_STAT."""
         return Command(argv=self._base("--no-names", "show", target))
 
+    def cookie_text(self, cookie: int) -> str:
+        """ovs-ofctl carries 64-bit cookies: hexadecimal."""
+        return f"{cookie:#x}"
+
+    def table(self, text: str) -> str:
+        """ovs-ofctl prints the cookies as written."""
+        return text
+
+    def cannot_carry(self, rule: FlowRule) -> str | None:
+        """ovs-ofctl can write every rule OpenFlow 1.0 can say."""
+        return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dpctl:
@@ -139,6 +172,25 @@ class Dpctl:
     def ports(self, target: str) -> Command:
         """The command showing the switch's ports."""
         return Command(argv=self._base("show", target))
+
+    def cookie_text(self, cookie: int) -> str:
+        """The decimal C int dpctl's ``atoi`` reads (``cookies.fold``)."""
+        folded = cookies.fold(cookie)
+        if folded is None:
+            raise ValueError(cookies.why_not(cookie))
+        return str(folded)
+
+    def table(self, text: str) -> str:
+        """dpctl prints cookies in decimal, as the switch holds them: unfolded, in hex."""
+        return _DECIMAL_COOKIE.sub(lambda m: f"cookie={cookies.unfold(int(m[1])):#x}", text)
+
+    def cannot_carry(self, rule: FlowRule) -> str | None:
+        """A cookie dpctl cannot pass through ``atoi``; a line its 1024-byte buffer cuts."""
+        if why := cookies.why_not(rule.cookie):
+            return why
+        if len(flowtext.add_line(rule)) >= LINE_MAX:
+            return f"its add-flows line is {LINE_MAX} bytes or longer (dpctl reads 1023)"
+        return None
 
 
 def classify(device: str, command: Command, returncode: int, stderr: str) -> DriverError | None:

@@ -14,11 +14,16 @@ batches). So ``apply``:
 3. reads the table back until every entry the batch touches is as it should be, for up
    to ``verify_wait_s`` (OpenFlow does not promise that a switch applies messages in
    order without a barrier, which ofctl_rest cannot send); an entry still wrong is
-   ``DeviceRejected`` code ``not-in-table`` (the switch refused it: see the controller's
-   log);
+   ``DeviceRejected`` code ``not-in-table`` (the switch refused it; Ryu logs the switch's
+   OFPT_ERROR only with ``ryu-manager --verbose``);
 4. on any failure in 2-3, puts every touched entry back as it was before the batch,
    walking back through the batch (``drivers.batch.restore``), and verifies that; then
    raises. When the undo fails too, a plain ``DriverError`` says so.
+
+A stats request (``/stats/flow``, ``/stats/portdesc``) the switch does not answer within
+Ryu's 1 s comes back 200 with an empty list (``ryu.lib.ofctl_utils.send_stats_request``,
+seen against Ryu 4.34 with the switch stopped): an empty answer that took that long is
+asked again, until ``timeout``, then ``DeviceTimeout``, never taken for an empty table.
 
 HTTP statuses, as ofctl_rest sends them (every error body is empty): 400 bad body or dpid
 -> ``DeviceRejected`` ``http-400``; 404 no such switch (or command) -> ``DeviceUnreachable``
@@ -30,6 +35,7 @@ request and response is logged at DEBUG on ``reroute.wire.ryu_rest.<name>``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import httpx
@@ -46,6 +52,7 @@ from drivers.base import (
 from drivers.errors import (
     ConfigError,
     DeviceRejected,
+    DeviceTimeout,
     DeviceUnreachable,
     DriverError,
     ProtocolError,
@@ -56,6 +63,9 @@ from drivers.ryu_rest.mapping import Json, MappingError
 from drivers.ryu_rest.spec import RyuRestSpec
 from drivers.spec import Expect, read_secret
 
+STATS_WAIT_S = 0.98  # Ryu's ofctl_utils.DEFAULT_TIMEOUT (1.0 s, eventlet's timer) for a
+# stats reply, less a margin: an empty answer that took this long is a switch that did not
+# answer in time
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
 COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
@@ -73,6 +83,8 @@ class RyuRestDriver(RestFlowDriver):
 
     kind = "ryu_rest"
     poll_s = 0.02
+    # Ryu 4.34 logs a switch's OFPT_ERROR at debug level only (ofp_handler.error_msg_handler)
+    refusal_hint = "Ryu logs the switch's OFPT_ERROR only when run with --verbose"
     capabilities = Capabilities(
         atomic_batch=False,
         read_back=True,
@@ -188,13 +200,8 @@ class RyuRestDriver(RestFlowDriver):
         cookie, mask = foreign.wire_filter(cookie, mask)  # not asked: OVS's hidden entries
         if mask:
             body = {"cookie": cookie, "cookie_mask": mask}
-            found = await self._call(Request(method="POST", path=path, body=body), "reading")
-        else:
-            found = await self._get(path, "reading the flow table")
-        try:
-            return mapping.entries_of(found, self.dpid)
-        except MappingError as exc:
-            raise ProtocolError(self.name, f"/stats/flow: {exc}") from exc
+            return await self._stats(Request(method="POST", path=path, body=body), "reading")
+        return await self._stats(Request(method="GET", path=path), "reading the flow table")
 
     async def _check(self) -> None:
         body = await self._get("/stats/switches", "listing the controller's switches")
@@ -208,11 +215,32 @@ class RyuRestDriver(RestFlowDriver):
             )
 
     async def _port_descs(self) -> list[Json]:
-        body = await self._get(f"/stats/portdesc/{self.dpid}", "reading the port descriptions")
-        try:
-            return mapping.entries_of(body, self.dpid)
-        except MappingError as exc:
-            raise ProtocolError(self.name, f"/stats/portdesc: {exc}") from exc
+        path = f"/stats/portdesc/{self.dpid}"
+        return await self._stats(Request(method="GET", path=path), "reading the port descriptions")
+
+    async def _stats(self, request: Request, what: str) -> list[Json]:
+        """The entries of ``{"<dpid>": [...]}`` from a stats request. ofctl_rest waits
+        ``STATS_WAIT_S`` for the switch's reply, then answers 200 with what it got: an
+        empty list that took that long is a switch that did not answer, not an empty
+        table. It is asked again until ``timeout``; then DeviceTimeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            start = time.monotonic()
+            body = await self._call(request, what)
+            try:
+                entries = mapping.entries_of(body, self.dpid)
+            except MappingError as exc:
+                raise ProtocolError(self.name, f"{request.path}: {exc}") from exc
+            took = time.monotonic() - start
+            if entries or took < STATS_WAIT_S:
+                return entries
+            if time.monotonic() >= deadline:
+                raise DeviceTimeout(
+                    self.name,
+                    f"{what}: the switch did not answer the controller within "
+                    f"{STATS_WAIT_S:g} s (ofctl_rest's wait) for {self.timeout:g} s; its "
+                    "empty answers are not an empty table",
+                )
 
     async def _get(self, path: str, what: str) -> object:
         return await self._call(Request(method="GET", path=path), what)

@@ -11,8 +11,9 @@ Kind ``odl`` has its own OVS (namespace ``rr-test-odl``) controlled by the ODL n
 EMULATOR: fixture ``odl_site``, built in ``odl_site.py``. Kind ``p4runtime`` has its own
 OVS (namespace ``rr-test-p4rt``), the dataplane of the P4Runtime switch EMULATOR: fixture
 ``p4rt_site``, built in ``p4rt_site.py``. Kind ``ryu_rest`` has its own OVS (namespace
-``rr-test-ryu``) controlled by the Ryu ofctl_rest EMULATOR: fixture ``ryu_site``, built in
-``ryu_site.py``.
+``rr-test-ryu``) controlled by the Ryu ofctl_rest EMULATOR: fixture ``ryu``, and another
+(namespace ``rr-test-ryupeer``) controlled by real Ryu 4.34: fixture ``ryu_real``, both
+built in ``ryu_site.py``.
 
 Why a management veth: a ``ptcp:`` listener opens in the namespace ovs-vswitchd runs in,
 so ``127.0.0.1`` there is not reachable from the test (and its ``ovs-ofctl``), which run
@@ -36,6 +37,7 @@ from fabric import mgmt, netns
 from fabric.hp import play_hp
 from fabric.run import run
 from fabric.vswitch import OvsInstance
+from tests import peers as need
 from tests.drivers import p4rt_site, ryu_site
 from tests.drivers.odl_site import OdlSite, is_root_with_ovs, start_site, stop_site
 from tests.drivers.p4rt_site import P4rtSite
@@ -139,6 +141,22 @@ def p4rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P4rtSite]:
         yield site
     finally:
         p4rt_site.stop_site(workdir, site)
+
+
+@pytest.fixture(scope="session")
+def ryu_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RyuSite]:
+    """Real Ryu 4.34 (ofctl_rest) controlling a private OVS bridge (session-wide); skips
+    naming what is missing where Ryu cannot be had (no Python 3.9, no peers directory)."""
+    if not is_root_with_ovs():
+        pytest.fail("these driver tests need root and Open vSwitch; deselect with -m 'not fabric'")
+    need.ryu_manager()
+    workdir = tmp_path_factory.mktemp("ryu-real-site")
+    site = None
+    try:
+        site = ryu_site.start_real_site(workdir)
+        yield site
+    finally:
+        ryu_site.stop_real_site(workdir, site)
 
 
 @pytest.fixture(scope="session")

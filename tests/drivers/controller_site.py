@@ -5,9 +5,10 @@ private OVS whose bridge it controls: what ``odl_site.py`` and ``ryu_site.py`` s
   stopped with SIGTERM; its log is a file the tests can read.
 - ``ControllerSite``: one private OVS in its own network namespace with one bridge
   (datapath id 1, OpenFlow 1.3 only, veth ports 1 and 2 whose far ends the tests take up
-  and down), connected to an emulator. The emulator's OpenFlow listener binds the root end
-  of a management veth (as in conftest.py: OVS in a namespace cannot reach the tests'
-  127.0.0.1), and its REST side binds 127.0.0.1.
+  and down), connected to an emulator, or to a real controller (``ryu_site``: Ryu 4.34).
+  The controller's OpenFlow listener binds the root end of a management veth (as in
+  conftest.py: OVS in a namespace cannot reach the tests' 127.0.0.1), and its REST side
+  binds 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -82,11 +84,28 @@ class Emulator:
         return daemons.sigterm(self.process)
 
 
+class Controller(Protocol):
+    """What a site needs of its controller: an emulator, or a real one (fabric.ryupeer)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def openflow_port(self) -> int: ...
+
+    def stop(self) -> int:
+        """Stop it; its exit status."""
+        ...
+
+
+C = TypeVar("C", bound=Controller)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerSite:
     layout: Layout
     ovs: OvsInstance
-    emulator: Emulator
+    emulator: Controller  # the controller: an emulator, or real Ryu (ryu_site.start_real_site)
 
     def ofctl(self, *args: str) -> str:
         """ovs-ofctl (OpenFlow 1.3) on the bridge's management socket."""
@@ -108,7 +127,7 @@ class ControllerSite:
         state = "up" if up else "down"
         run(["ip", "link", "set", f"{self.layout.veth(port)}p", state], ns=self.layout.ns)
 
-    def connect(self, emulator: Emulator, connected: Callable[[Emulator], bool]) -> None:
+    def connect(self, emulator: C, connected: Callable[[C], bool]) -> None:
         """Make ``emulator`` the bridge's controller; returns once ``connected`` says so."""
         bridge = self.layout.bridge
         self.ovs.vsctl(
@@ -140,8 +159,8 @@ def build(layout: Layout, workdir: Path) -> OvsInstance:
     return ovs
 
 
-def tear_down(layout: Layout, workdir: Path, emulator: Emulator | None) -> None:
-    """Stop the emulator, the OVS, and remove the namespace and management veth."""
+def tear_down(layout: Layout, workdir: Path, emulator: Controller | None) -> None:
+    """Stop the controller, the OVS, and remove the namespace and management veth."""
     if emulator is not None:
         emulator.stop()
     OvsInstance(rundir=workdir / "ovs", netns=layout.ns).stop()

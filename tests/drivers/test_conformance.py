@@ -47,6 +47,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+import httpx
 import pytest
 
 import drivers.hp_dpctl
@@ -88,6 +89,7 @@ from drivers.polatis_scpi import socket_resource
 from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from fabric.vswitch import OvsInstance
 from services.reroute.planning.foreign import overlaps
+from tests import peers as need
 from tests.drivers.conftest import BRIDGES, OvsSite
 from tests.drivers.controller_site import wait_for
 from tests.drivers.odl_site import CONFIG_NODE, STATS_INTERVAL_S, OdlSite
@@ -303,12 +305,29 @@ class Peer:
                 self.cap_table(None)
 
 
+PeerFactory = Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]
+
+
+def no_options() -> Options:
+    return {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """One way to run a kind: its driver options (a function: a real peer's are found when
+    a test needs them, or the test skips naming what is missing) and, when not the
+    harness's, its own peer (a third-party implementation beside our emulator)."""
+
+    options: Callable[[], Options] = no_options
+    peer: PeerFactory | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Harness:
     address_of: Callable[[str, int], str]  # (host, port) -> the driver's address
-    peer: Callable[[pytest.FixtureRequest, str], contextlib.AbstractContextManager[Peer]]
+    peer: PeerFactory
     fabric: bool  # needs root and Open vSwitch
-    variants: Mapping[str, Options] = dataclasses.field(default_factory=lambda: {"": {}})
+    variants: Mapping[str, Variant] = dataclasses.field(default_factory=lambda: {"": Variant()})
     options: Options = dataclasses.field(default_factory=dict)  # every inventory entry's
 
 
@@ -405,6 +424,7 @@ def controller_peer(
 
 
 odl_peer, ryu_peer = controller_peer("odl_site"), controller_peer("ryu")
+real_ryu_peer = controller_peer("ryu_real")  # Ryu 4.34 itself (fabric.peers, fabric.ryupeer)
 
 
 @contextlib.contextmanager
@@ -480,7 +500,7 @@ def ryu_lab(site: OdlSite | RyuSite) -> set[tuple[int, int]]:
     """The issue's ``dl_dst`` trap through ofctl_rest itself, the rest on the bridge."""
     lldp = {"dpid": 1, "priority": 5, "match": {"dl_dst": "01:80:c2:00:00:0e"},
             "actions": [{"type": "OUTPUT", "port": "CONTROLLER"}]}  # fmt: skip
-    with site.emulator.http() as http:
+    with httpx.Client(base_url=site.emulator.base_url, timeout=5.0) as http:  # or real Ryu
         assert http.post("/stats/flowentry/add", json=lldp).status_code == 200
     rest = [line for line in OF13_LAB if "dl_dst=01:80" not in line]
     slots = _add_flows(_site_add(site), rest) | {(0, 5)}
@@ -543,15 +563,36 @@ ODL = {  # the emulator polls statistics every 0.2 s here; its password is admin
     "password": {"env": "REROUTE_TEST_ODL_PASSWORD"},
 }
 os.environ.setdefault("REROUTE_TEST_ODL_PASSWORD", "admin")
+
+
+def reference_dpctl() -> Options:
+    """The OpenFlow 1.0 reference dpctl (``fabric.peers``, built once), or skip naming what
+    is missing."""
+    path = str(need.reference_dpctl())
+    # dpctl never hears a refusal: a refused batch is known when its read-back gives up
+    return {"tool": "dpctl", "tool_path": path, "verify_wait_s": 0.5}
+
+
 HARNESSES = {
     "ovs": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
-    "hp_dpctl": Harness(address_of=lambda h, p: f"tcp:{h}:{p}", peer=ovs_peer, fabric=True),
+    "hp_dpctl": Harness(
+        address_of=lambda h, p: f"tcp:{h}:{p}",
+        peer=ovs_peer,
+        fabric=True,
+        variants={  # the same switch, through each tool the driver drives
+            "ovs-ofctl": Variant(options=functools.partial(dict, tool="ovs-ofctl")),
+            "dpctl": Variant(options=reference_dpctl),
+        },
+    ),
     "polatis_scpi": Harness(address_of=socket_resource, peer=polatis_peer, fabric=False),
     "odl": Harness(
         address_of=lambda h, p: f"http://{h}:{p}",
         peer=odl_peer,
         fabric=True,
-        variants={s: {"api": s} for s in ("rfc8040", "restconf", "adsal")},
+        variants={
+            s: Variant(options=functools.partial(dict, api=s))
+            for s in ("rfc8040", "restconf", "adsal")
+        },
         options=ODL,
     ),
     "p4runtime": Harness(
@@ -564,24 +605,27 @@ HARNESSES = {
         address_of=lambda h, p: f"http://{h}:{p}",
         peer=ryu_peer,
         fabric=True,
+        variants={"emulator": Variant(), "ryu-4.34": Variant(peer=real_ryu_peer)},
         options={"dpid": 1, "verify_wait_s": 0.5},  # a refused flow waits this long
     ),
 }
 KINDS = registered()
 
 
-def _peer_params() -> list[Any]:
+def _params(*, peer_marks: bool) -> list[Any]:
+    """(kind, variant) of every kind's every variant; ``peer_marks``: marked ``fabric``
+    where the harness's peers need it."""
     params = []
     for kind in KINDS:
         found = HARNESSES.get(kind)
-        marks = [pytest.mark.fabric] if found and found.fabric else []
+        marks = [pytest.mark.fabric] if peer_marks and found and found.fabric else []
         for variant in found.variants if found else [""]:
             name = f"{kind}-{variant}" if variant else kind
             params.append(pytest.param((kind, variant), id=name, marks=marks))
     return params
 
 
-PEER_KINDS = _peer_params()
+PEER_KINDS, VARIANTS = _params(peer_marks=True), _params(peer_marks=False)
 
 
 def harness(kind: str) -> Harness:
@@ -590,12 +634,19 @@ def harness(kind: str) -> Harness:
     return HARNESSES[kind]
 
 
+def variant_options(kind: str, variant: str) -> Options:
+    """The driver options of ``kind``'s ``variant`` (skips when its peer cannot be had)."""
+    return harness(kind).variants[variant].options() if variant else {}
+
+
 @pytest.fixture(params=PEER_KINDS)
 def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
-    kind, variant = request.param
+    kind, name = request.param
     found = harness(kind)
-    with found.peer(request, kind) as made:
-        yield dataclasses.replace(made, options=found.variants[variant])
+    variant = found.variants[name]
+    options = variant.options()
+    with (variant.peer or found.peer)(request, kind) as made:
+        yield dataclasses.replace(made, options={**made.options, **options})
 
 
 # --------------------------------------------------------------------------------------
@@ -639,15 +690,19 @@ def test_the_driver_implements_the_contract(kind: str) -> None:
     assert isinstance(driver, Session), "one session shape: open / close / async with"
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_device_that_does_not_answer_times_out(kind: str) -> None:
+@pytest.mark.parametrize("kind_variant", VARIANTS)
+def test_a_device_that_does_not_answer_times_out(kind_variant: tuple[str, str]) -> None:
+    kind, variant = kind_variant
+    options = variant_options(kind, variant)
+
     async def main() -> tuple[DeviceTimeout, float]:
         server = await asyncio.start_server(_hold, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         start = time.monotonic()
+        address = harness(kind).address_of("127.0.0.1", port)
         async with server:
             with pytest.raises(DeviceTimeout) as info:
-                async with make(kind, harness(kind).address_of("127.0.0.1", port), SHORT) as d:
+                async with make(kind, address, SHORT, options) as d:
                     await sides(d)[0].state()
             return info.value, time.monotonic() - start
 
@@ -663,15 +718,17 @@ async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     writer.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_nothing_listening_is_unreachable(kind: str) -> None:
+@pytest.mark.parametrize("kind_variant", VARIANTS)
+def test_nothing_listening_is_unreachable(kind_variant: tuple[str, str]) -> None:
+    kind, variant = kind_variant
+    options = variant_options(kind, variant)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again before the driver connects
 
     async def main() -> DeviceUnreachable:
         with pytest.raises(DeviceUnreachable) as info:
-            async with make(kind, harness(kind).address_of("127.0.0.1", port), SHORT) as d:
+            async with make(kind, harness(kind).address_of("127.0.0.1", port), SHORT, options) as d:
                 await sides(d)[0].state()
         return info.value
 

@@ -1,6 +1,7 @@
-"""HpDpctlDriver: the pure text and batch logic, then the driver against OVS playing an HP
-switch (``brhp`` of the conftest's OVS), through ``ovs-ofctl`` and through a ``dpctl``
-stand-in that, like the reference dpctl, exits 0 whatever the switch answered.
+"""HpDpctlDriver: the pure text and batch logic (with output recorded from the real
+OpenFlow 1.0 reference dpctl), then the driver against OVS playing an HP switch (``brhp``
+of the conftest's OVS), through ``ovs-ofctl`` and through the reference ``dpctl`` itself
+(built once by ``fabric.peers``), which exits 0 whatever the switch answered.
 
 What every driver must do is in test_conformance.py; this file covers what is particular
 to OpenFlow 1.0 and to a tool run once per request.
@@ -36,10 +37,12 @@ from drivers.base import (
     PushVlan,
     lookup,
 )
-from drivers.hp_dpctl import HpDpctlDriver, flowtext
-from drivers.hp_dpctl.driver import find_tool
+from drivers.errors import ConfigError
+from drivers.hp_dpctl import HpDpctlDriver, cookies, flowtext
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
+from drivers.hp_dpctl.which import find_tool
 from fabric.ofrelay import Relay, refuse_of10_port_desc
+from tests import peers as need
 from tests.drivers.conftest import OvsSite
 
 T = TypeVar("T")
@@ -96,8 +99,8 @@ def test_add_and_delete_lines() -> None:
         "in_port=2,dl_vlan=10,dl_type=0x0800,actions=strip_vlan,output:1"
     )
     assert flowtext.add_line(DROP) == (
-        "add cookie=0x0,priority=1,idle_timeout=0,hard_timeout=0,in_port=2,actions=drop"
-    )
+        "add cookie=0x0,priority=1,idle_timeout=0,hard_timeout=0,in_port=2,actions="
+    )  # no actions: drop, for both tools (the reference dpctl has no "drop" keyword)
     assert flowtext.delete_line(DROP) == "delete_strict priority=1,in_port=2"
     assert flowtext.add_line(rule(5, 0, (Output(1),))).endswith("hard_timeout=0,actions=output:1")
 
@@ -231,6 +234,98 @@ def test_show_gives_the_ports_and_the_datapath_id() -> None:
     assert flowtext.parse_dpid("nothing here") is None
 
 
+# recorded from the OpenFlow 1.0 reference dpctl (fabric.peers) against OVS playing an HP
+# switch: port 1 up, port 2's link down, port 3 administratively down (ofctl mod-port)
+DPCTL_SHOW = """features_reply (xid=0xc7daeaa0): ver:0x1, dpid:a1
+n_tables:254, n_buffers:0
+features: capabilities:0xc7, actions:0xfff
+ 1(pp-1): addr:ca:e6:40:59:82:ed, config: 0, state:0
+     current:    10GB-FD COPPER
+ 2(pp-2): addr:22:a8:64:04:dd:89, config: 0, state:0x1
+     current:    10GB-FD COPPER
+ 3(pp-3): addr:2a:10:a0:80:a8:56, config: 0x1, state:0x1
+     current:    10GB-FD COPPER
+ LOCAL(brhp): addr:b6:28:35:50:43:42, config: 0x1, state:0x1
+     current:    10GB-FD COPPER
+get_config_reply (xid=0x388203ae): miss_send_len=0
+"""
+
+
+def test_the_reference_dpctl_shows_each_port_on_one_line() -> None:
+    assert flowtext.parse_ports(DPCTL_SHOW) == {
+        1: PortState.UP,
+        2: PortState.DOWN,
+        3: PortState.DOWN,
+    }
+    assert flowtext.parse_dpid(DPCTL_SHOW) == 0xA1
+
+
+# its dump-flows after `add-flows` of cookies 1381105921 (0x5252000000000101 folded),
+# -2147483647 (0x8000000000000001 folded), 0x5252000000000202 (hexadecimal: atoi reads 0),
+# 0 with no actions, and ovs-ofctl's add-flow of cookie=0x5252000000000102 beside it
+DPCTL_DUMP = """stats_reply (xid=0x718fe304): flags=none type=1(flow)
+  cookie=18446744071562067969, duration_sec=0s, duration_nsec=310000000s, table_id=0, \
+priority=300, n_packets=0, n_bytes=0, idle_timeout=0,hard_timeout=0,ip,in_port=2,\
+dl_vlan=0x0003,actions=strip_vlan,output:1
+  cookie=1381105921, duration_sec=0s, duration_nsec=310000000s, table_id=0, priority=200, \
+n_packets=0, n_bytes=0, idle_timeout=0,hard_timeout=0,tcp,in_port=1,nw_src=10.0.0.0/24,\
+nw_dst=10.1.2.3,tp_dst=80,actions=mod_vlan_vid:10,output:2
+  cookie=0, duration_sec=0s, duration_nsec=310000000s, table_id=0, priority=7, n_packets=0, \
+n_bytes=0, idle_timeout=0,hard_timeout=0,udp,tp_src=53,actions=output:3
+  cookie=0, duration_sec=0s, duration_nsec=310000000s, table_id=0, priority=1, n_packets=0, \
+n_bytes=0, idle_timeout=0,hard_timeout=0,in_port=2,actions=
+  cookie=5931803659200364802, duration_sec=0s, duration_nsec=303000000s, table_id=0, \
+priority=5, n_packets=0, n_bytes=0, idle_timeout=0,hard_timeout=0,in_port=3,actions=output:1
+"""
+
+
+def test_the_reference_dpctls_table_reads_back_with_the_cookies_written() -> None:
+    table = Dpctl(path="dpctl", timeout=1).table(DPCTL_DUMP)
+    flows = [flowtext.parse_flow(line) for _, line in flowtext.parse_flows(table)]
+    assert [f.cookie for f in flows] == [
+        0x8000000000000001, 0x5252000000000101, 0, 0, 0x5252000000000102,
+    ]  # fmt: skip
+    assert flows[0] == rule(300, 0x8000000000000001, (PopVlan(), Output(1)),
+                            in_port=2, vlan_vid=3, eth_type=0x0800)  # fmt: skip
+    assert flows[1] == TCP and flows[3] == DROP
+    assert flows[4].actions == (Output(1),) and flows[4].priority == 5
+    assert Ofctl(path="ovs-ofctl", timeout=1).table(DPCTL_DUMP) == DPCTL_DUMP
+
+
+@pytest.mark.parametrize(
+    ("cookie", "wire"),
+    [
+        (0, 0),
+        (0xC2, 0xC2),
+        (0x5252000000000101, 1381105921),  # the engine's cookies (services/reroute/rules.py)
+        (0x5252000000000FF2, 0x52520FF2),
+        (0x8000000000000001, -2147483647),  # an owner >= 0x8000: a negative int
+        (0xFFFF00000000FFFE, -2),
+    ],
+)
+def test_cookies_fold_into_what_atoi_reads_and_back(cookie: int, wire: int) -> None:
+    assert cookies.fold(cookie) == wire
+    printed = wire % (1 << 64)  # the switch keeps the int sign-extended; dump prints it
+    assert cookies.unfold(printed) == cookie
+    assert Dpctl(path="dpctl", timeout=1).cookie_text(cookie) == str(wire)
+
+
+@pytest.mark.parametrize("cookie", [0x10000, 0x5252000000010001, 0xFFFF00000000FFFF, -1, 1 << 64])
+def test_cookies_dpctl_cannot_carry_are_refused(cookie: int) -> None:
+    assert cookies.fold(cookie) is None
+    why = cookies.why_not(cookie)
+    assert why is not None and "atoi" in why
+    carried = FlowRule(match=FlowMatch(in_port=1), priority=1, actions=(), cookie=cookie)
+    assert Dpctl(path="dpctl", timeout=1).cannot_carry(carried) == why
+    if 0 <= cookie < 1 << 64:
+        assert Ofctl(path="ovs-ofctl", timeout=1).cannot_carry(carried) is None
+
+
+def test_a_cookie_another_tool_wrote_with_64_bits_reads_as_written() -> None:
+    assert cookies.unfold(0x5252000000000102) == 0x5252000000000102
+    assert cookies.unfold((1 << 64) - (1 << 31) - 1) == (1 << 64) - (1 << 31) - 1
+
+
 # --------------------------------------------------------------------------------------
 # batches without bundles
 
@@ -285,12 +380,60 @@ def test_dpctl_groups_adds_and_deletes_strictly_one_by_one() -> None:
     assert not tool.waits
 
 
-def test_the_tool_is_dpctl_when_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert find_tool(5.0, "/opt/dpctl") == Dpctl(path="/opt/dpctl", timeout=5.0)
-    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
-    assert find_tool(5.0) == Dpctl(path="/usr/bin/dpctl", timeout=5.0)
-    monkeypatch.setattr("shutil.which", lambda name: None if name == "dpctl" else f"/x/{name}")
-    assert find_tool(5.0) == Ofctl(path="/x/ovs-ofctl", timeout=5.0)
+def program(directory: Path, name: str, script: str) -> str:
+    """An executable ``directory/name`` running the shell ``script``."""
+    path = directory / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+OFSOFTSWITCH_DPCTL = "echo 'usage: dpctl [OPTIONS] SWITCH COMMAND [ARG...]'; echo ' flow-mod'"
+OVS_OFCTL = "echo 'ovs-ofctl (Open vSwitch) 3.1.0'"
+
+
+def on_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    monkeypatch.setenv("PATH", str(directory))
+
+
+def test_auto_takes_the_reference_dpctl_on_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, reference_dpctl: str
+) -> None:
+    (tmp_path / "dpctl").symlink_to(reference_dpctl)
+    program(tmp_path, "ovs-ofctl", OVS_OFCTL)
+    on_path(monkeypatch, tmp_path)
+    assert find_tool(5.0) == Dpctl(path=str(tmp_path / "dpctl"), timeout=5.0)
+    assert find_tool(5.0, kind="ovs-ofctl") == Ofctl(path=str(tmp_path / "ovs-ofctl"), timeout=5.0)
+
+
+def test_auto_never_takes_a_dpctl_it_cannot_drive(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ofsoftswitch13's dpctl (OpenFlow 1.3, another syntax) is also called dpctl."""
+    other = program(tmp_path, "dpctl", OFSOFTSWITCH_DPCTL)
+    program(tmp_path, "ovs-ofctl", OVS_OFCTL)
+    on_path(monkeypatch, tmp_path)
+    assert find_tool(5.0) == Ofctl(path=str(tmp_path / "ovs-ofctl"), timeout=5.0)
+    assert f"{other} is not a tool this driver speaks" in caplog.text
+    with pytest.raises(ConfigError, match="usage: dpctl"):
+        find_tool(5.0, kind="dpctl")
+    with pytest.raises(ConfigError, match="not a tool this driver speaks"):
+        find_tool(5.0, other)  # auto with a path: that program or nothing
+
+
+def test_with_no_tool_it_can_drive_the_driver_is_not_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    program(tmp_path, "dpctl", OFSOFTSWITCH_DPCTL)
+    on_path(monkeypatch, tmp_path)
+    with pytest.raises(ConfigError) as info:
+        find_tool(5.0)
+    assert "no ovs-ofctl on PATH" in str(info.value) and "dpctl" in str(info.value)
+    with pytest.raises(ConfigError, match="cannot be run"):
+        find_tool(5.0, str(tmp_path / "nothing-here"), kind="dpctl")
+    ofctl = program(tmp_path, "ovs-ofctl", OVS_OFCTL)
+    with pytest.raises(ConfigError, match="not dpctl"):
+        find_tool(5.0, ofctl, kind="dpctl")
 
 
 CMD = Command(argv=("ovs-ofctl", "add-flows", "t", "-"))
@@ -322,6 +465,12 @@ def test_classify(code: int, stderr: str, kind: type[DriverError], device_code: 
 
 # --------------------------------------------------------------------------------------
 # against OVS playing an HP switch
+
+
+@pytest.fixture(scope="session")
+def reference_dpctl() -> str:
+    """The OpenFlow 1.0 reference dpctl (built once, cached; skip naming what is missing)."""
+    return str(need.reference_dpctl())
 
 
 @pytest.fixture
@@ -405,10 +554,10 @@ def test_verify_after_confirmed_batches_needs_no_tool_run(
 
 @fabric
 def test_verify_through_dpctl_reads_back(
-    hp: OvsSite, fake_dpctl: str, caplog: pytest.LogCaptureFixture
+    hp: OvsSite, reference_dpctl: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """dpctl sends no barrier: VERIFY reads the table back, and sees a change made beside
-    the driver."""
+    the driver (through ovs-ofctl on the switch's own socket)."""
 
     async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], list[FlowRule]]:
         await d.apply(adds([TCP, DROP]))
@@ -417,7 +566,7 @@ def test_verify_through_dpctl_reads_back(
         with caplog.at_level(logging.DEBUG, logger="reroute.wire.hp_dpctl.hp1"):
             return await d.missing([DROP], DROP.cookie), await d.missing([TCP], TCP.cookie)
 
-    assert with_driver(hp, body, dpctl=fake_dpctl) == ([DROP], [])
+    assert with_driver(hp, body, dpctl=reference_dpctl) == ([DROP], [])
     commands = commands_in(caplog)
     assert len(commands) == 2 and all(" dump-flows " in c for c in commands), commands
 
@@ -454,31 +603,21 @@ def test_a_change_openflow_10_cannot_say_is_refused_before_anything_is_sent(hp: 
     assert table == []
 
 
-@pytest.fixture
-def fake_dpctl(tmp_path: Path) -> str:
-    """A dpctl stand-in: the same syntax and, like dpctl (which does not wait for the
-    switch), no word of an error and exit 0 whatever happened."""
-    path = tmp_path / "dpctl"
-    path.write_text('#!/bin/sh\novs-ofctl -O OpenFlow10 -F OpenFlow10 "$@" 2>/dev/null\nexit 0\n')
-    path.chmod(0o755)
-    return str(path)
-
-
 @fabric
-def test_through_dpctl_a_batch_is_applied_and_read_back(hp: OvsSite, fake_dpctl: str) -> None:
+def test_through_dpctl_a_batch_is_applied_and_read_back(hp: OvsSite, reference_dpctl: str) -> None:
     async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], dict[int, PortState]]:
         await d.apply(adds([TCP, TRANSIT, DROP]))
         await d.apply(deletes([TRANSIT]))
         return await d.read(), await d.port_states()
 
-    table, ports = with_driver(hp, body, dpctl=fake_dpctl)
+    table, ports = with_driver(hp, body, dpctl=reference_dpctl)
     assert set(table) == {TCP, DROP}
     assert ports == {1: PortState.UP, 2: PortState.UP}
 
 
 @fabric
 def test_through_dpctl_a_refused_change_is_found_by_reading_back_and_undone(
-    hp: OvsSite, fake_dpctl: str
+    hp: OvsSite, reference_dpctl: str
 ) -> None:
     async def body(d: HpDpctlDriver) -> tuple[DeviceRejected, list[FlowRule]]:
         await d.apply(adds([TCP]))
@@ -487,9 +626,44 @@ def test_through_dpctl_a_refused_change_is_found_by_reading_back_and_undone(
             await d.apply(adds(hosts(3)))  # the second add does not fit; dpctl exits 0
         return info.value, await d.read()
 
-    error, table = with_driver(hp, body, dpctl=fake_dpctl, timeout=0.5)
+    error, table = with_driver(hp, body, dpctl=reference_dpctl, timeout=0.5)
     assert error.code == "NOT_APPLIED" and "change #1" in str(error)
     assert table == [TCP]
+
+
+@fabric
+def test_through_dpctl_the_engines_cookies_pass_folded(hp: OvsSite, reference_dpctl: str) -> None:
+    """The switch holds the folded cookie (what dpctl's atoi made of it); the driver reads
+    back the cookie it was given, and filters by it."""
+    foreign = rule(5, 0x5252000000000102, (Output(1),), in_port=2)
+    spec = flowtext.flow_spec(flowtext.add_line(foreign))  # beside the driver, 64 bits:
+    hp.ovs.ofctl("-O", "OpenFlow10", "add-flow", hp.ovs.mgmt("brhp"), spec)
+
+    async def body(d: HpDpctlDriver) -> tuple[list[FlowRule], list[FlowRule]]:
+        await d.apply(adds([TCP, DROP]))
+        return await d.read(), await d.read(cookie=0x5252 << 48, cookie_mask=0xFFFF << 48)
+
+    table, ours = with_driver(hp, body, dpctl=reference_dpctl)
+    assert set(table) == {TCP, DROP, foreign}
+    assert set(ours) == {TCP, foreign}
+    held = hp.ofctl("brhp", "dump-flows")
+    assert "cookie=0x52520101," in held and "cookie=0x5252000000000102," in held
+
+
+@fabric
+def test_through_dpctl_a_cookie_it_cannot_carry_is_refused_before_anything_is_sent(
+    hp: OvsSite, reference_dpctl: str
+) -> None:
+    wide = rule(9, 0x5252000000010001, (Output(2),), in_port=1)
+
+    async def body(d: HpDpctlDriver) -> tuple[DeviceRejected, list[FlowRule]]:
+        with pytest.raises(DeviceRejected) as info:
+            await d.apply(adds([TCP, wide]))
+        return info.value, await d.read()
+
+    error, table = with_driver(hp, body, dpctl=reference_dpctl)
+    assert error.code == "UNSUPPORTED" and "change #1" in str(error) and "atoi" in str(error)
+    assert table == []
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -516,6 +690,15 @@ class BrokenBatches:
 
     def ports(self, target: str) -> Command:
         return self.inner.ports(target)
+
+    def cookie_text(self, cookie: int) -> str:
+        return self.inner.cookie_text(cookie)
+
+    def table(self, text: str) -> str:
+        return self.inner.table(text)
+
+    def cannot_carry(self, rule: FlowRule) -> str | None:
+        return self.inner.cannot_carry(rule)
 
 
 def broken(driver: HpDpctlDriver, argv: Sequence[str], good: int) -> BrokenBatches:

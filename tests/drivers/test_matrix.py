@@ -36,3 +36,10 @@ def test_the_rendered_document_has_every_drivers_section() -> None:
         section = matrix.checked_section(kind)
         assert f"### `{kind}`" in section and section in text
     assert "Not checked yet" not in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_driver_says_which_third_party_peer_it_ran_against(kind: str) -> None:
+    summary = matrix.peer_summary(kind)
+    assert not summary.startswith("not said"), summary
+    assert f"| `{kind}` | {summary} |" in matrix.render()

@@ -1,23 +1,30 @@
-"""The Ryu ofctl_rest driver (drivers/ryu_rest) and the ofctl_rest EMULATOR (fabric/ryu).
+"""The Ryu ofctl_rest driver (drivers/ryu_rest) and the ofctl_rest EMULATOR (fabric/ryu),
+each check of ofctl_rest's answers made against real Ryu 4.34 too (``fabric.peers``).
 
 Without a switch (no root needed): the mapping both ways, checked against the strings
-os-ken's own ``ofctl_v1_3`` writes, and the emulator's status codes where no datapath is
-needed. With a switch (``fabric``: the private OVS of ``ryu_site``): ofctl_rest's answers
+os-ken's own ``ofctl_v1_3`` writes, and ofctl_rest's status codes where no datapath is
+needed. With a switch (``fabric``: the private OVSs of ``ryu_site``): ofctl_rest's answers
 for a connected datapath (200 for a flow the switch refuses; 400, 404, 500 as Ryu), the
-entries as Ryu formats them, and the driver's wire log.
+entries as Ryu formats them, the driver's wire log, and (real Ryu) a switch that does not
+answer the controller in time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from drivers.base import (
     DeviceRejected,
+    DeviceTimeout,
     DeviceUnreachable,
     FlowChange,
     FlowMatch,
@@ -30,6 +37,9 @@ from drivers.base import (
 )
 from drivers.ryu_rest import RyuRestDriver, mapping
 from drivers.ryu_rest.mapping import MappingError
+from fabric import ryupeer
+from tests import peers as need
+from tests.drivers.controller_site import Controller
 from tests.drivers.ryu_site import DPID, Emulator, RyuSite, start_emulator
 
 RULE = FlowRule(
@@ -138,14 +148,24 @@ def test_an_unsupported_change_is_refused_before_anything_is_sent() -> None:
 # the emulator with no switch
 
 
-@pytest.fixture(scope="module")
-def lone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    """An emulator no switch connects to (its OpenFlow listener on loopback)."""
-    emulator = start_emulator(tmp_path_factory.mktemp("ryu-lone"), openflow_host="127.0.0.1")
-    try:
+@pytest.fixture(scope="module", params=["emulator", "ryu-4.34"])
+def lone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Controller]:
+    """ofctl_rest with no switch (its OpenFlow listener on loopback): the emulator, and
+    real Ryu 4.34 (what the emulator must answer like)."""
+    workdir = tmp_path_factory.mktemp("ryu-lone")
+    if request.param == "emulator":
+        emulator = start_emulator(workdir, openflow_host="127.0.0.1")
         yield emulator
-    finally:
         assert emulator.stop() == 0
+        return
+    need.ryu_manager()
+    real = ryupeer.start(workdir, "ryu", openflow_host="127.0.0.1")
+    try:
+        yield real
+    finally:
+        real.stop()
 
 
 # answered by the web server, not by ofctl_rest: no route, and an exception it lets through
@@ -171,9 +191,9 @@ SERVER_ANSWERS = {("GET", "/stats/flowentry/add"), ("GET", "/stats/nothing")}
     ],
 )
 def test_the_emulator_answers_with_ofctl_rest_status_codes(
-    lone: Emulator, method: str, path: str, body: bytes | None, status: int
+    lone: Controller, method: str, path: str, body: bytes | None, status: int
 ) -> None:
-    with lone.http() as http:
+    with httpx.Client(base_url=lone.base_url, timeout=5.0) as http:
         answer = http.request(method, path, content=body)
     assert answer.status_code == status, answer.text
     if status == 200:
@@ -182,7 +202,7 @@ def test_the_emulator_answers_with_ofctl_rest_status_codes(
         assert answer.content == b""  # ofctl_rest's own error answers have no body
 
 
-def test_a_switch_the_controller_does_not_have_is_unreachable(lone: Emulator) -> None:
+def test_a_switch_the_controller_does_not_have_is_unreachable(lone: Controller) -> None:
     async def main() -> None:
         async with RyuRestDriver("sw", lone.base_url, 1):
             pass
@@ -195,16 +215,18 @@ def test_a_switch_the_controller_does_not_have_is_unreachable(lone: Emulator) ->
 # with a switch
 
 
-@pytest.fixture
-def site(ryu: RyuSite) -> Iterator[RyuSite]:
-    ryu.reset()
-    yield ryu
-    ryu.reset()
+@pytest.fixture(params=["ryu", "ryu_real"], ids=["emulator", "ryu-4.34"])
+def site(request: pytest.FixtureRequest) -> Iterator[RyuSite]:
+    """A bridge controlled by the emulator, and one controlled by real Ryu 4.34."""
+    controlled: RyuSite = request.getfixturevalue(request.param)
+    controlled.reset()
+    yield controlled
+    controlled.reset()
 
 
 @pytest.mark.fabric
 def test_ofctl_rest_shows_entries_as_ryu_formats_them(site: RyuSite) -> None:
-    with site.emulator.http() as http:
+    with httpx.Client(base_url=site.emulator.base_url, timeout=5.0) as http:
         body = mapping.add_body(RULE, DPID)
         assert http.post("/stats/flowentry/add", content=repr(body)).status_code == 200
         (entry,) = http.get(f"/stats/flow/{DPID}").json()[str(DPID)]
@@ -221,7 +243,7 @@ def test_ofctl_rest_shows_entries_as_ryu_formats_them(site: RyuSite) -> None:
 @pytest.mark.fabric
 def test_a_refused_flow_mod_is_still_200_and_only_the_log_says_why(site: RyuSite) -> None:
     site.cap_table(0)
-    with site.emulator.http() as http:
+    with httpx.Client(base_url=site.emulator.base_url, timeout=5.0) as http:
         answer = http.post("/stats/flowentry/add", json=mapping.add_body(RULE, DPID))
         assert answer.status_code == 200
         assert http.get(f"/stats/flow/{DPID}").json() == {str(DPID): []}
@@ -229,7 +251,8 @@ def test_a_refused_flow_mod_is_still_200_and_only_the_log_says_why(site: RyuSite
         bad_value = http.post("/stats/flowentry/add", json={"dpid": DPID, "priority": "x"})
         bad_port = http.post("/stats/flowentry/add", json={"dpid": DPID, "match": {"tp_dst": 1}})
     assert (bad_cmd.status_code, bad_value.status_code, bad_port.status_code) == (404, 400, 500)
-    assert _log_says(site.emulator.log, "unsolicited error OFPET_")
+    if isinstance(site.emulator, Emulator):  # real Ryu logs OFPT_ERROR at debug level only
+        assert _log_says(site.emulator.log, "unsolicited error OFPET_")
 
 
 def _log_says(log: Path, text: str) -> bool:
@@ -254,3 +277,35 @@ def test_a_refused_batch_is_undone_and_every_request_is_on_the_wire_log(
     sent = [r.getMessage() for r in caplog.records if r.getMessage().startswith(">")]
     assert any("/stats/flowentry/delete_strict" in m and "'table_id': 3" in m for m in sent)
     assert sum("/stats/flowentry/add" in m for m in sent) == 3  # the undo deleted RULES[1]
+
+
+@pytest.mark.fabric
+def test_a_switch_that_does_not_answer_ryu_in_time_is_a_timeout_not_an_empty_table(
+    ryu_real: RyuSite,
+) -> None:
+    """Real Ryu answers a stats request the switch leaves unanswered for 1 s with 200 and
+    an empty list; the driver asks again, then says the switch did not answer. Nothing is
+    written meanwhile."""
+    ryu_real.reset()
+    pid = int((ryu_real.ovs.rundir / "ovs-vswitchd.pid").read_text())
+
+    async def main() -> tuple[DeviceTimeout, DeviceTimeout, float, list[FlowRule]]:
+        async with RyuRestDriver("sw", ryu_real.emulator.base_url, DPID, timeout=1.5) as d:
+            await d.apply([add(RULE)])
+            os.kill(pid, signal.SIGSTOP)  # the switch stops answering (and its link stays)
+            try:
+                start = time.monotonic()
+                with pytest.raises(DeviceTimeout) as read:
+                    await d.read()
+                took = time.monotonic() - start
+                with pytest.raises(DeviceTimeout) as write:
+                    await d.apply([add(RULES[2])])  # its undo point cannot be read
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            return read.value, write.value, took, await d.read()
+
+    read, write, took, table = asyncio.run(main())
+    assert "did not answer" in str(read) and "not an empty table" in str(read)
+    assert "did not answer" in str(write)
+    assert 1.5 <= took < 4.0  # asked again until the driver's timeout, then gave up
+    assert table == [RULE]
