@@ -38,6 +38,7 @@ from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
 from services.reroute.journal import Journal, JournalError, RerouteState, StepState
 from services.reroute.planning.plan import Plan, Step, StepKind
+from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.topology import Circuit
 
@@ -121,14 +122,24 @@ class Executor:
         self.on_event = on_event
         self._total = 0
 
-    async def run(self, reroute_id: str, plan: Plan) -> Outcome:
-        """Execute ``plan`` step by step (garbage collection paused); roll back on failure."""
+    async def run(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> Outcome:
+        """Execute ``plan`` step by step (garbage collection paused); roll back on failure.
+        The journal records ``owner`` running it, holding ``resources``."""
         with gc_paused():
-            return await self._run(reroute_id, plan)
+            return await self._run(reroute_id, plan, owner, resources)
 
-    async def _run(self, reroute_id: str, plan: Plan) -> Outcome:
+    async def _run(
+        self, reroute_id: str, plan: Plan, owner: str | None, resources: frozenset[str]
+    ) -> Outcome:
         started = self.clock()  # the write-ahead record counts: 0.3 s for 100,000 flows
-        self.journal.create(reroute_id, plan)
+        self.journal.create(reroute_id, plan, owner=owner, resources=resources)
         steps = plan.steps()
         self._total = len(steps)
         timings: list[StepTiming] = []
@@ -141,11 +152,9 @@ class Executor:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
                 index = range(first, first + len(batch))
-                for i in index:  # every start journaled before any step of the batch runs
-                    if error := self._write(self.journal.step, reroute_id, i, StepState.STARTED):
-                        break  # not run, nothing of this batch to undo
-                if error is not None:
-                    break
+                # every start journaled (one write) before any step of the batch runs
+                if error := self._write(self.journal.steps_started, reroute_id, index):
+                    break  # not run, nothing of this batch to undo
                 first += len(batch)
                 error = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:

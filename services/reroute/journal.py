@@ -29,14 +29,16 @@ from drivers.base import Prefix
 from services.reroute.errors import RerouteError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Plan
+from services.reroute.resources import EVERYTHING
 
-VERSION = 3
+VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reroutes (
   id TEXT PRIMARY KEY, created REAL NOT NULL, summary TEXT NOT NULL, plan_text TEXT NOT NULL,
   origins TEXT NOT NULL, touched TEXT NOT NULL, state TEXT NOT NULL, error TEXT,
   finished REAL, started REAL, intent TEXT, flows TEXT NOT NULL DEFAULT '[]',
-  step_names TEXT NOT NULL DEFAULT '[]', idem_key TEXT, fingerprint TEXT
+  step_names TEXT NOT NULL DEFAULT '[]', idem_key TEXT, fingerprint TEXT,
+  owner TEXT, resources TEXT NOT NULL DEFAULT '["*"]'
 );
 CREATE TABLE IF NOT EXISTS steps (
   reroute_id TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL,
@@ -55,6 +57,11 @@ ALTER TABLE reroutes ADD COLUMN flows TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE reroutes ADD COLUMN step_names TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE reroutes ADD COLUMN idem_key TEXT;
 ALTER TABLE reroutes ADD COLUMN fingerprint TEXT;
+"""
+# format 3 -> 4: who runs a reroute (its owner) and what it holds (resources.py)
+MIGRATE_3 = """
+ALTER TABLE reroutes ADD COLUMN owner TEXT;
+ALTER TABLE reroutes ADD COLUMN resources TEXT NOT NULL DEFAULT '["*"]';
 """
 
 
@@ -97,6 +104,8 @@ class Record:
     finished: float | None = None
     idem_key: str | None = None
     fingerprint: str | None = None  # of the request that created it (idempotency)
+    owner: str | None = None  # the engine instance running it (locks.py: ``alive``)
+    resources: frozenset[str] = frozenset({EVERYTHING})  # what it holds (resources.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +119,10 @@ class StepRecord:
 
 class JournalError(RerouteError):
     """The journal file cannot be used."""
+
+
+def _keys(resources: frozenset[str]) -> str:
+    return json.dumps(sorted(resources))
 
 
 def _encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
@@ -169,11 +182,11 @@ def _intent_columns(intent: Intent) -> tuple[str, str]:
 
 _COLUMNS = (
     "id, created, summary, state, error, plan_text, origins, touched, intent, step_names, "
-    "started, finished, idem_key, fingerprint"
+    "started, finished, idem_key, fingerprint, owner, resources"
 )
 _Row = tuple[
     str, float, str, str, str | None, str, str, str, str | None, str,
-    float | None, float | None, str | None, str | None,
+    float | None, float | None, str | None, str | None, str | None, str,
 ]  # fmt: skip
 
 
@@ -205,8 +218,9 @@ class Journal:
         self.db.execute("PRAGMA synchronous=NORMAL")
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables and version == 2:
-            self.db.executescript(f"BEGIN; {MIGRATE_2} PRAGMA user_version = {VERSION}; COMMIT;")
+        if tables and version in (2, 3):
+            steps = (MIGRATE_2 if version == 2 else "") + MIGRATE_3
+            self.db.executescript(f"BEGIN; {steps} PRAGMA user_version = {VERSION}; COMMIT;")
             version = VERSION
         if tables and version != VERSION:
             self.db.close()
@@ -221,25 +235,37 @@ class Journal:
         """Close the database."""
         self.db.close()
 
-    def create(self, reroute_id: str, plan: Plan) -> None:
-        """The reroute starts running ``plan``: a new row, or its ``pending`` row updated."""
+    def create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None:
+        """The reroute starts running ``plan``, run by ``owner`` holding ``resources``: a new
+        row, or its ``pending`` row updated."""
         now = time.time()
         try:
-            cur = self._insert_running(reroute_id, plan, now)
+            cur = self._insert_running(reroute_id, plan, now, owner, _keys(resources))
         except sqlite3.OperationalError as exc:  # its disk is full: before any device changes
             raise self._unwritable(exc) from exc
         if cur.rowcount != 1:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
 
-    def _insert_running(self, reroute_id: str, plan: Plan, now: float) -> sqlite3.Cursor:
+    def _insert_running(
+        self, reroute_id: str, plan: Plan, now: float, owner: str | None, resources: str
+    ) -> sqlite3.Cursor:
         text = plan.describe()
         return self.db.execute(
             "INSERT INTO reroutes (id, created, started, summary, plan_text, origins, touched, "
-            "state, intent, flows, step_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "state, intent, flows, step_names, owner, resources) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
             "summary = excluded.summary, plan_text = excluded.plan_text, "
             "origins = excluded.origins, touched = excluded.touched, state = excluded.state, "
-            "step_names = excluded.step_names WHERE reroutes.state = ?",
+            "step_names = excluded.step_names, owner = excluded.owner, "
+            "resources = excluded.resources WHERE reroutes.state = ?",
             (
                 reroute_id,
                 now,
@@ -251,6 +277,8 @@ class Journal:
                 RerouteState.RUNNING,
                 *_intent_columns(plan.intent),
                 json.dumps([s.describe() for s in plan.steps()]),
+                owner,
+                resources,
                 RerouteState.PENDING,
             ),
         )
@@ -262,8 +290,10 @@ class Journal:
         *,
         idem_key: str | None = None,
         fingerprint: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
     ) -> None:
-        """A ``pending`` reroute: planned and run later (``create``), or cancelled."""
+        """A ``pending`` reroute: planned and run later (``create``), or cancelled.
+        ``resources``: what it is expected to hold (``EVERYTHING`` when unknown)."""
         summary = (
             f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
             "(queued)"
@@ -271,8 +301,8 @@ class Journal:
         try:
             self.db.execute(
                 "INSERT INTO reroutes (id, created, summary, plan_text, origins, touched, state, "
-                "intent, flows, idem_key, fingerprint) VALUES (?, ?, ?, '', '{}', '[]', ?, ?, ?, "
-                "?, ?)",
+                "intent, flows, idem_key, fingerprint, resources) VALUES (?, ?, ?, '', '{}', "
+                "'[]', ?, ?, ?, ?, ?, ?)",
                 (
                     reroute_id,
                     time.time(),
@@ -281,10 +311,18 @@ class Journal:
                     *_intent_columns(intent),
                     idem_key,
                     fingerprint,
+                    _keys(resources),
                 ),
             )
         except sqlite3.IntegrityError as exc:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists") from exc
+
+    def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
+        """A pending reroute is now expected to hold ``resources`` (its plan changed)."""
+        self._write(
+            "UPDATE reroutes SET resources = ? WHERE id = ? AND state = ?",
+            (_keys(resources), reroute_id, RerouteState.PENDING),
+        )
 
     def cancel(self, reroute_id: str) -> bool:
         """Cancel a pending reroute; False if it is not pending (any more)."""
@@ -315,6 +353,14 @@ class Journal:
                 (state, time.time(), error, reroute_id, idx),
             )
 
+    def steps_started(self, reroute_id: str, indexes: range) -> None:
+        """Record that steps ``indexes`` start (one write for a batch run at once)."""
+        now = time.time()
+        self._many(
+            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)",
+            [(reroute_id, i, StepState.STARTED, now) for i in indexes],
+        )
+
     def checkpoint(
         self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
     ) -> None:
@@ -335,6 +381,21 @@ class Journal:
         try:
             self.db.execute(sql, params)
         except sqlite3.OperationalError as exc:  # its disk filled up meanwhile
+            raise self._unwritable(exc, then="") from exc
+
+    def _many(self, sql: str, rows: list[tuple[object, ...]]) -> None:
+        """``sql`` for each of ``rows``, in one transaction."""
+        if len(rows) == 1:
+            self._write(sql, rows[0])
+            return
+        try:
+            self.db.execute("BEGIN")
+            for row in rows:
+                self.db.execute(sql, row)
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             raise self._unwritable(exc, then="") from exc
 
     def get(self, reroute_id: str) -> Record | None:
@@ -419,4 +480,6 @@ class Journal:
             finished=row[11],
             idem_key=row[12],
             fingerprint=row[13],
+            owner=row[14],
+            resources=frozenset(json.loads(row[15])),
         )

@@ -3,8 +3,8 @@ the bare routes (the OpenAPI document is made from it).
 
 The app's lifespan connects the drivers of the switches in scope (built from the
 inventory), opens the journal, recovers what a crash interrupted, re-queues pending
-reroutes and starts the worker; on shutdown it lets the running reroute finish and closes
-everything.
+reroutes and starts the scheduler; on shutdown it lets the running reroutes finish and
+closes everything.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Dr
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 TITLE = "reroute"
 DESCRIPTION = (
-    "Make-before-break reroutes of live flows. Reroutes run one at a time, first in, first "
-    "out; a queued one is `pending` and may be cancelled. Send `Authorization: Bearer TOKEN`."
+    "Make-before-break reroutes of live flows. Reroutes that share no device, optical port "
+    "or flow run at once; overlapping ones run one after the other, first in, first out; a "
+    "queued one is `pending` and may be cancelled. Send `Authorization: Bearer TOKEN`."
 )
 
 
@@ -105,13 +106,16 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     step_timeout=settings.step_timeout_s,
                     lock_dir=_lock_dir(settings),
                 )
-                svc = RerouteService(settings, engine, journal)
-                await svc.start()
-                app.state.service = svc
                 try:
-                    yield
+                    svc = RerouteService(settings, engine, journal)
+                    await svc.start()
+                    app.state.service = svc
+                    try:
+                        yield
+                    finally:
+                        await svc.stop()
                 finally:
-                    await svc.stop()
+                    await engine.close()
         finally:
             journal.close()
 
