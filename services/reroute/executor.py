@@ -95,12 +95,48 @@ LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without
 LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
 
 
-def _into(queue: asyncio.Queue[tuple[str, int, PortState]], device: str) -> PortListener:
-    def put(port: int, state: PortState) -> None:
-        """Queue one port-state change of ``device``."""
-        queue.put_nowait((device, port, state))
+class LockWatch:
+    """The lock ports as seen since the circuits changed: a port counts as locked once it
+    has been seen down since then and is up. A receiver still lit by the old circuit reads
+    up until its switch notices the change (OVS tells tens of ms later on a busy machine),
+    and an up read then is not the new circuit's light. ``eventful``: the changes come as
+    events (listened to from before the circuits step), else only from reads."""
 
-    return put
+    def __init__(self, eventful: bool) -> None:
+        self.eventful = eventful
+        self.events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
+        self.seen_down: set[tuple[str, int]] = set()
+
+    def note(self, device: str, port: int, state: PortState) -> None:
+        """A state read or reported now."""
+        if state is not PortState.UP:
+            self.seen_down.add((device, port))
+
+    def listener(self, device: str) -> PortListener:
+        """A ``PortListener`` of ``device`` feeding this watch."""
+
+        def put(port: int, state: PortState) -> None:
+            """Queue one port-state change of ``device``."""
+            self.note(device, port, state)
+            self.events.put_nowait((device, port, state))
+
+        return put
+
+
+def _lock_ports(plan: Plan) -> tuple[tuple[str, int], ...]:
+    """Every port the plan's lock gates wait for."""
+    return tuple(p for s in plan.steps() if s.kind is StepKind.AWAIT_LOCK for p in s.ports)
+
+
+def _not_locked(
+    step: Step, ports: list[tuple[str, int]], known: dict[tuple[str, int], PortState]
+) -> str:
+    down = " ".join(f"{d}:p{p}" for d, p in ports if known.get((d, p)) is not PortState.UP)
+    stale = " ".join(f"{d}:p{p}" for d, p in ports if known.get((d, p)) is PortState.UP)
+    text = f"new circuit not locked after {step.duration_s * 1000:.0f} ms:"
+    text += f" {down} still down" if down else ""
+    text += f"{';' if down else ''} {stale} never went down (still the old light)" if stale else ""
+    return text
 
 
 class Executor:
@@ -121,6 +157,8 @@ class Executor:
         self.clock = clock
         self.on_event = on_event
         self._total = 0
+        self._stack: contextlib.AsyncExitStack | None = None  # of one run
+        self._watch: LockWatch | None = None  # lock ports, from the circuits step on
 
     async def run(
         self,
@@ -133,7 +171,12 @@ class Executor:
         """Execute ``plan`` step by step (garbage collection paused); roll back on failure.
         The journal records ``owner`` running it, holding ``resources``."""
         with gc_paused():
-            return await self._run(reroute_id, plan, owner, resources)
+            async with contextlib.AsyncExitStack() as stack:
+                self._stack = stack
+                try:
+                    return await self._run(reroute_id, plan, owner, resources)
+                finally:
+                    self._stack = self._watch = None
 
     async def _run(
         self, reroute_id: str, plan: Plan, owner: str | None, resources: frozenset[str]
@@ -156,6 +199,8 @@ class Executor:
                 if error := self._write(self.journal.steps_started, reroute_id, index):
                     break  # not run, nothing of this batch to undo
                 first += len(batch)
+                if self._watch is None and any(s.kind is StepKind.CIRCUITS for s in batch):
+                    self._watch = await self._watch_ports(_lock_ports(plan), self._stack)
                 error = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
                     break
@@ -295,59 +340,70 @@ class Executor:
         return driver
 
     async def _await_lock(self, step: Step) -> None:
-        """Until the ports' link state is up; LockTimeout after ``duration_s``.
+        """Until every port of ``step`` is locked (``LockWatch``); LockTimeout after
+        ``duration_s``.
 
-        Where every device reports port changes (``PortEvents``: OpenFlow PORT_STATUS) the
-        gate reads the states once, then waits for the events (re-reading every
-        ``LOCK_RECHECK_S`` in case one is lost); otherwise it polls every ``LOCK_POLL_S``."""
+        Where every device reports port changes (``PortEvents``: OpenFlow PORT_STATUS) they
+        are listened to from before the circuits change; the gate reads the states once,
+        then waits for the events (re-reading every ``LOCK_RECHECK_S`` in case one is lost);
+        otherwise it polls every ``LOCK_POLL_S``."""
         devices = sorted({d for d, _ in step.ports})
         deadline = self.clock() + step.duration_s
-        events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
-        eventful = self.lock_events and all(
-            isinstance(self.drivers[d], PortEvents) for d in devices
-        )
         async with contextlib.AsyncExitStack() as stack:
-            if eventful:
-                for d in devices:  # listening before the first read: no change falls between
-                    listener = _into(events, d)
-                    await stack.enter_async_context(self._events(d).port_events(listener))
+            watch = self._watch or await self._watch_ports(step.ports, stack)
             while True:
                 states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
                 known = {
                     (d, p): s for d, ps in zip(devices, states, strict=True) for p, s in ps.items()
                 }
-                while not events.empty():  # reported before the read's reply: in the read
-                    events.get_nowait()
-                if await self._until_up(step, known, events, deadline, eventful):
+                while not watch.events.empty():  # reported before the read's reply: in the read
+                    watch.events.get_nowait()
+                for (d, p), state in known.items():
+                    watch.note(d, p, state)
+                if await self._until_up(step, known, watch, deadline):
                     return
+
+    async def _watch_ports(
+        self, ports: tuple[tuple[str, int], ...], stack: contextlib.AsyncExitStack | None
+    ) -> LockWatch:
+        """A watch of ``ports``: listening to their devices' events (until ``stack`` closes)
+        where every one of them sends events."""
+        devices = sorted({d for d, _ in ports})
+        eventful = self.lock_events and all(
+            isinstance(self.drivers.get(d), PortEvents) for d in devices
+        )
+        watch = LockWatch(eventful and stack is not None)
+        if watch.eventful and stack is not None:
+            for d in devices:
+                await stack.enter_async_context(self._events(d).port_events(watch.listener(d)))
+        return watch
 
     async def _until_up(
         self,
         step: Step,
         known: dict[tuple[str, int], PortState],
-        events: asyncio.Queue[tuple[str, int, PortState]],
+        watch: LockWatch,
         deadline: float,
-        eventful: bool,
     ) -> bool:
-        """True once every port is up, updating ``known`` from events; False: read again."""
-        recheck = self.clock() + (LOCK_RECHECK_S if eventful else LOCK_POLL_S)
+        """True once every port is locked, updating ``known`` from events; False: read
+        again."""
+        recheck = self.clock() + (LOCK_RECHECK_S if watch.eventful else LOCK_POLL_S)
         while True:
-            down = [(d, p) for d, p in step.ports if known.get((d, p)) is not PortState.UP]
+            down = [
+                (d, p)
+                for d, p in step.ports
+                if known.get((d, p)) is not PortState.UP or (d, p) not in watch.seen_down
+            ]
             if not down:
                 return True
             now = self.clock()
             if now >= deadline:
-                ports = " ".join(f"{d}:p{p}" for d, p in down)
-                raise LockTimeout(
-                    step.device,
-                    f"new circuit not locked after {step.duration_s * 1000:.0f} ms: "
-                    f"{ports} still down",
-                )
+                raise LockTimeout(step.device, _not_locked(step, down, known))
             if now >= recheck:
                 return False
             try:
                 async with asyncio.timeout(min(recheck, deadline) - now):
-                    d, port, state = await events.get()
+                    d, port, state = await watch.events.get()
             except TimeoutError:
                 continue
             known[(d, port)] = state
