@@ -32,6 +32,7 @@ from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING
 
 VERSION = 4
+CACHE_KIB = 2048  # SQLite's page cache: the bound on what the journal keeps in memory
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reroutes (
   id TEXT PRIMARY KEY, created REAL NOT NULL, summary TEXT NOT NULL, plan_text TEXT NOT NULL,
@@ -44,6 +45,7 @@ CREATE TABLE IF NOT EXISTS steps (
   reroute_id TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL,
   started REAL NOT NULL, finished REAL, error TEXT, PRIMARY KEY (reroute_id, idx)
 );
+CREATE TABLE IF NOT EXISTS settled (flow TEXT PRIMARY KEY, path TEXT NOT NULL);
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS reroutes_state ON reroutes (state);
@@ -107,6 +109,15 @@ class Record:
     owner: str | None = None  # the engine instance running it (locks.py: ``alive``)
     resources: frozenset[str] = frozenset({EVERYTHING})  # what it holds (resources.py)
 
+    def placed(self) -> dict[FlowSpec, str]:
+        """Where the reroute meant its flows to be: its target when ``done``, its origins
+        (or checkpoint) when rolled back or failed; nothing otherwise."""
+        if self.state is RerouteState.DONE and self.intent is not None:
+            return dict.fromkeys(self.intent.flows, self.intent.to_path)
+        if self.state in (RerouteState.ROLLED_BACK, RerouteState.FAILED):
+            return {f: path for path, flows in self.origins.items() for f in flows}
+        return {}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
@@ -119,6 +130,15 @@ class StepRecord:
 
 class JournalError(RerouteError):
     """The journal file cannot be used."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """How much history the journal keeps: ended reroutes are removed once more than
+    ``reroutes`` ended after them or they ended over ``days`` ago."""
+
+    reroutes: int = 10_000
+    days: float = 30.0
 
 
 def _keys(resources: frozenset[str]) -> str:
@@ -216,6 +236,7 @@ class Journal:
         path = self.path
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the memory it may keep
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables and version in (2, 3):
@@ -397,6 +418,55 @@ class Journal:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             raise self._unwritable(exc, then="") from exc
+
+    def prune(self, keep: Retention, now: float | None = None) -> int:
+        """Remove the ended reroutes beyond ``keep`` (oldest first; pending and running ones
+        are never removed); where they placed their flows is kept (``settled``), so resync
+        still knows every flow's path. Returns how many were removed."""
+        final = tuple(str(s) for s in RerouteState if s.final)
+        marks = ", ".join("?" * len(final))
+        cutoff = (time.time() if now is None else now) - keep.days * 86400
+        nth = self.db.execute(
+            f"SELECT rowid FROM reroutes WHERE state IN ({marks}) ORDER BY rowid DESC "
+            "LIMIT 1 OFFSET ?",
+            (*final, keep.reroutes),
+        ).fetchone()
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM reroutes WHERE state IN ({marks}) "
+            "AND (coalesce(finished, created) < ? OR rowid <= ?) ORDER BY rowid",
+            (*final, cutoff, nth[0] if nth else 0),
+        ).fetchall()
+        if not rows:
+            return 0
+        gone = [self._record(r) for r in rows]
+        ids = [(r.id,) for r in gone]
+        try:
+            self.db.execute("BEGIN")
+            for record in gone:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO settled VALUES (?, ?)",
+                    [(str(f), path) for f, path in record.placed().items()],
+                )
+            self.db.executemany("DELETE FROM steps WHERE reroute_id = ?", ids)
+            self.db.executemany("DELETE FROM reroutes WHERE id = ?", ids)
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise self._unwritable(exc, then="") from exc
+        return len(gone)
+
+    def settled(self) -> dict[FlowSpec, str]:
+        """Where the pruned reroutes left their flows (``prune``)."""
+        rows = self.db.execute("SELECT flow, path FROM settled").fetchall()
+        return {FlowSpec.parse(f): p for f, p in rows}
+
+    def size(self) -> int:
+        """Bytes the journal takes on disk (database and write-ahead log; 0 in memory)."""
+        if self.path is None:
+            return 0
+        files = (self.path, self.path.with_name(self.path.name + "-wal"))
+        return sum(f.stat().st_size for f in files if f.exists())
 
     def get(self, reroute_id: str) -> Record | None:
         """The record of ``reroute_id``, or None."""

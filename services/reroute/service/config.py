@@ -13,6 +13,8 @@ tokens:
   - {token: "a-long-random-read-only-token", role: read}
 token_file: tokens.txt     # and/or: lines "ROLE TOKEN" ('#' comments)
 step_timeout_s: 10
+retention: {reroutes: 10000, days: 30}   # ended reroutes the journal keeps (pending and
+                           # running ones are never removed)
 ```
 
 ``load_config`` returns the validated file; ``resolve`` adds what needs the topology
@@ -23,7 +25,7 @@ listen on). A bad inventory stops the service before it starts, naming file and 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +34,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from services.reroute import runtime
 from services.reroute.errors import ConfigError, RerouteError
 from services.reroute.inventory import Inventory, check, load_inventory
+from services.reroute.journal import Retention
 from services.reroute.service.auth import Role, TokenTable
 from services.reroute.topology import Topology, load_topology
 from services.reroute.yamlfile import YAMLError, strict_yaml
@@ -67,6 +70,16 @@ class TokenSpec(BaseModel):
     role: Role
 
 
+class RetentionSpec(BaseModel):
+    """``retention:``: ended reroutes are removed from the journal once more than
+    ``reroutes`` ended after them, or they ended over ``days`` ago."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reroutes: int = Field(default=10_000, ge=1, le=10_000_000)
+    days: float = Field(default=30.0, gt=0, le=36_500)
+
+
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -79,6 +92,7 @@ class ServiceConfig(BaseModel):
     tokens: tuple[TokenSpec, ...] = ()
     token_file: Path | None = None
     step_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    retention: RetentionSpec = RetentionSpec()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +108,7 @@ class Settings:
     port: int
     tokens: TokenTable
     step_timeout_s: float
+    retention: Retention = field(default_factory=Retention)
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -153,6 +168,7 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         port=port,
         tokens=tokens,
         step_timeout_s=config.step_timeout_s,
+        retention=Retention(reroutes=config.retention.reroutes, days=config.retention.days),
     )
 
 

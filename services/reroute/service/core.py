@@ -68,7 +68,7 @@ class RerouteService:
         self.draining = False
         self.bus = EventBus()
         self.metrics = Metrics(lambda: self.scheduler.queued, lambda: self.scheduler.running)
-        self.scheduler = Scheduler(engine, journal, self.bus, self.metrics)
+        self.scheduler = Scheduler(engine, journal, self.bus, self.metrics, settings.retention)
         self._admission = asyncio.Lock()
         self._stopping: asyncio.Task[None] | None = None
 
@@ -84,6 +84,7 @@ class RerouteService:
             self.scheduler.enqueue(record.id, record.resources)
         if pending:
             log.warning("%d pending reroute(s) queued again", len(pending))
+        self.scheduler.prune()
         try:
             await self.warm_up()
         except DriverError as exc:  # serve all the same: the pages say what cannot be read

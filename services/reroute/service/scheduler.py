@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Outcome, StepEvent
-from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.journal import Journal, Record, RerouteState, Retention
 from services.reroute.locks import Held
 from services.reroute.resources import EVERYTHING, Keys, overlap
 from services.reroute.service.events import EventBus, step_data
@@ -40,6 +40,7 @@ from services.reroute.service.metrics import Metrics
 log = logging.getLogger("reroute.service")
 RETRY_S = 0.02  # a reroute found its resources held by another process: try again after
 CHECK_S = 1.0  # otherwise look for reroutes of owners that died this often
+PRUNE_EVERY = 50  # ended reroutes between two prunings of the journal (Retention)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,8 +50,17 @@ class Queued:
 
 
 class Scheduler:
-    def __init__(self, engine: Engine, journal: Journal, bus: EventBus, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        journal: Journal,
+        bus: EventBus,
+        metrics: Metrics,
+        retention: Retention | None = None,
+    ) -> None:
         self.engine = engine
+        self.retention = retention or Retention()
+        self._ended = 0
         self.journal = journal
         self.bus = bus
         self.metrics = metrics
@@ -232,7 +242,20 @@ class Scheduler:
         if reroute_id not in self._queue:
             self._order.pop(reroute_id, None)
             self._release(reroute_id)
+            self._ended += 1
+            if self._ended % PRUNE_EVERY == 0:
+                self.prune()
         self._wake.set()
+
+    def prune(self) -> None:
+        """Remove what the journal keeps beyond the retention (never running or pending)."""
+        try:
+            removed = self.journal.prune(self.retention)
+        except RerouteError as exc:
+            log.warning("pruning the journal: %s", exc)
+            return
+        if removed:
+            log.info("journal: %d ended reroute(s) beyond the retention removed", removed)
 
     # ----------------------------------------------------------------------------------
     # one reroute
