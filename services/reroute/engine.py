@@ -20,7 +20,7 @@ from drivers.gcpause import gc_paused
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
-from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.journal import Journal, Journaling, Record, RerouteState
 from services.reroute.locks import Held, Locks, Universe, file_or_memory, holding
 from services.reroute.model import Intent
 from services.reroute.planning import plan
@@ -80,9 +80,11 @@ async def plan_on_devices(
 async def recover(
     topo: Topology,
     drivers: Mapping[str, Driver],
-    journal: Journal,
+    journal: Journaling,
     scope: frozenset[str] | None = None,
     records: list[Record] | None = None,
+    *,
+    executor: Callable[[Journaling], Executor] | None = None,
 ) -> list[str]:
     """Finish every reroute of ``records`` (default: every one the journal shows running:
     its process died mid-plan): read the devices, put every flow back on its origin path,
@@ -90,7 +92,7 @@ async def recover(
     record running for the next one. The caller holds the records' resources."""
     done = []
     for record in journal.in_flight() if records is None else records:
-        await restore(topo, drivers, journal, record, scope)
+        await restore(topo, drivers, journal, record, scope, executor=executor)
         done.append(record.id)
     return done
 
@@ -98,17 +100,21 @@ async def recover(
 async def restore(
     topo: Topology,
     drivers: Mapping[str, Driver],
-    journal: Journal,
+    journal: Journaling,
     record: Record,
     scope: frozenset[str] | None = None,
+    *,
+    executor: Callable[[Journaling], Executor] | None = None,
 ) -> None:
-    """Recover one interrupted reroute (``recover``)."""
+    """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
+    each restore plan (default: a plain one on ``drivers``)."""
     tables = await read_tables(drivers)
     plans = plan_restore(topo, tables, record.origins, record.touched, now=time.time(), scope=scope)
     scratch = Journal(None)
     try:
         for i, p in enumerate(plans):
-            outcome = await Executor(drivers, scratch).run(f"{record.id}-restore{i}", p)
+            run = executor(scratch) if executor else Executor(drivers, scratch)
+            outcome = await run.run(f"{record.id}-restore{i}", p)
             if outcome.state is not RerouteState.DONE:
                 journal.finish(record.id, RerouteState.FAILED, f"recovery failed: {outcome.error}")
                 return
@@ -134,7 +140,7 @@ class NeedMore(RerouteError):
 async def reroute(
     topo: Topology,
     drivers: Mapping[str, Driver],
-    journal: Journal,
+    journal: Journaling,
     intent: Intent,
     *,
     step_timeout: float = 10.0,
@@ -163,7 +169,7 @@ class Engine:
 
     topo: Topology
     drivers: Mapping[str, Driver]
-    journal: Journal
+    journal: Journaling
     scope: frozenset[str] | None = None
     step_timeout: float = 10.0
     lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
@@ -190,7 +196,7 @@ class Engine:
         topo: Topology,
         inv: Inventory,
         drivers: Mapping[str, Driver],
-        journal: Journal,
+        journal: Journaling,
         *,
         scope: frozenset[str] | None = None,
         step_timeout: float = 10.0,
@@ -209,6 +215,21 @@ class Engine:
     async def close(self) -> None:
         """Let go of the locks' owner (its reroutes have ended)."""
         await self.lock.close()
+
+    def executor(
+        self, journal: Journaling, on_event: Callable[[StepEvent], None] | None = None
+    ) -> Executor:
+        """An executor on this engine's drivers, steps bounded by the owner's lease (etcd:
+        no step starts unless the lease outlives it)."""
+        lease = self.lock.lease_left() is not None
+        return Executor(
+            self.drivers,
+            journal,
+            step_timeout=self.step_timeout,
+            on_event=on_event,
+            lease=self.lock.lease_left if lease else None,  # type: ignore[arg-type]
+            lease_step_s=self.lock.step_s,
+        )
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
         """Our rules on every managed packet switch, and every managed optical circuit."""
@@ -267,9 +288,7 @@ class Engine:
                 on_plan(the_plan)
             keys = self.resources(the_plan)
             await held.narrow(keys)
-            executor = Executor(
-                self.drivers, self.journal, step_timeout=self.step_timeout, on_event=on_event
-            )
+            executor = self.executor(self.journal, on_event)
             outcome = await executor.run(
                 reroute_id, the_plan, owner=self.lock.owner, resources=keys
             )
@@ -288,14 +307,18 @@ class Engine:
 
     async def _recover_dead(self) -> list[str]:
         """Recover the running reroutes of owners that died (the caller holds all)."""
-        dead = [r for r in self.journal.in_flight() if not await self.lock.alive(r.owner)]
-        return (
-            await recover(self.topo, self.drivers, self.journal, self.scope, dead) if dead else []
+        dead = await self.dead()
+        if not dead:
+            return []
+        return await recover(
+            self.topo, self.drivers, self.journal, self.scope, dead, executor=self.executor
         )
 
     async def recover_one(self, record: Record) -> None:
         """Recover one reroute that stopped mid-plan (the caller holds its resources)."""
-        await restore(self.topo, self.drivers, self.journal, record, self.scope)
+        await restore(
+            self.topo, self.drivers, self.journal, record, self.scope, executor=self.executor
+        )
 
     async def dead(self) -> list[Record]:
         """The running reroutes whose owner died, oldest first."""

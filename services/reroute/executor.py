@@ -36,7 +36,7 @@ from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
-from services.reroute.journal import Journal, JournalError, RerouteState, StepState
+from services.reroute.journal import JournalError, Journaling, LeaseLost, RerouteState, StepState
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -143,14 +143,22 @@ class Executor:
     def __init__(
         self,
         drivers: Mapping[str, Driver],
-        journal: Journal,
+        journal: Journaling,
         *,
         step_timeout: float = 10.0,
         clock: Callable[[], float] = time.perf_counter,
         on_event: Callable[[StepEvent], None] | None = None,
         lock_events: bool = True,
+        lease: Callable[[], float] | None = None,
+        lease_step_s: float = 0.0,
     ) -> None:
         self.drivers = drivers
+        # seconds this replica's lease surely lives (etcd): a step starts only with at
+        # least ``lease_step_s`` left, and its device steps time out before that
+        self.lease = lease
+        self.lease_step_s = lease_step_s
+        if lease is not None:
+            step_timeout = min(step_timeout, lease_step_s)
         self.lock_events = lock_events  # False: poll port state even where events come
         self.journal = journal
         self.step_timeout = step_timeout
@@ -196,7 +204,10 @@ class Executor:
             for batch in batches:
                 index = range(first, first + len(batch))
                 # every start journaled (one write) before any step of the batch runs
-                if error := self._write(self.journal.steps_started, reroute_id, index):
+                error = self._leased() or self._write(self.journal.steps_started, reroute_id, index)
+                if isinstance(error, LeaseLost):
+                    return self._abandoned(reroute_id, error, timings, started)
+                if error is not None:
                     break  # not run, nothing of this batch to undo
                 first += len(batch)
                 if self._watch is None and any(s.kind is StepKind.CIRCUITS for s in batch):
@@ -235,6 +246,29 @@ class Executor:
             error=story,
         )
 
+    def _leased(self) -> LeaseLost | None:
+        """LeaseLost when this replica's lease may end before a step could finish."""
+        if self.lease is None or self.lease() >= self.lease_step_s:
+            return None
+        return LeaseLost(
+            f"this replica's lease in etcd has under {self.lease_step_s:g} s left: no step "
+            "starts; another replica recovers the reroute"
+        )
+
+    def _abandoned(
+        self, reroute_id: str, error: LeaseLost, timings: list[StepTiming], started: float
+    ) -> Outcome:
+        """Stop without touching a device again (no undo): the lease is gone, another
+        replica recovers the reroute from the journal (it stays ``running`` there)."""
+        log.error("reroute %s: %s", reroute_id, error)
+        return Outcome(
+            reroute_id=reroute_id,
+            state=RerouteState.RUNNING,
+            timings=tuple(timings),
+            total_ms=(self.clock() - started) * 1000,
+            error=str(error),
+        )
+
     @staticmethod
     def _write(record: Callable[..., None], *args: object) -> JournalError | None:
         """A journal write during the run; its JournalError (the file cannot be written any
@@ -256,20 +290,26 @@ class Executor:
         results = await asyncio.gather(
             *(self._timed(step) for step in batch), return_exceptions=True
         )
-        error: RerouteError | None = None
+        failed: RerouteError | None = None
+        ended: list[tuple[int, StepState, str | None]] = []
         for i, step, result in zip(index, batch, results, strict=True):
             if isinstance(result, RerouteError):
-                self._write(self.journal.step, reroute_id, i, StepState.FAILED, str(result))
-                self._emit(reroute_id, i, step, StepState.FAILED, error=str(result))
+                ended.append((i, StepState.FAILED, str(result)))
                 log.warning("step %d (%s) failed: %s", i + 1, step.describe(), result)
-                error = error or result
+                failed = failed or result
             elif isinstance(result, BaseException):
                 raise result
             else:
-                error = error or self._write(self.journal.step, reroute_id, i, StepState.DONE)
-                self._emit(reroute_id, i, step, StepState.DONE, ms=result)
+                ended.append((i, StepState.DONE, None))
+        error = self._write(self.journal.steps_ended, reroute_id, ended)  # one write
+        for (i, state, text), step, result in zip(ended, batch, results, strict=True):
+            if state is StepState.FAILED:
+                self._emit(reroute_id, i, step, state, error=text)
+            else:
+                assert isinstance(result, float)
+                self._emit(reroute_id, i, step, state, ms=result)
                 timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
-        return error
+        return failed or error
 
     def _emit(
         self,
@@ -453,6 +493,9 @@ class Executor:
         before it removes it."""
         shifted_back = False
         for i in reversed(started):
+            if lost := self._leased():
+                log.error("reroute %s: rollback stopped: %s", reroute_id, lost)
+                return RerouteState.RUNNING, f"{cause}; rollback stopped: {lost}"
             step = steps[i]
             if shifted_back and step.kind is not StepKind.SHIFT:
                 await asyncio.sleep(undo_drain_s)

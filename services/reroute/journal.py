@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
@@ -132,6 +133,11 @@ class JournalError(RerouteError):
     """The journal file cannot be used."""
 
 
+class LeaseLost(JournalError):
+    """This replica's lease (etcd) expired: it may no longer write about the reroutes it
+    ran, nor touch their devices; another replica recovers them."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Retention:
     """How much history the journal keeps: ended reroutes are removed once more than
@@ -145,11 +151,11 @@ def _keys(resources: frozenset[str]) -> str:
     return json.dumps(sorted(resources))
 
 
-def _encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
+def encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
     return [(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in flows]
 
 
-def _decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
+def decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
     out = []
     for src, dst, proto, sport, dport in rows:
         assert isinstance(src, list) and isinstance(dst, list)
@@ -198,6 +204,77 @@ def _intent_columns(intent: Intent) -> tuple[str, str]:
     """The ``intent`` and ``flows`` columns (each flow's text made once: 100,000s of them)."""
     names = [str(f) for f in intent.flows]
     return encode_intent(intent, names), json.dumps(names)
+
+
+class Journaling(Protocol):
+    """What the engine, the executor and the service need of a journal: ``Journal``
+    (SQLite, this module) or ``EtcdJournal`` (``services/reroute/etcd``). Writes raise
+    ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored."""
+
+    def create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None: ...
+
+    def enqueue(
+        self,
+        reroute_id: str,
+        intent: Intent,
+        *,
+        idem_key: str | None = None,
+        fingerprint: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None: ...
+
+    def expect(self, reroute_id: str, resources: frozenset[str]) -> None: ...
+
+    def cancel(self, reroute_id: str) -> bool: ...
+
+    def step(
+        self, reroute_id: str, idx: int, state: StepState, error: str | None = None
+    ) -> None: ...
+
+    def steps_started(self, reroute_id: str, indexes: range) -> None: ...
+
+    def steps_ended(
+        self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]
+    ) -> None: ...
+
+    def checkpoint(
+        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+    ) -> None: ...
+
+    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None: ...
+
+    def prune(self, keep: Retention, now: float | None = None) -> int: ...
+
+    def settled(self) -> dict[FlowSpec, str]: ...
+
+    def size(self) -> int: ...
+
+    def get(self, reroute_id: str) -> Record | None: ...
+
+    def by_key(self, idem_key: str) -> Record | None: ...
+
+    def in_flight(self) -> list[Record]: ...
+
+    def pending(self) -> list[Record]: ...
+
+    def history(
+        self,
+        limit: int = 50,
+        *,
+        state: RerouteState | None = None,
+        flows: tuple[FlowSpec, ...] = (),
+    ) -> list[Record]: ...
+
+    def steps(self, reroute_id: str) -> list[StepRecord]: ...
+
+    def close(self) -> None: ...
 
 
 _COLUMNS = (
@@ -293,7 +370,7 @@ class Journal:
                 now,
                 text.splitlines()[0],
                 text,
-                json.dumps({p: _encode_flows(f) for p, f in plan.origins}),
+                json.dumps({p: encode_flows(f) for p, f in plan.origins}),
                 json.dumps([*plan.from_paths, plan.to_path]),
                 RerouteState.RUNNING,
                 *_intent_columns(plan.intent),
@@ -382,13 +459,21 @@ class Journal:
             [(reroute_id, i, StepState.STARTED, now) for i in indexes],
         )
 
+    def steps_ended(self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]) -> None:
+        """Record how steps run at once ended: (index, done or failed, error), one write."""
+        now = time.time()
+        self._many(
+            "UPDATE steps SET state = ?, finished = ?, error = ? WHERE reroute_id = ? AND idx = ?",
+            [(state, now, error, reroute_id, i) for i, state, error in ended],
+        )
+
     def checkpoint(
         self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
     ) -> None:
         """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
         self._write(
             "UPDATE reroutes SET origins = ? WHERE id = ?",
-            (json.dumps({p: _encode_flows(f) for p, f in rest}), reroute_id),
+            (json.dumps({p: encode_flows(f) for p, f in rest}), reroute_id),
         )
 
     def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
@@ -541,7 +626,7 @@ class Journal:
             state=RerouteState(row[3]),
             error=row[4],
             plan_text=row[5],
-            origins={p: _decode_flows(f) for p, f in json.loads(row[6]).items()},
+            origins={p: decode_flows(f) for p, f in json.loads(row[6]).items()},
             touched=tuple(json.loads(row[7])),
             started_steps=tuple(s[0] for s in steps),
             intent=decode_intent(row[8]) if row[8] else None,

@@ -106,12 +106,20 @@ class Held(Protocol):
 
 
 class Locks(Protocol):
-    """Where reroutes hold their resources: files on this machine, or etcd."""
+    """Where reroutes hold their resources: files on this machine, or etcd. ``changed``:
+    set when another owner may have let something go or queued a reroute (None: no
+    notice; look again now and then)."""
 
     owner: str
 
-    async def try_acquire(self, keys: Keys) -> Held | None:
-        """``keys``, all or nothing, without waiting (None: some are held elsewhere)."""
+    @property
+    def changed(self) -> asyncio.Event | None:
+        """Set on changes by other owners (None: no notice)."""
+        ...
+
+    async def try_acquire(self, keys: Keys, claim: str | None = None) -> Held | None:
+        """``keys``, all or nothing, without waiting (None: some are held elsewhere);
+        ``claim``: and the pending reroute of that id, which no other owner starts."""
         ...
 
     async def acquire(self, keys: Keys) -> Held:
@@ -124,6 +132,15 @@ class Locks(Protocol):
 
     async def close(self) -> None:
         """This owner is done: it holds nothing any more."""
+        ...
+
+    def lease_left(self) -> float | None:
+        """Seconds this owner's lease surely lives (None: no lease, as with file locks)."""
+        ...
+
+    @property
+    def step_s(self) -> float:
+        """The longest a device step may take under this owner's lease (0: no limit)."""
         ...
 
 
@@ -177,6 +194,10 @@ class AtomLocks:
         self.universe = universe
         self.owner = owner or new_owner()
 
+    @property
+    def changed(self) -> asyncio.Event | None:
+        return None
+
     def try_one(self, atom: str) -> object | None:
         """Take one atom without waiting (a handle), or None."""
         raise NotImplementedError
@@ -197,8 +218,8 @@ class AtomLocks:
             got[atom] = handle
         return got
 
-    async def try_acquire(self, keys: Keys) -> Held | None:
-        got = self.take(self.universe.atoms(keys))
+    async def try_acquire(self, keys: Keys, claim: str | None = None) -> Held | None:
+        got = self.take(self.universe.atoms(keys))  # one process runs the queue: no claims
         return None if got is None else AtomHeld(self, keys, got)
 
     async def acquire(self, keys: Keys) -> Held:
@@ -214,6 +235,13 @@ class AtomLocks:
 
     async def close(self) -> None:
         pass
+
+    def lease_left(self) -> float | None:
+        return None
+
+    @property
+    def step_s(self) -> float:
+        return 0.0
 
 
 class MemoryLocks(AtomLocks):

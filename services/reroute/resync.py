@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.executor import Driver, Executor, Outcome
-from services.reroute.journal import Journal, RerouteState
+from services.reroute.journal import Journal, Journaling, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import install_step
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -35,7 +35,7 @@ Placement = dict[str, tuple[FlowSpec, ...]]  # path -> the flows on it
 ROLE_MASK = 0xFF
 
 
-def intended(topo: Topology, journal: Journal) -> Placement:
+def intended(topo: Topology, journal: Journaling) -> Placement:
     """Where every flow should be: the initial paths, then the journal's outcomes (those of
     pruned reroutes first, as the journal settled them)."""
     where: dict[FlowSpec, str] = {host_flow(p): name for name, p in topo.paths.items() if p.initial}
@@ -99,7 +99,7 @@ def plan_resync(topo: Topology, tables: Tables, placement: Placement, now: float
 
 
 async def resync(
-    topo: Topology, drivers: Mapping[str, Driver], journal: Journal, tables: Tables
+    topo: Topology, drivers: Mapping[str, Driver], journal: Journaling, tables: Tables
 ) -> Outcome | None:
     """Write the intended placement's rules where ``tables`` (read now) differ; mark the
     ``failed`` reroutes it settles. None when nothing differed."""

@@ -25,12 +25,14 @@ from services.reroute.engine import Engine
 from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
-from services.reroute.journal import Journal
+from services.reroute.journal import JournalError
+from services.reroute.locks import Universe
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.routes import router
 from services.reroute.service.ui import mount_ui
+from services.reroute.store import SqliteStore, open_store
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -51,6 +53,7 @@ def api(lifespan: Lifespan | None = None) -> FastAPI:
     app.add_exception_handler(PlanError, _plan_error)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(DriverError, _driver_error)
+    app.add_exception_handler(JournalError, _journal_error)
     app.add_exception_handler(RerouteError, _reroute_error)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
@@ -94,30 +97,32 @@ def service_of(app: FastAPI) -> RerouteService | None:
 def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        """Connect the drivers and open the journal, run the service, then drain and close."""
-        journal = Journal(journal_file(settings))
-        try:
-            async with drivers(settings) as connected:
+        """Connect the drivers and open the store, run the service, then drain and close."""
+        sqlite = isinstance(settings.store, SqliteStore)
+        journal_path = journal_file(settings) if sqlite else None
+        async with drivers(settings) as connected:
+            universe = Universe.of(settings.topo, frozenset(connected))
+            async with open_store(
+                settings.store,
+                journal_file=journal_path,
+                lock_dir=_lock_dir(settings),
+                universe=universe,
+            ) as (journal, locks):
                 engine = Engine(
                     topo=settings.topo,
                     drivers=connected,
                     journal=journal,
                     scope=settings.scope,
                     step_timeout=settings.step_timeout_s,
-                    lock_dir=_lock_dir(settings),
+                    locks=locks,
                 )
+                svc = RerouteService(settings, engine, journal)
+                await svc.start()
+                app.state.service = svc
                 try:
-                    svc = RerouteService(settings, engine, journal)
-                    await svc.start()
-                    app.state.service = svc
-                    try:
-                        yield
-                    finally:
-                        await svc.stop()
+                    yield
                 finally:
-                    await engine.close()
-        finally:
-            journal.close()
+                    await svc.stop()
 
     return lifespan
 
@@ -172,6 +177,13 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _driver_error(_: Request, exc: Exception) -> JSONResponse:
     detail = f"cannot read or change the devices: {exc}"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def _journal_error(_: Request, exc: Exception) -> JSONResponse:
+    """The journal cannot be read or written now (etcd without quorum, a full disk):
+    nothing was changed; the client may retry."""
+    detail = f"the journal cannot be used now, nothing was changed: {exc}"
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 

@@ -15,6 +15,10 @@ token_file: tokens.txt     # and/or: lines "ROLE TOKEN" ('#' comments)
 step_timeout_s: 10
 retention: {reroutes: 10000, days: 30}   # ended reroutes the journal keeps (pending and
                            # running ones are never removed)
+store: {kind: sqlite}      # or, for several replicas on one fabric (README "Several replicas"):
+# store: {kind: etcd, endpoints: [10.0.0.1:2379, 10.0.0.2:2379, 10.0.0.3:2379],
+#         prefix: /reroute/lab, lease_ttl_s: 2, tls: {ca_certificate: ca.pem, ...},
+#         user: reroute, password: {env: ETCD_PASSWORD}}
 ```
 
 ``load_config`` returns the validated file; ``resolve`` adds what needs the topology
@@ -36,6 +40,7 @@ from services.reroute.errors import ConfigError, RerouteError
 from services.reroute.inventory import Inventory, check, load_inventory
 from services.reroute.journal import Retention
 from services.reroute.service.auth import Role, TokenTable
+from services.reroute.store import EtcdStore, SqliteStore, StoreSpec
 from services.reroute.topology import Topology, load_topology
 from services.reroute.yamlfile import YAMLError, strict_yaml
 
@@ -93,6 +98,7 @@ class ServiceConfig(BaseModel):
     token_file: Path | None = None
     step_timeout_s: float = Field(default=10.0, gt=0, le=600)
     retention: RetentionSpec = RetentionSpec()
+    store: StoreSpec = SqliteStore()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +115,7 @@ class Settings:
     tokens: TokenTable
     step_timeout_s: float
     retention: Retention = field(default_factory=Retention)
+    store: SqliteStore | EtcdStore = field(default_factory=SqliteStore)
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -141,6 +148,16 @@ def _relative_to(config: ServiceConfig, base: Path) -> ServiceConfig:
 
     keys = ("topology", "inventory", "journal", "token_file")
     updates: dict[str, Any] = {k: p for k in keys if (p := fix(getattr(config, k)))}
+    store = config.store
+    if isinstance(store, EtcdStore) and (store.tls is not None or store.password is not None):
+        tls = store.tls and store.tls.model_copy(
+            update={k: p for k in ("private_key", "certificate", "ca_certificate")
+                    if (p := fix(getattr(store.tls, k)))}
+        )  # fmt: skip
+        password = store.password
+        if password is not None and (file := fix(password.file)):
+            password = password.model_copy(update={"file": file})
+        updates["store"] = store.model_copy(update={"tls": tls, "password": password})
     return config.model_copy(update=updates)
 
 
@@ -169,6 +186,7 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         tokens=tokens,
         step_timeout_s=config.step_timeout_s,
         retention=Retention(reroutes=config.retention.reroutes, days=config.retention.days),
+        store=config.store,
     )
 
 

@@ -30,7 +30,7 @@ import uuid
 from drivers.base import CrossConnectSwitch
 from services.reroute.engine import Engine, read_optics, read_tables
 from services.reroute.errors import ApiError, DriverError, PlanError
-from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.journal import Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING, Keys
@@ -61,7 +61,7 @@ class FieldError(PlanError):
 
 
 class RerouteService:
-    def __init__(self, settings: Settings, engine: Engine, journal: Journal) -> None:
+    def __init__(self, settings: Settings, engine: Engine, journal: Journaling) -> None:
         self.settings = settings
         self.engine = engine
         self.journal = journal
@@ -74,14 +74,13 @@ class RerouteService:
 
     async def start(self) -> list[str]:
         """Recover reroutes a crash interrupted, queue the pending ones, start scheduling."""
-        recovered = await self.engine.recover()
+        shared = self.engine.lock.lease_left() is not None  # replicas: taken over as they come
+        recovered = [] if shared else await self.engine.recover()
         for reroute_id in recovered:
             record = self._record(reroute_id)
             self.metrics.finished(record.state)
             log.warning("interrupted reroute %s: %s (%s)", record.id, record.state, record.error)
         pending = self.journal.pending()
-        for record in pending:
-            self.scheduler.enqueue(record.id, record.resources)
         if pending:
             log.warning("%d pending reroute(s) queued again", len(pending))
         self.scheduler.prune()
@@ -128,7 +127,7 @@ class RerouteService:
                 fingerprint=request.fingerprint(),
                 resources=keys,
             )
-            self.scheduler.enqueue(reroute_id, keys)
+            self.scheduler.enqueue(reroute_id)
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
         if idle:
             await self.scheduler.judged(reroute_id, JUDGE_S)

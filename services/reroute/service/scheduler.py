@@ -22,18 +22,17 @@ does (``Engine.recover_one``) as soon as its resources can be taken.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from contextlib import suppress
-from dataclasses import dataclass
+from typing import Any
 
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Outcome, StepEvent
-from services.reroute.journal import Journal, Record, RerouteState, Retention
+from services.reroute.journal import Journaling, Record, RerouteState, Retention
 from services.reroute.locks import Held
-from services.reroute.resources import EVERYTHING, Keys, overlap
+from services.reroute.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
 from services.reroute.service.metrics import Metrics
 
@@ -43,17 +42,11 @@ CHECK_S = 1.0  # otherwise look for reroutes of owners that died this often
 PRUNE_EVERY = 50  # ended reroutes between two prunings of the journal (Retention)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Queued:
-    seq: int  # submission order
-    keys: Keys  # what it is expected to hold
-
-
 class Scheduler:
     def __init__(
         self,
         engine: Engine,
-        journal: Journal,
+        journal: Journaling,
         bus: EventBus,
         metrics: Metrics,
         retention: Retention | None = None,
@@ -65,9 +58,6 @@ class Scheduler:
         self.bus = bus
         self.metrics = metrics
         self.stopping = False
-        self._queue: dict[str, Queued] = {}
-        self._seq = itertools.count()
-        self._order: dict[str, int] = {}  # each queued or running reroute's place
         self._running: dict[str, Held] = {}  # started here: planning, executing, recovering
         self._recovering: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -78,8 +68,8 @@ class Scheduler:
 
     @property
     def busy(self) -> bool:
-        """A reroute is running or queued here."""
-        return bool(self._running) or bool(self._queue)
+        """A reroute is running or queued (here, or by any owner of the journal)."""
+        return bool(self._running) or bool(self.journal.pending() or self.journal.in_flight())
 
     @property
     def running(self) -> int:
@@ -93,8 +83,8 @@ class Scheduler:
 
     @property
     def queued(self) -> int:
-        """How many reroutes wait."""
-        return len(self._queue)
+        """How many reroutes wait (the journal's queue)."""
+        return len(self.journal.pending())
 
     @property
     def stopped(self) -> bool:
@@ -109,52 +99,71 @@ class Scheduler:
         """Start scheduling."""
         self._loop_task = asyncio.create_task(self._loop(), name="reroute-scheduler")
 
-    def enqueue(self, reroute_id: str, keys: Keys = frozenset({EVERYTHING})) -> None:
-        """Queue a reroute expected to hold ``keys``."""
-        seq = self._order.setdefault(reroute_id, next(self._seq))
-        self._queue[reroute_id] = Queued(seq=seq, keys=keys)
+    def enqueue(self, reroute_id: str) -> None:
+        """A reroute was queued in the journal: look at the queue now."""
         self._wake.set()
 
     def position(self, reroute_id: str) -> int | None:
         """How many reroutes run or wait before this pending one (those it overlaps; None:
         not queued)."""
-        mine = self._queue.get(reroute_id)
-        if mine is None:
+        pending = self.journal.pending()
+        mine = next((i for i, r in enumerate(pending) if r.id == reroute_id), None)
+        if mine is None or reroute_id in self._running:
             return None
-        ahead = [q.keys for q in self._queue.values() if q.seq < mine.seq]
-        held = [h.keys for h in self._running.values()]
-        return sum(overlap(mine.keys, k) for k in (*ahead, *held))
+        keys = pending[mine].resources
+        ahead = [r.resources for r in pending[:mine]]
+        ahead += [r.resources for r in self.journal.in_flight()]
+        ahead += [h.keys for r, h in self._running.items() if r in {p.id for p in pending}]
+        return sum(overlap(keys, k) for k in ahead)
 
     def cancel(self, reroute_id: str) -> bool:
         """Cancel a pending reroute: False if it is running or not pending."""
         if reroute_id in self._running or not self.journal.cancel(reroute_id):
             return False
-        self._queue.pop(reroute_id, None)
-        self._order.pop(reroute_id, None)
         self._announce(reroute_id, RerouteState.CANCELLED)
         self._release(reroute_id)
         return True
 
     async def wait(self, reroute_id: str, timeout: float) -> None:
         """Until the reroute is final, or ``timeout``, or the scheduler stops."""
-        record = self.journal.get(reroute_id)
-        if record is None or record.state.final:
-            return
-        if self.stopped and reroute_id not in self._running:
-            return
         done = self._finished.setdefault(reroute_id, asyncio.Event())
-        with suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), timeout)
+        try:
+            await self._until(reroute_id, done, timeout, lambda s: s.final)
+        finally:
+            _forget(self._finished, reroute_id, done)
 
     async def judged(self, reroute_id: str, timeout: float) -> None:
         """Until the reroute has been planned on the devices (it runs) or has ended (a
         refused plan: ``rejected``), or ``timeout``, or the scheduler stops."""
-        record = self.journal.get(reroute_id)
-        if record is None or record.state.final or self.stopped:
-            return
         planned = self._planned.setdefault(reroute_id, asyncio.Event())
-        with suppress(TimeoutError):
-            await asyncio.wait_for(planned.wait(), timeout)
+        try:
+            await self._until(reroute_id, planned, timeout, lambda s: s is not RerouteState.PENDING)
+        finally:
+            _forget(self._planned, reroute_id, planned)
+
+    async def _until(
+        self,
+        reroute_id: str,
+        event: asyncio.Event,
+        timeout: float,
+        reached: Callable[[RerouteState], bool],
+    ) -> None:
+        """Until ``reached`` holds for the reroute's state in the journal (told by ``event``
+        when it happens here; looked up on each change of the store, when another replica
+        may run it), or ``timeout``, or the scheduler stops."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        changed = self.engine.lock.changed
+        while True:
+            record = self.journal.get(reroute_id)
+            if record is None or reached(record.state) or event.is_set():
+                return
+            if self.stopped and reroute_id not in self._running:
+                return
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            waits = [event.wait()] + ([changed.wait()] if changed is not None else [])
+            await _first(waits, min(left, CHECK_S))
 
     async def stop(self) -> None:
         """Start nothing new; wait for the running reroutes; pending ones stay pending."""
@@ -173,8 +182,11 @@ class Scheduler:
     # dispatching
 
     async def _loop(self) -> None:
+        changed = self.engine.lock.changed  # another owner queued, let go or died (etcd)
         while not self.stopping:
             self._wake.clear()
+            if changed is not None:
+                changed.clear()
             try:
                 retry = await self._dispatch()
             except RerouteError as exc:  # the journal or the locks cannot be read now
@@ -182,12 +194,16 @@ class Scheduler:
                 retry = True
             if self.stopping:
                 return
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), RETRY_S if retry else CHECK_S)
+            waits = [self._wake.wait()] + ([changed.wait()] if changed is not None else [])
+            timeout = CHECK_S if changed is not None or not retry else RETRY_S
+            await _first(waits, timeout)
 
     async def _dispatch(self) -> bool:
         """Start every queued reroute that can start; take over the reroutes of owners that
         died. True: something could not be taken now and should be tried again soon."""
+        left = self.engine.lock.lease_left()
+        if left is not None and left < self.engine.lock.step_s:
+            return True  # this replica's lease is not renewed now: it starts nothing
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
         for record in self.journal.in_flight():
@@ -196,22 +212,21 @@ class Scheduler:
             blockers.append(record.resources)
             if not await self._alive(record):
                 retry |= not await self._take_over(record)
-        for reroute_id, queued in sorted(self._queue.items(), key=lambda kv: kv[1].seq):
+        for record in self.journal.pending():
             if self.stopping:
                 break
-            if _overlaps(queued.keys, blockers):
-                blockers.append(queued.keys)
+            if record.id in self._running:  # being planned here
                 continue
-            blockers.append(queued.keys)
-            held = await self.engine.lock.try_acquire(queued.keys)
-            if held is None:
+            if _overlaps(record.resources, blockers):
+                blockers.append(record.resources)
+                continue
+            blockers.append(record.resources)
+            held = await self.engine.lock.try_acquire(record.resources, claim=record.id)
+            if held is None:  # held by another owner, or claimed by another replica
                 retry = True
-            elif self._queue.get(reroute_id) is not queued:  # cancelled meanwhile
-                await held.release()
-            else:
-                del self._queue[reroute_id]
-                held = Waking(held, self._wake)
-                self._spawn(reroute_id, held, self._run(reroute_id, held))
+                continue
+            held = Waking(held, self._wake)
+            self._spawn(record.id, held, self._run(record.id, held))
         return retry
 
     async def _alive(self, record: Record) -> bool:
@@ -224,9 +239,13 @@ class Scheduler:
         held = await self.engine.lock.try_acquire(record.resources)
         if held is None:
             return False
+        now = self.journal.get(record.id)  # another replica may have recovered it meanwhile
+        if now is None or now.state is not RerouteState.RUNNING or now.owner != record.owner:
+            await held.release()
+            return True
         log.warning("reroute %s: its owner %s is gone: recovering it", record.id, record.owner)
         self._recovering.add(record.id)
-        self._spawn(record.id, held, self._recover(record, held))
+        self._spawn(record.id, held, self._recover(now, held))
         return True
 
     def _spawn(self, reroute_id: str, held: Held, work: object) -> None:
@@ -236,11 +255,10 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _done(self, reroute_id: str) -> None:
+    def _done(self, reroute_id: str, requeued: bool = False) -> None:
         self._running.pop(reroute_id, None)
         self._recovering.discard(reroute_id)
-        if reroute_id not in self._queue:
-            self._order.pop(reroute_id, None)
+        if not requeued:
             self._release(reroute_id)
             self._ended += 1
             if self._ended % PRUNE_EVERY == 0:
@@ -261,15 +279,17 @@ class Scheduler:
     # one reroute
 
     async def _run(self, reroute_id: str, held: Held) -> None:
+        requeued = False
         try:
             record = self.journal.get(reroute_id)
             if record is not None and record.state is RerouteState.PENDING and record.intent:
-                await self._execute(record, held)
+                requeued = await self._execute(record, held)
         finally:
             await held.release()
-            self._done(reroute_id)
+            self._done(reroute_id, requeued)
 
-    async def _execute(self, record: Record, held: Held) -> None:
+    async def _execute(self, record: Record, held: Held) -> bool:
+        """Plan and run ``record``; True: it went back to the queue (``NeedMore``)."""
         assert record.intent is not None
         reroute_id = record.id
         self._announce(reroute_id, RerouteState.RUNNING)
@@ -283,15 +303,18 @@ class Scheduler:
             )
         except NeedMore as more:  # back to its place in the queue, expecting more
             self.journal.expect(reroute_id, more.keys)
-            self._queue[reroute_id] = Queued(seq=self._order[reroute_id], keys=more.keys)
             self._announce(reroute_id, RerouteState.PENDING)
+            return True
         except PlanError as exc:
             self._end(reroute_id, RerouteState.REJECTED, str(exc))
         except Exception as exc:
             log.exception("reroute %s: %s", reroute_id, exc)
             await self._settle(reroute_id, exc)
         else:
+            if outcome.state is RerouteState.RUNNING:  # abandoned: its lease ran out
+                return True  # recovered from the journal (here or by another replica)
             self._outcome(outcome)
+        return False
 
     async def _recover(self, record: Record, held: Held) -> None:
         try:
@@ -384,6 +407,23 @@ class Waking:
 
     def revision(self, device: str) -> int:
         return self._held.revision(device)
+
+
+async def _first(waits: list[Coroutine[Any, Any, Any]], timeout: float) -> None:
+    """Until the first of ``waits`` ends, or ``timeout``."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _forget(events: dict[str, asyncio.Event], reroute_id: str, event: asyncio.Event) -> None:
+    """Drop a waiter's event once it is done with it (another replica may have run the
+    reroute: nothing here would ever set it, nor drop it)."""
+    if events.get(reroute_id) is event:
+        del events[reroute_id]
 
 
 def _overlaps(keys: Keys, others: Iterable[Keys]) -> bool:
