@@ -206,6 +206,20 @@ class OvsDriver(Session):
             summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
         )
 
+    async def claim_master(self, generation_id: int) -> None:
+        """ROLE_REQUEST master as ``generation_id`` (``MasterElection``): OVS demotes the
+        connection that was master to slave (its flow-mods then fail with
+        OFPBRC_IS_SLAVE) and refuses an id older than the last it saw (OFPRRFC_STALE)."""
+        chan = self._channel()
+        msg = ofp13.encode_role_request(chan.xids(1), ofp13.ROLE_MASTER, generation_id)
+        reply = await chan.request(msg)
+        try:
+            role, _ = ofp13.parse_role_reply(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, str(exc)) from exc
+        if role != ofp13.ROLE_MASTER:
+            raise DeviceRejected(self.name, f"ROLE_REPLY gives role {role}, not master")
+
     async def close(self) -> None:
         """Close the OpenFlow connection."""
         chan, self._chan = self._chan, None

@@ -217,10 +217,14 @@ class Engine:
         await self.lock.close()
 
     def executor(
-        self, journal: Journaling, on_event: Callable[[StepEvent], None] | None = None
+        self,
+        journal: Journaling,
+        on_event: Callable[[StepEvent], None] | None = None,
+        held: Held | None = None,
     ) -> Executor:
         """An executor on this engine's drivers, steps bounded by the owner's lease (etcd:
-        no step starts unless the lease outlives it)."""
+        no step starts unless the lease outlives it), each device claimed as master with
+        the revision of its lock where it elects one (``MasterElection``)."""
         lease = self.lock.lease_left() is not None
         return Executor(
             self.drivers,
@@ -229,6 +233,7 @@ class Engine:
             on_event=on_event,
             lease=self.lock.lease_left if lease else None,  # type: ignore[arg-type]
             lease_step_s=self.lock.step_s,
+            generation=None if held is None else held.revision,
         )
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
@@ -288,7 +293,7 @@ class Engine:
                 on_plan(the_plan)
             keys = self.resources(the_plan)
             await held.narrow(keys)
-            executor = self.executor(self.journal, on_event)
+            executor = self.executor(self.journal, on_event, held)
             outcome = await executor.run(
                 reroute_id, the_plan, owner=self.lock.owner, resources=keys
             )
@@ -314,11 +319,14 @@ class Engine:
             self.topo, self.drivers, self.journal, self.scope, dead, executor=self.executor
         )
 
-    async def recover_one(self, record: Record) -> None:
-        """Recover one reroute that stopped mid-plan (the caller holds its resources)."""
-        await restore(
-            self.topo, self.drivers, self.journal, record, self.scope, executor=self.executor
-        )
+    async def recover_one(self, record: Record, held: Held | None = None) -> None:
+        """Recover one reroute that stopped mid-plan (the caller holds its resources:
+        ``held``, whose revisions claim the devices that elect a master)."""
+
+        def executor(journal: Journaling) -> Executor:
+            return self.executor(journal, held=held)
+
+        await restore(self.topo, self.drivers, self.journal, record, self.scope, executor=executor)
 
     async def dead(self) -> list[Record]:
         """The running reroutes whose owner died, oldest first."""

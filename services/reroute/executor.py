@@ -27,6 +27,7 @@ from drivers.base import (
     CrossConnectSwitch,
     FlowProgrammer,
     FlowVerifier,
+    MasterElection,
     PortEvents,
     PortListener,
     PortMonitor,
@@ -151,8 +152,13 @@ class Executor:
         lock_events: bool = True,
         lease: Callable[[], float] | None = None,
         lease_step_s: float = 0.0,
+        generation: Callable[[str], int] | None = None,
     ) -> None:
         self.drivers = drivers
+        # the generation a device is claimed with before this run first writes to it
+        # (``MasterElection``: the revision of its lock in etcd); 0 or None: not claimed
+        self.generation = generation
+        self._claimed: set[str] = set()
         # seconds this replica's lease surely lives (etcd): a step starts only with at
         # least ``lease_step_s`` left, and its device steps time out before that
         self.lease = lease
@@ -354,7 +360,18 @@ class Executor:
                 step.device, f"{step.kind} took over {self.step_timeout} s"
             ) from exc
 
+    async def _claim(self, device: str) -> None:
+        """Claim ``device`` as its master (once per run) where it elects one."""
+        if self.generation is None or device in self._claimed:
+            return
+        driver = self.drivers.get(device)
+        generation = self.generation(device)
+        if isinstance(driver, MasterElection) and generation > 0:
+            await driver.claim_master(generation)
+        self._claimed.add(device)
+
     async def _device_step(self, step: Step) -> None:
+        await self._claim(step.device)
         if step.kind is StepKind.CIRCUITS:
             await self._circuits(step.device, step.disconnect, step.connect)
         elif step.kind is StepKind.VERIFY:
@@ -516,6 +533,7 @@ class Executor:
         return RerouteState.ROLLED_BACK, error
 
     async def _undo(self, step: Step) -> None:
+        await self._claim(step.device)
         if step.kind is StepKind.CIRCUITS:
             await guard.undo_circuits(self._optical(step.device), step.disconnect, step.connect)
         elif step.undo:

@@ -318,7 +318,7 @@ class Scheduler:
 
     async def _recover(self, record: Record, held: Held) -> None:
         try:
-            await self.engine.recover_one(record)
+            await self.engine.recover_one(record, held)
         except RerouteError as exc:
             log.error("reroute %s: recovery failed: %s", record.id, exc)
         else:
@@ -354,7 +354,7 @@ class Scheduler:
             return
         if record.state is RerouteState.RUNNING:
             with suppress(RerouteError):
-                await self.engine.recover_one(record)
+                await self.engine.recover_one(record, self._running.get(reroute_id))
         after = self.journal.get(reroute_id)
         if after is not None and after.state.final:
             self.metrics.finished(after.state)
