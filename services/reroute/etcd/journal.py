@@ -31,6 +31,7 @@ from services.reroute.etcd.client import (
     TxnResult,
     absent,
     delete,
+    get_op,
     put,
     unchanged,
 )
@@ -261,10 +262,16 @@ class EtcdJournal:
         return [_Row.of(kv) for kv in kvs]
 
     def _indexed(self, kind: str) -> list[Record]:
+        """The reroutes of an index (pending, running), in its order: one read for the
+        index, one transaction of reads for the reroutes."""
         start = len(self._key(kind))
         ids = [kv.key[start:] for kv in self.etcd.get_prefix(self._key(kind))]
-        records = [self.get(i) for i in ids]
-        return [r for r in records if r is not None]
+        rows: list[_Row] = []
+        for first in range(0, len(ids), PRUNE_CHUNK):
+            chunk = ids[first : first + PRUNE_CHUNK]
+            result = self._txn([], [get_op(self._key("reroutes", i)) for i in chunk])
+            rows += [_Row.of(kvs[0]) for kvs in result.ranges if kvs]
+        return [self._record(r) for r in rows]
 
     def _record(self, row: _Row) -> Record:
         steps = self._steps.get(row.id)

@@ -1,7 +1,7 @@
 """Resources held in etcd, bound to each replica's lease (``locks.Locks`` for replicas).
 
 Each replica is an *owner*: at start it takes a lease (TTL ``ttl_s``, 2 s by default) and
-puts ``P/owners/<owner>`` under it, then renews the lease every third of its TTL. Its key
+puts ``P/owners/<owner>`` under it, then renews the lease every quarter of its TTL. Its key
 disappears when the lease expires -- the replica died, hangs, or lost etcd -- and with it
 every lock it held: ``alive`` is that key's existence.
 
@@ -40,6 +40,7 @@ from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
+RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
 # the changes that may let a waiting reroute start (not step records, not reroute rows)
 WAKING = ("pending/", "running/", "claims/", "locks/", "owners/")
 
@@ -80,8 +81,9 @@ class EtcdLocks:
 
     @property
     def step_s(self) -> float:
-        """Half the TTL: a step starts only with that much lease left (renewed every third
-        of the TTL, a live replica always has it) and must end within it."""
+        """Half the TTL: a step starts only with that much lease left (renewed every
+        quarter of the TTL, a live replica has it unless its loop stalls a quarter TTL) and
+        must end within it."""
         return self.ttl_s / 2
 
     async def open(self) -> EtcdLocks:
@@ -112,7 +114,7 @@ class EtcdLocks:
             self.lease = 0
 
     async def _renew(self) -> None:
-        pause = self.ttl_s / 3
+        pause = self.ttl_s / RENEWALS
         while True:
             await asyncio.sleep(pause)
             sent = time.monotonic()
@@ -122,7 +124,7 @@ class EtcdLocks:
                 log.warning("lease %x not renewed: %s", self.lease, exc)
                 pause = RETRY_S  # try again soon: steps wait for a renewed lease
                 continue
-            pause = self.ttl_s / 3
+            pause = self.ttl_s / RENEWALS
             if ttl <= 0:
                 log.error("lease %x expired: this replica holds nothing any more", self.lease)
                 self._valid_until = 0.0

@@ -213,6 +213,7 @@ class RerouteService:
             queue=self.scheduler.queued,
             running=running[0] if running else None,
             in_flight=len(running),
+            replica=self.engine.lock.owner,
         )
 
     def begin_drain(self) -> None:

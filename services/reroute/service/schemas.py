@@ -188,6 +188,7 @@ class Health(BaseModel):
     queue: int
     running: str | None  # the oldest running reroute
     in_flight: int = 0  # how many run at once (disjoint reroutes run concurrently)
+    replica: str = ""  # this instance (its owner name in the journal and the locks)
 
 
 class Problem(BaseModel):
