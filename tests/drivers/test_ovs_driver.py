@@ -571,15 +571,16 @@ def test_error_names() -> None:
     assert error_name(42, 7) == "OFPET_42/7"
 
 
-def test_a_later_master_fences_the_earlier_one(switch: Switch) -> None:
+@fabric
+def test_a_later_master_fences_the_earlier_one(sw: Switch) -> None:
     """OpenFlow 1.3 roles on the real OVS: a master claimed with a higher generation id
     demotes the earlier one, whose flow-mods the switch then refuses; re-claiming with its
     older id is refused as stale. (How replicas fence a device: services/reroute/etcd.)"""
 
     async def main() -> tuple[str, str, list[FlowRule]]:
         async with (
-            OvsDriver(BRIDGE, switch.target) as old,
-            OvsDriver(BRIDGE, switch.target) as new,
+            OvsDriver(BRIDGE, sw.target) as old,
+            OvsDriver(BRIDGE, sw.target) as new,
         ):
             await old.claim_master(5)
             await old.apply(adds(RULES[:1]))

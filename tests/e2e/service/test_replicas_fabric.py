@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.demo import fabric_drops
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from services.reroute.journal import RerouteState
@@ -72,6 +73,7 @@ def test_a_replica_killed_in_the_lock_wait_is_taken_over(
     topo, fab = svc_fabric
     serves, _ = replicas
     scpi(fab, ":EMUL:LOCK 2500")  # the new circuit locks after 2.5 s: time to kill
+    drops = fabric_drops(fab)
     probe = Probe(fab, 6.0)
     wait_arriving(fab, "vm3")
     view = serves[0].client().create([FLOW], "short", via="temporary")
@@ -85,11 +87,16 @@ def test_a_replica_killed_in_the_lock_wait_is_taken_over(
         time.sleep(0.01)
     took = time.monotonic() - killed
     end = survivor.client().get(view.id)
-    print(f"takeover {took * 1000:.0f} ms (lease TTL {TTL_S} s): {end.state} {end.error}")
-    assert end.state is RerouteState.ROLLED_BACK, end.error
-    assert path_of_flow(topo, fab) == "temporary"  # the checkpoint: exactly one path
+    where = path_of_flow(topo, fab)  # exactly one path, both directions delivered
     report = probe.report()
-    assert report["lost"] == 0, report
+    dropped = fabric_drops(fab) - drops
     scpi(fab, ":EMUL:LOCK DEFault")
-    back = survivor.client().create([FLOW], "long", wait_s=30)
+    # ost1 stays set for short (recovery restores flows, not circuits): short, then long
+    survivor.client().create([FLOW], "short", wait_s=30)
+    back = survivor.client().create([FLOW], "long", via="temporary", wait_s=30)
+    print(f"takeover {took * 1000:.0f} ms (lease TTL {TTL_S} s): {end.state}; probe lost "
+          f"{report['lost']} of {report['sent']}, the fabric's OVS dropped {dropped}")  # fmt: skip
+    assert end.state is RerouteState.ROLLED_BACK, end.error
+    assert where == "temporary"  # the checkpoint
+    assert report["lost"] <= dropped, report  # nothing beyond the fabric's own drops
     assert back.state is RerouteState.DONE, back.error
