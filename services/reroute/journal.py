@@ -34,6 +34,7 @@ from services.reroute.resources import EVERYTHING
 
 VERSION = 4
 CACHE_KIB = 2048  # SQLite's page cache: the bound on what the journal keeps in memory
+WAL_BYTES = 1 << 20  # the write-ahead log is cut back to this after each checkpoint
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reroutes (
   id TEXT PRIMARY KEY, created REAL NOT NULL, summary TEXT NOT NULL, plan_text TEXT NOT NULL,
@@ -314,6 +315,7 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the memory it may keep
+        self.db.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")  # the WAL kept on disk
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if tables and version in (2, 3):
