@@ -364,6 +364,22 @@ PortListener = Callable[[int, PortState], None]
 
 
 @runtime_checkable
+class MasterElection(Protocol):
+    """A device that lets one controller at a time write to it, by generation: OpenFlow
+    1.3 ROLE_REQUEST master with ``generation_id``, P4Runtime's election id. The engine of
+    a replica claims the device with the revision of its lock (etcd) before it writes:
+    a replica that lost the device to a later claim has its writes refused by the device
+    itself (fencing)."""
+
+    name: str
+
+    async def claim_master(self, generation_id: int) -> None:
+        """Become the device's only writer as ``generation_id``; ``DeviceRejected`` when
+        the device has seen a later one (this writer is stale: nothing may be written)."""
+        ...
+
+
+@runtime_checkable
 class PortEvents(Protocol):
     """A device that reports port state changes as they happen (OpenFlow PORT_STATUS), so a
     lock gate waits for the event instead of polling ``port_states``."""

@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc
-      chromium chromium-driver)  # the last two: the browser test of the web page (tests/unit/services/service/test_ui.py)
+      chromium chromium-driver  # the browser test of the web page (tests/unit/services/service/test_ui.py)
+      etcd-server)  # the replicas' store (services/reroute/etcd); tests run their own members
 
 missing=()
 for pkg in "${DEBS[@]}"; do

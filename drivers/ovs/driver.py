@@ -142,6 +142,7 @@ class OvsDriver(Session):
         # cuts their keys out of the flow-mods instead of encoding them again
         self._sent: tuple[Sequence[FlowChange], list[bytes]] = ((), [])
         self.skips = foreign.Skips(name)  # other writers' entries our reads left out
+        self._generation: int | None = None  # the master claim last granted (MasterElection)
 
     async def open(self) -> None:
         """Connect, exchange HELLOs, check the datapath id, probe for bundles."""
@@ -164,6 +165,8 @@ class OvsDriver(Session):
             self.datapath_id = ofp13.parse_features_reply(reply.body).datapath_id
             self._check_dpid(self.datapath_id)
             self.bundles = await self._probe_bundles(chan)
+            if self._generation is not None:  # a master before the switch was lost: again,
+                await self._claim(chan, self._generation)  # or STALE if another took over
         except ofp13.CodecError as exc:
             await chan.close()
             raise ProtocolError(self.name, str(exc)) from exc
@@ -242,6 +245,23 @@ class OvsDriver(Session):
         return Identity(
             summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
         )
+
+    async def claim_master(self, generation_id: int) -> None:
+        """ROLE_REQUEST master as ``generation_id`` (``MasterElection``): OVS demotes the
+        connection that was master to slave (its flow-mods then fail with
+        OFPBRC_IS_SLAVE) and refuses an id older than the last it saw (OFPRRFC_STALE)."""
+        await self._claim(await self._channel(), generation_id)
+        self._generation = generation_id  # claimed again on a new channel (``_connect``)
+
+    async def _claim(self, chan: Channel, generation_id: int) -> None:
+        msg = ofp13.encode_role_request(chan.xids(1), ofp13.ROLE_MASTER, generation_id)
+        reply = await chan.request(msg)
+        try:
+            role, _ = ofp13.parse_role_reply(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, str(exc)) from exc
+        if role != ofp13.ROLE_MASTER:
+            raise DeviceRejected(self.name, f"ROLE_REPLY gives role {role}, not master")
 
     async def close(self) -> None:
         """Close the OpenFlow connection."""

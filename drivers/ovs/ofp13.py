@@ -64,6 +64,8 @@ class MsgType(IntEnum):
     MULTIPART_REPLY = 19
     BARRIER_REQUEST = 20
     BARRIER_REPLY = 21
+    ROLE_REQUEST = 24
+    ROLE_REPLY = 25
     SET_ASYNC = 28
 
 
@@ -327,6 +329,26 @@ def encode_set_config(xid: int, miss_send_len: int = OFPCML_NO_BUFFER, flags: in
     return _SWITCH_CONFIG.pack(
         VERSION, MsgType.SET_CONFIG, _SWITCH_CONFIG.size, xid, flags, miss_send_len
     )
+
+
+ROLE_MASTER = 2  # OFPCR_ROLE_MASTER (NOCHANGE 0, EQUAL 1, SLAVE 3)
+_ROLE = struct.Struct("!BBHII4xQ")  # header, role, pad, generation_id
+
+
+def encode_role_request(xid: int, role: int, generation_id: int) -> bytes:
+    """ROLE_REQUEST: this connection's role, with the generation id the switch compares
+    with the highest it has seen (an older one is refused: OFPRRFC_STALE)."""
+    return _ROLE.pack(
+        VERSION, MsgType.ROLE_REQUEST, _ROLE.size, xid, role, generation_id & 0xFFFF_FFFF_FFFF_FFFF
+    )
+
+
+def parse_role_reply(body: bytes) -> tuple[int, int]:
+    """A ROLE_REPLY's role and generation id."""
+    if len(body) != _ROLE.size - HEADER.size:
+        raise CodecError(f"ROLE_REPLY body of {len(body)} bytes")
+    role, generation = struct.unpack("!I4xQ", body)
+    return role, generation
 
 
 def encode_set_async(

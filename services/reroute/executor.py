@@ -27,6 +27,7 @@ from drivers.base import (
     CrossConnectSwitch,
     FlowProgrammer,
     FlowVerifier,
+    MasterElection,
     PortEvents,
     PortListener,
     PortMonitor,
@@ -36,8 +37,9 @@ from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
-from services.reroute.journal import Journal, JournalError, RerouteState, StepState
+from services.reroute.journal import JournalError, Journaling, LeaseLost, RerouteState, StepState
 from services.reroute.planning.plan import Plan, Step, StepKind
+from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.topology import Circuit
 
@@ -94,41 +96,108 @@ LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without
 LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
 
 
-def _into(queue: asyncio.Queue[tuple[str, int, PortState]], device: str) -> PortListener:
-    def put(port: int, state: PortState) -> None:
-        """Queue one port-state change of ``device``."""
-        queue.put_nowait((device, port, state))
+class LockWatch:
+    """The lock ports as seen since the circuits changed: a port of a packet switch counts
+    as locked once it has been seen down since then and is up (a port the optical switch
+    reads itself, by its power monitors, once it is up: ``Executor._reads_light``). A receiver still lit by the old circuit reads
+    up until its switch notices the change (OVS tells tens of ms later on a busy machine),
+    and an up read then is not the new circuit's light. ``eventful``: the changes come as
+    events (listened to from before the circuits step), else only from reads."""
 
-    return put
+    def __init__(self, eventful: bool) -> None:
+        self.eventful = eventful
+        self.events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
+        self.seen_down: set[tuple[str, int]] = set()
+
+    def note(self, device: str, port: int, state: PortState) -> None:
+        """A state read or reported now."""
+        if state is not PortState.UP:
+            self.seen_down.add((device, port))
+
+    def listener(self, device: str) -> PortListener:
+        """A ``PortListener`` of ``device`` feeding this watch."""
+
+        def put(port: int, state: PortState) -> None:
+            """Queue one port-state change of ``device``."""
+            self.note(device, port, state)
+            self.events.put_nowait((device, port, state))
+
+        return put
+
+
+def _lock_ports(plan: Plan) -> tuple[tuple[str, int], ...]:
+    """Every port the plan's lock gates wait for."""
+    return tuple(p for s in plan.steps() if s.kind is StepKind.AWAIT_LOCK for p in s.ports)
+
+
+def _not_locked(
+    step: Step, ports: list[tuple[str, int]], known: dict[tuple[str, int], PortState]
+) -> str:
+    down = " ".join(f"{d}:p{p}" for d, p in ports if known.get((d, p)) is not PortState.UP)
+    stale = " ".join(f"{d}:p{p}" for d, p in ports if known.get((d, p)) is PortState.UP)
+    text = f"new circuit not locked after {step.duration_s * 1000:.0f} ms:"
+    text += f" {down} still down" if down else ""
+    text += f"{';' if down else ''} {stale} never went down (still the old light)" if stale else ""
+    return text
 
 
 class Executor:
     def __init__(
         self,
         drivers: Mapping[str, Driver],
-        journal: Journal,
+        journal: Journaling,
         *,
         step_timeout: float = 10.0,
         clock: Callable[[], float] = time.perf_counter,
         on_event: Callable[[StepEvent], None] | None = None,
         lock_events: bool = True,
+        lease: Callable[[], float] | None = None,
+        lease_step_s: float = 0.0,
+        generation: Callable[[str], int] | None = None,
     ) -> None:
         self.drivers = drivers
+        # the generation a device is claimed with before this run first writes to it
+        # (``MasterElection``: the revision of its lock in etcd); 0 or None: not claimed
+        self.generation = generation
+        self._claimed: set[str] = set()
+        # seconds this replica's lease surely lives (etcd): a step starts only with at
+        # least ``lease_step_s`` left, and its device steps time out before that
+        self.lease = lease
+        self.lease_step_s = lease_step_s
+        if lease is not None:
+            step_timeout = min(step_timeout, lease_step_s)
         self.lock_events = lock_events  # False: poll port state even where events come
         self.journal = journal
         self.step_timeout = step_timeout
         self.clock = clock
         self.on_event = on_event
         self._total = 0
+        self._stack: contextlib.AsyncExitStack | None = None  # of one run
+        self._watch: LockWatch | None = None  # lock ports, from the circuits step on
 
-    async def run(self, reroute_id: str, plan: Plan) -> Outcome:
-        """Execute ``plan`` step by step (garbage collection paused); roll back on failure."""
+    async def run(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> Outcome:
+        """Execute ``plan`` step by step (garbage collection paused); roll back on failure.
+        The journal records ``owner`` running it, holding ``resources``."""
         with gc_paused():
-            return await self._run(reroute_id, plan)
+            async with contextlib.AsyncExitStack() as stack:
+                self._stack = stack
+                try:
+                    return await self._run(reroute_id, plan, owner, resources)
+                finally:
+                    self._stack = self._watch = None
 
-    async def _run(self, reroute_id: str, plan: Plan) -> Outcome:
+    async def _run(
+        self, reroute_id: str, plan: Plan, owner: str | None, resources: frozenset[str]
+    ) -> Outcome:
         started = self.clock()  # the write-ahead record counts: 0.3 s for 100,000 flows
-        self.journal.create(reroute_id, plan)
+        self.journal.create(reroute_id, plan, owner=owner, resources=resources)
         steps = plan.steps()
         self._total = len(steps)
         timings: list[StepTiming] = []
@@ -141,12 +210,15 @@ class Executor:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
                 index = range(first, first + len(batch))
-                for i in index:  # every start journaled before any step of the batch runs
-                    if error := self._write(self.journal.step, reroute_id, i, StepState.STARTED):
-                        break  # not run, nothing of this batch to undo
+                # every start journaled (one write) before any step of the batch runs
+                error = self._leased() or self._write(self.journal.steps_started, reroute_id, index)
+                if isinstance(error, LeaseLost):
+                    return self._abandoned(reroute_id, error, timings, started)
                 if error is not None:
-                    break
+                    break  # not run, nothing of this batch to undo
                 first += len(batch)
+                if self._watch is None and any(s.kind is StepKind.CIRCUITS for s in batch):
+                    self._watch = await self._watch_ports(_lock_ports(plan), self._stack)
                 error = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
                     break
@@ -181,6 +253,29 @@ class Executor:
             error=story,
         )
 
+    def _leased(self) -> LeaseLost | None:
+        """LeaseLost when this replica's lease may end before a step could finish."""
+        if self.lease is None or self.lease() >= self.lease_step_s:
+            return None
+        return LeaseLost(
+            f"this replica's lease in etcd has under {self.lease_step_s:g} s left: no step "
+            "starts; another replica recovers the reroute"
+        )
+
+    def _abandoned(
+        self, reroute_id: str, error: LeaseLost, timings: list[StepTiming], started: float
+    ) -> Outcome:
+        """Stop without touching a device again (no undo): the lease is gone, another
+        replica recovers the reroute from the journal (it stays ``running`` there)."""
+        log.error("reroute %s: %s", reroute_id, error)
+        return Outcome(
+            reroute_id=reroute_id,
+            state=RerouteState.RUNNING,
+            timings=tuple(timings),
+            total_ms=(self.clock() - started) * 1000,
+            error=str(error),
+        )
+
     @staticmethod
     def _write(record: Callable[..., None], *args: object) -> JournalError | None:
         """A journal write during the run; its JournalError (the file cannot be written any
@@ -202,20 +297,26 @@ class Executor:
         results = await asyncio.gather(
             *(self._timed(step) for step in batch), return_exceptions=True
         )
-        error: RerouteError | None = None
+        failed: RerouteError | None = None
+        ended: list[tuple[int, StepState, str | None]] = []
         for i, step, result in zip(index, batch, results, strict=True):
             if isinstance(result, RerouteError):
-                self._write(self.journal.step, reroute_id, i, StepState.FAILED, str(result))
-                self._emit(reroute_id, i, step, StepState.FAILED, error=str(result))
+                ended.append((i, StepState.FAILED, str(result)))
                 log.warning("step %d (%s) failed: %s", i + 1, step.describe(), result)
-                error = error or result
+                failed = failed or result
             elif isinstance(result, BaseException):
                 raise result
             else:
-                error = error or self._write(self.journal.step, reroute_id, i, StepState.DONE)
-                self._emit(reroute_id, i, step, StepState.DONE, ms=result)
+                ended.append((i, StepState.DONE, None))
+        error = self._write(self.journal.steps_ended, reroute_id, ended)  # one write
+        for (i, state, text), step, result in zip(ended, batch, results, strict=True):
+            if state is StepState.FAILED:
+                self._emit(reroute_id, i, step, state, error=text)
+            else:
+                assert isinstance(result, float)
+                self._emit(reroute_id, i, step, state, ms=result)
                 timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
-        return error
+        return failed or error
 
     def _emit(
         self,
@@ -260,7 +361,18 @@ class Executor:
                 step.device, f"{step.kind} took over {self.step_timeout} s"
             ) from exc
 
+    async def _claim(self, device: str) -> None:
+        """Claim ``device`` as its master (once per run) where it elects one."""
+        if self.generation is None or device in self._claimed:
+            return
+        driver = self.drivers.get(device)
+        generation = self.generation(device)
+        if isinstance(driver, MasterElection) and generation > 0:
+            await driver.claim_master(generation)
+        self._claimed.add(device)
+
     async def _device_step(self, step: Step) -> None:
+        await self._claim(step.device)
         if step.kind is StepKind.CIRCUITS:
             await self._circuits(step.device, step.disconnect, step.connect)
         elif step.kind is StepKind.VERIFY:
@@ -286,62 +398,80 @@ class Executor:
         return driver
 
     async def _await_lock(self, step: Step) -> None:
-        """Until the ports' link state is up; LockTimeout after ``duration_s``.
+        """Until every port of ``step`` is locked (``LockWatch``); LockTimeout after
+        ``duration_s``.
 
-        Where every device reports port changes (``PortEvents``: OpenFlow PORT_STATUS) the
-        gate reads the states once, then waits for the events (re-reading every
-        ``LOCK_RECHECK_S`` in case one is lost); otherwise it polls every ``LOCK_POLL_S``."""
+        Where every device reports port changes (``PortEvents``: OpenFlow PORT_STATUS) they
+        are listened to from before the circuits change; the gate reads the states once,
+        then waits for the events (re-reading every ``LOCK_RECHECK_S`` in case one is lost);
+        otherwise it polls every ``LOCK_POLL_S``."""
         devices = sorted({d for d, _ in step.ports})
         deadline = self.clock() + step.duration_s
-        events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
-        eventful = self.lock_events and all(
-            isinstance(self.drivers[d], PortEvents) for d in devices
-        )
         async with contextlib.AsyncExitStack() as stack:
-            if eventful:
-                for d in devices:  # listening before the first read: no change falls between
-                    listener = _into(events, d)
-                    await stack.enter_async_context(self._events(d).port_events(listener))
+            watch = self._watch or await self._watch_ports(step.ports, stack)
             while True:
                 states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
                 known = {
                     (d, p): s for d, ps in zip(devices, states, strict=True) for p, s in ps.items()
                 }
-                while not events.empty():  # reported before the read's reply: in the read
-                    events.get_nowait()
-                if await self._until_up(step, known, events, deadline, eventful):
+                while not watch.events.empty():  # reported before the read's reply: in the read
+                    watch.events.get_nowait()
+                for (d, p), state in known.items():
+                    watch.note(d, p, state)
+                if await self._until_up(step, known, watch, deadline):
                     return
+
+    async def _watch_ports(
+        self, ports: tuple[tuple[str, int], ...], stack: contextlib.AsyncExitStack | None
+    ) -> LockWatch:
+        """A watch of ``ports``: listening to their devices' events (until ``stack`` closes)
+        where every one of them sends events."""
+        devices = sorted({d for d, _ in ports})
+        eventful = self.lock_events and all(
+            isinstance(self.drivers.get(d), PortEvents) for d in devices
+        )
+        watch = LockWatch(eventful and stack is not None)
+        if watch.eventful and stack is not None:
+            for d in devices:
+                await stack.enter_async_context(self._events(d).port_events(watch.listener(d)))
+        return watch
 
     async def _until_up(
         self,
         step: Step,
         known: dict[tuple[str, int], PortState],
-        events: asyncio.Queue[tuple[str, int, PortState]],
+        watch: LockWatch,
         deadline: float,
-        eventful: bool,
     ) -> bool:
-        """True once every port is up, updating ``known`` from events; False: read again."""
-        recheck = self.clock() + (LOCK_RECHECK_S if eventful else LOCK_POLL_S)
+        """True once every port is locked, updating ``known`` from events; False: read
+        again."""
+        recheck = self.clock() + (LOCK_RECHECK_S if watch.eventful else LOCK_POLL_S)
         while True:
-            down = [(d, p) for d, p in step.ports if known.get((d, p)) is not PortState.UP]
+            down = [
+                (d, p)
+                for d, p in step.ports
+                if known.get((d, p)) is not PortState.UP
+                or ((d, p) not in watch.seen_down and not self._reads_light(d))
+            ]
             if not down:
                 return True
             now = self.clock()
             if now >= deadline:
-                ports = " ".join(f"{d}:p{p}" for d, p in down)
-                raise LockTimeout(
-                    step.device,
-                    f"new circuit not locked after {step.duration_s * 1000:.0f} ms: "
-                    f"{ports} still down",
-                )
+                raise LockTimeout(step.device, _not_locked(step, down, known))
             if now >= recheck:
                 return False
             try:
                 async with asyncio.timeout(min(recheck, deadline) - now):
-                    d, port, state = await events.get()
+                    d, port, state = await watch.events.get()
             except TimeoutError:
                 continue
             known[(d, port)] = state
+
+    def _reads_light(self, name: str) -> bool:
+        """``name`` is the optical switch itself, its port state its own power monitors: a
+        read after the circuits step (which returns once the switch is set) is the new
+        circuit's light, not a stale report of the old one (``LockWatch``)."""
+        return isinstance(self.drivers.get(name), CrossConnectSwitch)
 
     def _events(self, name: str) -> PortEvents:
         driver = self.drivers[name]
@@ -388,6 +518,9 @@ class Executor:
         before it removes it."""
         shifted_back = False
         for i in reversed(started):
+            if lost := self._leased():
+                log.error("reroute %s: rollback stopped: %s", reroute_id, lost)
+                return RerouteState.RUNNING, f"{cause}; rollback stopped: {lost}"
             step = steps[i]
             if shifted_back and step.kind is not StepKind.SHIFT:
                 await asyncio.sleep(undo_drain_s)
@@ -408,6 +541,7 @@ class Executor:
         return RerouteState.ROLLED_BACK, error
 
     async def _undo(self, step: Step) -> None:
+        await self._claim(step.device)
         if step.kind is StepKind.CIRCUITS:
             await guard.undo_circuits(self._optical(step.device), step.disconnect, step.connect)
         elif step.undo:

@@ -24,24 +24,30 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Plan
+from services.reroute.resources import EVERYTHING
 
-VERSION = 3
+VERSION = 4
+CACHE_KIB = 2048  # SQLite's page cache: the bound on what the journal keeps in memory
+WAL_BYTES = 1 << 20  # the write-ahead log is cut back to this after each checkpoint
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reroutes (
   id TEXT PRIMARY KEY, created REAL NOT NULL, summary TEXT NOT NULL, plan_text TEXT NOT NULL,
   origins TEXT NOT NULL, touched TEXT NOT NULL, state TEXT NOT NULL, error TEXT,
   finished REAL, started REAL, intent TEXT, flows TEXT NOT NULL DEFAULT '[]',
-  step_names TEXT NOT NULL DEFAULT '[]', idem_key TEXT, fingerprint TEXT
+  step_names TEXT NOT NULL DEFAULT '[]', idem_key TEXT, fingerprint TEXT,
+  owner TEXT, resources TEXT NOT NULL DEFAULT '["*"]'
 );
 CREATE TABLE IF NOT EXISTS steps (
   reroute_id TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL,
   started REAL NOT NULL, finished REAL, error TEXT, PRIMARY KEY (reroute_id, idx)
 );
+CREATE TABLE IF NOT EXISTS settled (flow TEXT PRIMARY KEY, path TEXT NOT NULL);
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS reroutes_state ON reroutes (state);
@@ -55,6 +61,11 @@ ALTER TABLE reroutes ADD COLUMN flows TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE reroutes ADD COLUMN step_names TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE reroutes ADD COLUMN idem_key TEXT;
 ALTER TABLE reroutes ADD COLUMN fingerprint TEXT;
+"""
+# format 3 -> 4: who runs a reroute (its owner) and what it holds (resources.py)
+MIGRATE_3 = """
+ALTER TABLE reroutes ADD COLUMN owner TEXT;
+ALTER TABLE reroutes ADD COLUMN resources TEXT NOT NULL DEFAULT '["*"]';
 """
 
 
@@ -97,6 +108,17 @@ class Record:
     finished: float | None = None
     idem_key: str | None = None
     fingerprint: str | None = None  # of the request that created it (idempotency)
+    owner: str | None = None  # the engine instance running it (locks.py: ``alive``)
+    resources: frozenset[str] = frozenset({EVERYTHING})  # what it holds (resources.py)
+
+    def placed(self) -> dict[FlowSpec, str]:
+        """Where the reroute meant its flows to be: its target when ``done``, its origins
+        (or checkpoint) when rolled back or failed; nothing otherwise."""
+        if self.state is RerouteState.DONE and self.intent is not None:
+            return dict.fromkeys(self.intent.flows, self.intent.to_path)
+        if self.state in (RerouteState.ROLLED_BACK, RerouteState.FAILED):
+            return {f: path for path, flows in self.origins.items() for f in flows}
+        return {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,11 +134,29 @@ class JournalError(RerouteError):
     """The journal file cannot be used."""
 
 
-def _encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
+class LeaseLost(JournalError):
+    """This replica's lease (etcd) expired: it may no longer write about the reroutes it
+    ran, nor touch their devices; another replica recovers them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """How much history the journal keeps: ended reroutes are removed once more than
+    ``reroutes`` ended after them or they ended over ``days`` ago."""
+
+    reroutes: int = 10_000
+    days: float = 30.0
+
+
+def _keys(resources: frozenset[str]) -> str:
+    return json.dumps(sorted(resources))
+
+
+def encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
     return [(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in flows]
 
 
-def _decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
+def decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
     out = []
     for src, dst, proto, sport, dport in rows:
         assert isinstance(src, list) and isinstance(dst, list)
@@ -167,13 +207,84 @@ def _intent_columns(intent: Intent) -> tuple[str, str]:
     return encode_intent(intent, names), json.dumps(names)
 
 
+class Journaling(Protocol):
+    """What the engine, the executor and the service need of a journal: ``Journal``
+    (SQLite, this module) or ``EtcdJournal`` (``services/reroute/etcd``). Writes raise
+    ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored."""
+
+    def create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None: ...
+
+    def enqueue(
+        self,
+        reroute_id: str,
+        intent: Intent,
+        *,
+        idem_key: str | None = None,
+        fingerprint: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None: ...
+
+    def expect(self, reroute_id: str, resources: frozenset[str]) -> None: ...
+
+    def cancel(self, reroute_id: str) -> bool: ...
+
+    def step(
+        self, reroute_id: str, idx: int, state: StepState, error: str | None = None
+    ) -> None: ...
+
+    def steps_started(self, reroute_id: str, indexes: range) -> None: ...
+
+    def steps_ended(
+        self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]
+    ) -> None: ...
+
+    def checkpoint(
+        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+    ) -> None: ...
+
+    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None: ...
+
+    def prune(self, keep: Retention, now: float | None = None) -> int: ...
+
+    def settled(self) -> dict[FlowSpec, str]: ...
+
+    def size(self) -> int: ...
+
+    def get(self, reroute_id: str) -> Record | None: ...
+
+    def by_key(self, idem_key: str) -> Record | None: ...
+
+    def in_flight(self) -> list[Record]: ...
+
+    def pending(self) -> list[Record]: ...
+
+    def history(
+        self,
+        limit: int = 50,
+        *,
+        state: RerouteState | None = None,
+        flows: tuple[FlowSpec, ...] = (),
+    ) -> list[Record]: ...
+
+    def steps(self, reroute_id: str) -> list[StepRecord]: ...
+
+    def close(self) -> None: ...
+
+
 _COLUMNS = (
     "id, created, summary, state, error, plan_text, origins, touched, intent, step_names, "
-    "started, finished, idem_key, fingerprint"
+    "started, finished, idem_key, fingerprint, owner, resources"
 )
 _Row = tuple[
     str, float, str, str, str | None, str, str, str, str | None, str,
-    float | None, float | None, str | None, str | None,
+    float | None, float | None, str | None, str | None, str | None, str,
 ]  # fmt: skip
 
 
@@ -203,10 +314,13 @@ class Journal:
         path = self.path
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the memory it may keep
+        self.db.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")  # the WAL kept on disk
         (version,) = self.db.execute("PRAGMA user_version").fetchone()
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if tables and version == 2:
-            self.db.executescript(f"BEGIN; {MIGRATE_2} PRAGMA user_version = {VERSION}; COMMIT;")
+        if tables and version in (2, 3):
+            steps = (MIGRATE_2 if version == 2 else "") + MIGRATE_3
+            self.db.executescript(f"BEGIN; {steps} PRAGMA user_version = {VERSION}; COMMIT;")
             version = VERSION
         if tables and version != VERSION:
             self.db.close()
@@ -221,36 +335,50 @@ class Journal:
         """Close the database."""
         self.db.close()
 
-    def create(self, reroute_id: str, plan: Plan) -> None:
-        """The reroute starts running ``plan``: a new row, or its ``pending`` row updated."""
+    def create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None:
+        """The reroute starts running ``plan``, run by ``owner`` holding ``resources``: a new
+        row, or its ``pending`` row updated."""
         now = time.time()
         try:
-            cur = self._insert_running(reroute_id, plan, now)
+            cur = self._insert_running(reroute_id, plan, now, owner, _keys(resources))
         except sqlite3.OperationalError as exc:  # its disk is full: before any device changes
             raise self._unwritable(exc) from exc
         if cur.rowcount != 1:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
 
-    def _insert_running(self, reroute_id: str, plan: Plan, now: float) -> sqlite3.Cursor:
+    def _insert_running(
+        self, reroute_id: str, plan: Plan, now: float, owner: str | None, resources: str
+    ) -> sqlite3.Cursor:
         text = plan.describe()
         return self.db.execute(
             "INSERT INTO reroutes (id, created, started, summary, plan_text, origins, touched, "
-            "state, intent, flows, step_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "state, intent, flows, step_names, owner, resources) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
             "summary = excluded.summary, plan_text = excluded.plan_text, "
             "origins = excluded.origins, touched = excluded.touched, state = excluded.state, "
-            "step_names = excluded.step_names WHERE reroutes.state = ?",
+            "step_names = excluded.step_names, owner = excluded.owner, "
+            "resources = excluded.resources WHERE reroutes.state = ?",
             (
                 reroute_id,
                 now,
                 now,
                 text.splitlines()[0],
                 text,
-                json.dumps({p: _encode_flows(f) for p, f in plan.origins}),
+                json.dumps({p: encode_flows(f) for p, f in plan.origins}),
                 json.dumps([*plan.from_paths, plan.to_path]),
                 RerouteState.RUNNING,
                 *_intent_columns(plan.intent),
                 json.dumps([s.describe() for s in plan.steps()]),
+                owner,
+                resources,
                 RerouteState.PENDING,
             ),
         )
@@ -262,8 +390,10 @@ class Journal:
         *,
         idem_key: str | None = None,
         fingerprint: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
     ) -> None:
-        """A ``pending`` reroute: planned and run later (``create``), or cancelled."""
+        """A ``pending`` reroute: planned and run later (``create``), or cancelled.
+        ``resources``: what it is expected to hold (``EVERYTHING`` when unknown)."""
         summary = (
             f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
             "(queued)"
@@ -271,8 +401,8 @@ class Journal:
         try:
             self.db.execute(
                 "INSERT INTO reroutes (id, created, summary, plan_text, origins, touched, state, "
-                "intent, flows, idem_key, fingerprint) VALUES (?, ?, ?, '', '{}', '[]', ?, ?, ?, "
-                "?, ?)",
+                "intent, flows, idem_key, fingerprint, resources) VALUES (?, ?, ?, '', '{}', "
+                "'[]', ?, ?, ?, ?, ?, ?)",
                 (
                     reroute_id,
                     time.time(),
@@ -281,10 +411,18 @@ class Journal:
                     *_intent_columns(intent),
                     idem_key,
                     fingerprint,
+                    _keys(resources),
                 ),
             )
         except sqlite3.IntegrityError as exc:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists") from exc
+
+    def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
+        """A pending reroute is now expected to hold ``resources`` (its plan changed)."""
+        self._write(
+            "UPDATE reroutes SET resources = ? WHERE id = ? AND state = ?",
+            (_keys(resources), reroute_id, RerouteState.PENDING),
+        )
 
     def cancel(self, reroute_id: str) -> bool:
         """Cancel a pending reroute; False if it is not pending (any more)."""
@@ -315,13 +453,29 @@ class Journal:
                 (state, time.time(), error, reroute_id, idx),
             )
 
+    def steps_started(self, reroute_id: str, indexes: range) -> None:
+        """Record that steps ``indexes`` start (one write for a batch run at once)."""
+        now = time.time()
+        self._many(
+            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)",
+            [(reroute_id, i, StepState.STARTED, now) for i in indexes],
+        )
+
+    def steps_ended(self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]) -> None:
+        """Record how steps run at once ended: (index, done or failed, error), one write."""
+        now = time.time()
+        self._many(
+            "UPDATE steps SET state = ?, finished = ?, error = ? WHERE reroute_id = ? AND idx = ?",
+            [(state, now, error, reroute_id, i) for i, state, error in ended],
+        )
+
     def checkpoint(
         self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
     ) -> None:
         """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
         self._write(
             "UPDATE reroutes SET origins = ? WHERE id = ?",
-            (json.dumps({p: _encode_flows(f) for p, f in rest}), reroute_id),
+            (json.dumps({p: encode_flows(f) for p, f in rest}), reroute_id),
         )
 
     def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
@@ -336,6 +490,70 @@ class Journal:
             self.db.execute(sql, params)
         except sqlite3.OperationalError as exc:  # its disk filled up meanwhile
             raise self._unwritable(exc, then="") from exc
+
+    def _many(self, sql: str, rows: list[tuple[object, ...]]) -> None:
+        """``sql`` for each of ``rows``, in one transaction."""
+        if len(rows) == 1:
+            self._write(sql, rows[0])
+            return
+        try:
+            self.db.execute("BEGIN")
+            for row in rows:
+                self.db.execute(sql, row)
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise self._unwritable(exc, then="") from exc
+
+    def prune(self, keep: Retention, now: float | None = None) -> int:
+        """Remove the ended reroutes beyond ``keep`` (oldest first; pending and running ones
+        are never removed); where they placed their flows is kept (``settled``), so resync
+        still knows every flow's path. Returns how many were removed."""
+        final = tuple(str(s) for s in RerouteState if s.final)
+        marks = ", ".join("?" * len(final))
+        cutoff = (time.time() if now is None else now) - keep.days * 86400
+        nth = self.db.execute(
+            f"SELECT rowid FROM reroutes WHERE state IN ({marks}) ORDER BY rowid DESC "
+            "LIMIT 1 OFFSET ?",
+            (*final, keep.reroutes),
+        ).fetchone()
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM reroutes WHERE state IN ({marks}) "
+            "AND (coalesce(finished, created) < ? OR rowid <= ?) ORDER BY rowid",
+            (*final, cutoff, nth[0] if nth else 0),
+        ).fetchall()
+        if not rows:
+            return 0
+        gone = [self._record(r) for r in rows]
+        ids = [(r.id,) for r in gone]
+        try:
+            self.db.execute("BEGIN")
+            for record in gone:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO settled VALUES (?, ?)",
+                    [(str(f), path) for f, path in record.placed().items()],
+                )
+            self.db.executemany("DELETE FROM steps WHERE reroute_id = ?", ids)
+            self.db.executemany("DELETE FROM reroutes WHERE id = ?", ids)
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise self._unwritable(exc, then="") from exc
+        return len(gone)
+
+    def settled(self) -> dict[FlowSpec, str]:
+        """Where the pruned reroutes left their flows (``prune``)."""
+        rows = self.db.execute("SELECT flow, path FROM settled").fetchall()
+        return {FlowSpec.parse(f): p for f, p in rows}
+
+    def size(self) -> int:
+        """Bytes the journal takes on disk (database and write-ahead log; 0 in memory)."""
+        if self.path is None:
+            return 0
+        files = (self.path, self.path.with_name(self.path.name + "-wal"))
+        return sum(f.stat().st_size for f in files if f.exists())
 
     def get(self, reroute_id: str) -> Record | None:
         """The record of ``reroute_id``, or None."""
@@ -410,7 +628,7 @@ class Journal:
             state=RerouteState(row[3]),
             error=row[4],
             plan_text=row[5],
-            origins={p: _decode_flows(f) for p, f in json.loads(row[6]).items()},
+            origins={p: decode_flows(f) for p, f in json.loads(row[6]).items()},
             touched=tuple(json.loads(row[7])),
             started_steps=tuple(s[0] for s in steps),
             intent=decode_intent(row[8]) if row[8] else None,
@@ -419,4 +637,6 @@ class Journal:
             finished=row[11],
             idem_key=row[12],
             fingerprint=row[13],
+            owner=row[14],
+            resources=frozenset(json.loads(row[15])),
         )

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.executor import Driver, Executor, Outcome
-from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.journal import Journal, Journaling, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import install_step
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -35,23 +35,17 @@ Placement = dict[str, tuple[FlowSpec, ...]]  # path -> the flows on it
 ROLE_MASK = 0xFF
 
 
-def intended(topo: Topology, journal: Journal) -> Placement:
-    """Where every flow should be: the initial paths, then the journal's outcomes."""
+def intended(topo: Topology, journal: Journaling) -> Placement:
+    """Where every flow should be: the initial paths, then the journal's outcomes (those of
+    pruned reroutes first, as the journal settled them)."""
     where: dict[FlowSpec, str] = {host_flow(p): name for name, p in topo.paths.items() if p.initial}
+    where.update(journal.settled())
     for record in reversed(journal.history(limit=-1)):
-        where.update(_placed(record))
+        where.update(record.placed())
     placement: dict[str, list[FlowSpec]] = {}
     for flow, path in where.items():
         placement.setdefault(path, []).append(flow)
     return {p: tuple(f) for p, f in placement.items()}
-
-
-def _placed(record: Record) -> dict[FlowSpec, str]:
-    if record.state is RerouteState.DONE and record.intent is not None:
-        return dict.fromkeys(record.intent.flows, record.intent.to_path)
-    if record.state in (RerouteState.ROLLED_BACK, RerouteState.FAILED):
-        return {f: path for path, flows in record.origins.items() for f in flows}
-    return {}
 
 
 def wanted(topo: Topology, placement: Placement) -> dict[str, dict[RuleKey, FlowRule]]:
@@ -105,7 +99,7 @@ def plan_resync(topo: Topology, tables: Tables, placement: Placement, now: float
 
 
 async def resync(
-    topo: Topology, drivers: Mapping[str, Driver], journal: Journal, tables: Tables
+    topo: Topology, drivers: Mapping[str, Driver], journal: Journaling, tables: Tables
 ) -> Outcome | None:
     """Write the intended placement's rules where ``tables`` (read now) differ; mark the
     ``failed`` reroutes it settles. None when nothing differed."""

@@ -569,3 +569,31 @@ def test_error_names() -> None:
     assert error_name(4, 9) == "OFPET_BAD_MATCH/OFPBMC_BAD_PREREQ"
     assert error_name(0xFFFF, 2313, ONF_EXPERIMENTER) == "ONF/OFPBFC_MSG_FAILED"
     assert error_name(42, 7) == "OFPET_42/7"
+
+
+@fabric
+def test_a_later_master_fences_the_earlier_one(sw: Switch) -> None:
+    """OpenFlow 1.3 roles on the real OVS: a master claimed with a higher generation id
+    demotes the earlier one, whose flow-mods the switch then refuses; re-claiming with its
+    older id is refused as stale. (How replicas fence a device: services/reroute/etcd.)"""
+
+    async def main() -> tuple[str, str, list[FlowRule]]:
+        async with (
+            OvsDriver(BRIDGE, sw.target) as old,
+            OvsDriver(BRIDGE, sw.target) as new,
+        ):
+            await old.claim_master(5)
+            await old.apply(adds(RULES[:1]))
+            await new.claim_master(6)
+            with pytest.raises(DeviceRejected) as refused:
+                await old.apply(deletes(RULES[:1]))
+            with pytest.raises(DeviceRejected) as stale:
+                await old.claim_master(5)
+            await new.claim_master(6)  # the same generation again: still master
+            await new.apply(deletes(RULES[:1]))
+            return str(refused.value), str(stale.value), await new.read()
+
+    refused, stale, left = asyncio.run(main())
+    assert "IS_SLAVE" in refused, refused
+    assert "STALE" in stale, stale
+    assert left == []

@@ -3,8 +3,8 @@ the bare routes (the OpenAPI document is made from it).
 
 The app's lifespan connects the drivers of the switches in scope (built from the
 inventory), opens the journal, recovers what a crash interrupted, re-queues pending
-reroutes and starts the worker; on shutdown it lets the running reroute finish and closes
-everything.
+reroutes and starts the scheduler; on shutdown it lets the running reroutes finish and
+closes everything.
 """
 
 from __future__ import annotations
@@ -26,20 +26,23 @@ from services.reroute.engine import Engine
 from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
-from services.reroute.journal import Journal
+from services.reroute.journal import JournalError
+from services.reroute.locks import Universe
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.oplog import RequestLog, log_reroutes
 from services.reroute.service.routes import router
 from services.reroute.service.ui import FrontDoor, mount_ui
+from services.reroute.store import SqliteStore, open_store
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 TITLE = "reroute"
 DESCRIPTION = (
-    "Make-before-break reroutes of live flows. Reroutes run one at a time, first in, first "
-    "out; a queued one is `pending` and may be cancelled. Send `Authorization: Bearer TOKEN`."
+    "Make-before-break reroutes of live flows. Reroutes that share no device, optical port "
+    "or flow run at once; overlapping ones run one after the other, first in, first out; a "
+    "queued one is `pending` and may be cancelled. Send `Authorization: Bearer TOKEN`."
 )
 
 
@@ -52,6 +55,7 @@ def api(lifespan: Lifespan | None = None) -> FastAPI:
     app.add_exception_handler(PlanError, _plan_error)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(DriverError, _driver_error)
+    app.add_exception_handler(JournalError, _journal_error)
     app.add_exception_handler(RerouteError, _reroute_error)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
@@ -97,20 +101,27 @@ def service_of(app: FastAPI) -> RerouteService | None:
 def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        """Connect the drivers and open the journal, run the service, then drain and close."""
-        journal = Journal(journal_file(settings))
-        try:
-            async with drivers(settings) as connected:
+        """Connect the drivers and open the store, run the service, then drain and close."""
+        sqlite = isinstance(settings.store, SqliteStore)
+        journal_path = journal_file(settings) if sqlite else None
+        async with drivers(settings) as connected:
+            universe = Universe.of(settings.topo, frozenset(connected))
+            async with open_store(
+                settings.store,
+                journal_file=journal_path,
+                lock_dir=_lock_dir(settings),
+                universe=universe,
+            ) as (journal, locks):
                 engine = Engine(
                     topo=settings.topo,
                     drivers=connected,
                     journal=journal,
                     scope=settings.scope,
                     step_timeout=settings.step_timeout_s,
-                    lock_dir=_lock_dir(settings),
+                    locks=locks,
                 )
                 svc = RerouteService(settings, engine, journal)
-                async with svc.bus.subscribe() as events:  # before the worker starts
+                async with svc.bus.subscribe() as events:  # before the scheduler starts
                     logger = asyncio.create_task(log_reroutes(events))
                     try:
                         await svc.start()
@@ -122,8 +133,6 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     finally:
                         events.end()
                         await logger
-        finally:
-            journal.close()
 
     return lifespan
 
@@ -178,6 +187,13 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _driver_error(_: Request, exc: Exception) -> JSONResponse:
     detail = f"cannot read or change the devices: {exc}"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def _journal_error(_: Request, exc: Exception) -> JSONResponse:
+    """The journal cannot be read or written now (etcd without quorum, a full disk):
+    nothing was changed; the client may retry."""
+    detail = f"the journal cannot be used now, nothing was changed: {exc}"
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 

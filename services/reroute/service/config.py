@@ -13,6 +13,12 @@ tokens:
   - {token: "a-long-random-read-only-token", role: read}
 token_file: tokens.txt     # and/or: lines "ROLE TOKEN" ('#' comments)
 step_timeout_s: 10
+retention: {reroutes: 10000, days: 30}   # ended reroutes the journal keeps (pending and
+                           # running ones are never removed)
+store: {kind: sqlite}      # or, for several replicas on one fabric (README "Several replicas"):
+# store: {kind: etcd, endpoints: [10.0.0.1:2379, 10.0.0.2:2379, 10.0.0.3:2379],
+#         prefix: /reroute/lab, lease_ttl_s: 2, tls: {ca_certificate: ca.pem, ...},
+#         user: reroute, password: {env: ETCD_PASSWORD}}
 ```
 
 ``load_config`` returns the validated file; ``resolve`` adds what needs the topology
@@ -24,17 +30,19 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from services.reroute import runtime
 from services.reroute.errors import ConfigError, RerouteError
 from services.reroute.inventory import Inventory, check, load_inventory
+from services.reroute.journal import Retention
 from services.reroute.problems import report, validation_problems
 from services.reroute.service.auth import Role, TokenTable
+from services.reroute.store import EtcdStore, SqliteStore, StoreSpec
 from services.reroute.topology import Topology, load_topology
 from services.reroute.yamlfile import (
     Document,
@@ -89,6 +97,16 @@ class Source:
         return f"{self.file}:{line}: {key}" if line else f"{self.file}: {key}"
 
 
+class RetentionSpec(BaseModel):
+    """``retention:``: ended reroutes are removed from the journal once more than
+    ``reroutes`` ended after them, or they ended over ``days`` ago."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reroutes: int = Field(default=10_000, ge=1, le=10_000_000)
+    days: float = Field(default=30.0, gt=0, le=36_500)
+
+
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -121,6 +139,16 @@ class ServiceConfig(BaseModel):
     step_timeout_s: float = Field(
         default=10.0, gt=0, le=600, description="seconds one device step may take"
     )
+    retention: RetentionSpec = Field(
+        default=RetentionSpec(),
+        description="ended reroutes kept in the journal: {reroutes: N, days: D} (running "
+        "and pending ones are never removed)",
+    )
+    store: StoreSpec = Field(
+        default=SqliteStore(),
+        description="where the journal, queue and device locks live: {kind: sqlite} (one "
+        "process, the default) or {kind: etcd, endpoints: [...], ...} (replicas)",
+    )
     _source: Source | None = PrivateAttr(default=None)  # the file it was read from
 
 
@@ -137,6 +165,8 @@ class Settings:
     port: int
     tokens: TokenTable
     step_timeout_s: float
+    retention: Retention = field(default_factory=Retention)
+    store: SqliteStore | EtcdStore = field(default_factory=SqliteStore)
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -166,9 +196,30 @@ def _relative_to(config: ServiceConfig, path: Path, doc: Document) -> ServiceCon
         for key, value in config
         if isinstance(value, Path) and not value.is_absolute()
     }
-    fixed = config.model_copy(update={k: base / v for k, v in relative.items()})
+    updates: dict[str, Any] = {k: base / v for k, v in relative.items()}
+    if (store := _store_relative_to(config.store, base)) is not config.store:
+        updates["store"] = store
+    fixed = config.model_copy(update=updates)
     fixed._source = Source(file=path, doc=doc, relative=relative)
     return fixed
+
+
+def _store_relative_to(store: StoreSpec, base: Path) -> StoreSpec:
+    """An etcd store's TLS and password files taken from ``base`` when relative."""
+    if not isinstance(store, EtcdStore) or (store.tls is None and store.password is None):
+        return store
+
+    def fix(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else base / p
+
+    tls = store.tls and store.tls.model_copy(
+        update={k: p for k in ("private_key", "certificate", "ca_certificate")
+                if (p := fix(getattr(store.tls, k)))}
+    )  # fmt: skip
+    password = store.password
+    if password is not None and (file := fix(password.file)):
+        password = password.model_copy(update={"file": file})
+    return store.model_copy(update={"tls": tls, "password": password})
 
 
 def _at(config: ServiceConfig, key: str) -> str:
@@ -213,6 +264,8 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         port=port,
         tokens=tokens,
         step_timeout_s=config.step_timeout_s,
+        retention=Retention(reroutes=config.retention.reroutes, days=config.retention.days),
+        store=config.store,
     )
 
 

@@ -5,13 +5,15 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
 1. an ``Idempotency-Key`` seen before returns that reroute (same request) or is refused
    with 409 (a different request under the same key);
 2. the target (and ``via``) path must exist: else 422, nothing recorded;
-3. it is journaled ``pending`` and queued for the worker;
-4. when nothing was running or queued, the answer waits until the worker has planned it
-   (up to ``JUDGE_S``): the worker reads the devices' tables under the device locks and
-   plans on them -- exactly the tables it runs on, read once -- and either runs the plan
-   or, when the planner refuses it (an unknown flow, flows already on the path), ends it
-   ``rejected`` with the planner's message and nothing changed. Behind other reroutes it
-   cannot be judged yet: it is planned when its turn comes.
+3. it is journaled ``pending`` with the resources it is expected to hold and queued for
+   the scheduler (``scheduler.py``): while other reroutes run or wait, those come from a
+   plan on the devices now; when nothing runs it is planned alone (no extra read);
+4. when nothing was running or queued, the answer waits until the scheduler has planned it
+   (up to ``JUDGE_S``): it reads the devices' tables holding the devices and plans on
+   them -- exactly the tables it runs on, read once -- and either runs the plan or, when
+   the planner refuses it (an unknown flow, flows already on the path), ends it
+   ``rejected`` with the planner's message and nothing changed. Behind overlapping
+   reroutes it cannot be judged yet: it is planned when its turn comes.
 
 One condition, one answer: a well-formed request the planner refuses is always a created
 reroute in state ``rejected`` (201 when judged at once or waited for, 202 while queued,
@@ -28,13 +30,15 @@ import uuid
 from drivers.base import CrossConnectSwitch
 from services.reroute.engine import Engine, read_optics, read_tables
 from services.reroute.errors import ApiError, DriverError, PlanError
-from services.reroute.journal import Journal, Record, RerouteState
+from services.reroute.journal import Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
+from services.reroute.resources import EVERYTHING, Keys
 from services.reroute.rules import path_tag
 from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
 from services.reroute.service.metrics import Metrics
+from services.reroute.service.scheduler import Scheduler
 from services.reroute.service.schemas import (
     DeviceHealth,
     DevicesHealth,
@@ -45,10 +49,9 @@ from services.reroute.service.schemas import (
     RerouteView,
 )
 from services.reroute.service.views import flows_view, optics_view, plan_view, reroute_view
-from services.reroute.service.worker import Worker
 
 log = logging.getLogger("reroute.service")
-JUDGE_S = 2.0  # how long an admission waits for the idle worker's plan before answering
+JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan before answering
 HEALTH_S = 2.0  # the longest a health report waits for one device
 
 
@@ -61,34 +64,34 @@ class FieldError(PlanError):
 
 
 class RerouteService:
-    def __init__(self, settings: Settings, engine: Engine, journal: Journal) -> None:
+    def __init__(self, settings: Settings, engine: Engine, journal: Journaling) -> None:
         self.settings = settings
         self.engine = engine
         self.journal = journal
         self.draining = False
         self.bus = EventBus()
-        self.metrics = Metrics(lambda: self.worker.queued, lambda: self.worker.running)
-        self.worker = Worker(engine, journal, self.bus, self.metrics)
+        self.metrics = Metrics(lambda: self.scheduler.queued, lambda: self.scheduler.running)
+        self.scheduler = Scheduler(engine, journal, self.bus, self.metrics, settings.retention)
         self._admission = asyncio.Lock()
         self._stopping: asyncio.Task[None] | None = None
 
     async def start(self) -> list[str]:
-        """Recover reroutes a crash interrupted, queue the pending ones, start the worker."""
-        recovered = await self.engine.recover()
+        """Recover reroutes a crash interrupted, queue the pending ones, start scheduling."""
+        shared = self.engine.lock.lease_left() is not None  # replicas: taken over as they come
+        recovered = [] if shared else await self.engine.recover()
         for reroute_id in recovered:
             record = self._record(reroute_id)
             self.metrics.finished(record.state)
             log.warning("interrupted reroute %s: %s (%s)", record.id, record.state, record.error)
         pending = self.journal.pending()
-        for record in pending:
-            self.worker.enqueue(record.id)
         if pending:
             log.warning("%d pending reroute(s) queued again", len(pending))
+        self.scheduler.prune()
         try:
             await self.warm_up()
         except DriverError as exc:  # serve all the same: the pages say what cannot be read
             log.warning("warm-up: %s", exc)
-        self.worker.start()
+        self.scheduler.start()
         return recovered
 
     async def warm_up(self) -> None:
@@ -112,21 +115,37 @@ class RerouteService:
         """The reroute of ``request`` and whether it is new (see the module docstring)."""
         self._accepting()
         intent = request.intent()
+        check_paths(self.engine, intent)
+        keys = await self._expected(intent, key, request)
         async with self._admission:
             old = self._replay(key, request) if key is not None else None
             if old is not None:
                 return old, False
-            check_paths(self.engine, intent)
-            idle = not self.worker.busy
+            idle = not self.scheduler.busy
             reroute_id = uuid.uuid4().hex[:12]
             self.journal.enqueue(
-                reroute_id, intent, idem_key=key, fingerprint=request.fingerprint()
+                reroute_id,
+                intent,
+                idem_key=key,
+                fingerprint=request.fingerprint(),
+                resources=keys,
             )
-            self.worker.enqueue(reroute_id)
+            self.scheduler.enqueue(reroute_id)
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
         if idle:
-            await self.worker.judged(reroute_id, JUDGE_S)
+            await self.scheduler.judged(reroute_id, JUDGE_S)
         return self._record(reroute_id), True
+
+    async def _expected(self, intent: Intent, key: str | None, request: RerouteRequest) -> Keys:
+        """What the reroute is expected to hold: planned on the devices now while others
+        run or wait (so disjoint ones run at once); else ``EVERYTHING`` (planned alone)."""
+        if not self.scheduler.busy or (key is not None and self._replay(key, request)):
+            return frozenset({EVERYTHING})
+        try:
+            return await self.engine.expected(intent)
+        except DriverError as exc:  # it is read again when it runs
+            log.warning("planning ahead: %s", exc)
+            return frozenset({EVERYTHING})
 
     def _replay(self, key: str, request: RerouteRequest) -> Record | None:
         old = self.journal.by_key(key)
@@ -150,15 +169,15 @@ class RerouteService:
         """Cancel a pending reroute (ApiError 409 once it runs)."""
         self._accepting()
         record = self._record(reroute_id)
-        if record.state is RerouteState.CANCELLED or self.worker.cancel(reroute_id):
+        if record.state is RerouteState.CANCELLED or self.scheduler.cancel(reroute_id):
             return self.view(reroute_id)
-        state = "running" if reroute_id == self.worker.current else record.state
+        state = "running" if self.scheduler.is_running(reroute_id) else record.state
         raise ApiError(409, f"reroute {reroute_id} is {state}: only a pending one can be cancelled")
 
     async def wait(self, reroute_id: str, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a reroute to end."""
         if timeout > 0:
-            await self.worker.wait(reroute_id, timeout)
+            await self.scheduler.wait(reroute_id, timeout)
 
     def view(self, reroute_id: str) -> RerouteView:
         """The reroute ``reroute_id`` as the API shows it (404 if unknown)."""
@@ -190,11 +209,14 @@ class RerouteService:
 
     def health(self) -> Health:
         """The service's health: draining or ok, queue length, running reroute."""
+        running = self.scheduler.running_ids
         return Health(
             status="draining" if self.draining else "ok",
             fabric=self.settings.fabric,
-            queue=self.worker.queued,
-            running=self.worker.current,
+            queue=self.scheduler.queued,
+            running=running[0] if running else None,
+            in_flight=len(running),
+            replica=self.engine.lock.owner,
         )
 
     async def device_health(self) -> DevicesHealth:
@@ -233,10 +255,10 @@ class RerouteService:
         )  # fmt: skip
 
     def begin_drain(self) -> None:
-        """Refuse changes (503) from now on; let the running reroute finish."""
+        """Refuse changes (503) from now on; let the running reroutes finish."""
         self.draining = True
         if self._stopping is None:
-            self._stopping = asyncio.create_task(self.worker.stop())
+            self._stopping = asyncio.create_task(self.scheduler.stop())
 
     @property
     def drained(self) -> bool:
@@ -244,7 +266,7 @@ class RerouteService:
         return self._stopping is not None and self._stopping.done()
 
     async def stop(self) -> None:
-        """Drain (the running reroute finishes, no new one starts) and wait for it."""
+        """Drain (the running reroutes finish, no new one starts) and wait for them."""
         self.begin_drain()
         assert self._stopping is not None
         await self._stopping
@@ -257,8 +279,9 @@ class RerouteService:
         return record
 
     def _view(self, record: Record) -> RerouteView:
-        view = reroute_view(record, self.journal.steps(record.id), self.worker.position(record.id))
-        if record.id == self.worker.current and record.state is RerouteState.PENDING:
+        position = self.scheduler.position(record.id)
+        view = reroute_view(record, self.journal.steps(record.id), position)
+        if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:
             return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned
         return view
 

@@ -187,7 +187,9 @@ class Health(BaseModel):
     status: Literal["ok", "starting", "draining"]
     fabric: str
     queue: int
-    running: str | None
+    running: str | None  # the oldest running reroute
+    in_flight: int = 0  # how many run at once (disjoint reroutes run concurrently)
+    replica: str = ""  # this instance (its owner name in the journal and the locks)
 
 
 class DeviceHealth(BaseModel):

@@ -86,3 +86,50 @@ def test_no_event_and_no_lock_times_out_naming_the_port() -> None:
         assert 2 <= switch.reads <= 4  # the safety re-read every 50 ms, not a 2 ms poll
 
     asyncio.run(main())
+
+
+class StalePort(EventPort):
+    """Port 2 still reads up (lit by the old circuit, or its switch has not noticed the
+    change yet) until ``down_after`` s, then down until ``up_after`` s: the new circuit's
+    light."""
+
+    def __init__(self, name: str, down_after: float, up_after: float) -> None:
+        super().__init__(name, up_after)
+        self.down_at = asyncio.get_running_loop().time() + down_after
+
+    def state(self) -> PortState:
+        now = asyncio.get_running_loop().time()
+        return PortState.DOWN if self.down_at <= now < self.up_at else PortState.UP
+
+    @asynccontextmanager
+    async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        down = loop.call_later(self.down_at - loop.time(), listener, 2, PortState.DOWN)
+        up = loop.call_later(self.up_at - loop.time(), listener, 2, PortState.UP)
+        try:
+            yield
+        finally:
+            down.cancel()
+            up.cancel()
+
+
+@pytest.mark.parametrize("lock_events", [True, False], ids=["events", "polled"])
+def test_a_port_still_up_from_the_old_circuit_is_not_the_lock(lock_events: bool) -> None:
+    async def main() -> float:
+        switch = StalePort("br2", down_after=0.03, up_after=0.09)
+        loop = asyncio.get_running_loop()
+        await gate(switch, lock_events=lock_events)
+        return switch.up_at - loop.time()
+
+    assert asyncio.run(main()) <= 0  # it opened once the port came up again, not before
+
+
+def test_a_port_that_never_goes_down_times_out_saying_so() -> None:
+    async def main() -> None:
+        switch = StalePort("br2", down_after=60.0, up_after=61.0)
+        step = Step(kind=StepKind.AWAIT_LOCK, device="ost1", ports=(("br2", 2),), duration_s=0.1)
+        executor = Executor({"br2": switch}, Journal(None))  # type: ignore[dict-item]
+        with pytest.raises(LockTimeout, match="br2:p2 never went down"):
+            await executor._await_lock(step)
+
+    asyncio.run(main())

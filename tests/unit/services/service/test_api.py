@@ -96,7 +96,7 @@ def test_a_refused_intent_is_a_rejected_reroute_whether_judged_at_once_or_queued
     assert "is not installed at br2 port 1" in unknown.json()["error"]
     assert fake.snapshot() == before  # nothing changed
     client = fake_server.client()
-    first = client.create([FLOW], "temporary", drain_ms=200)
+    first = client.create([FLOW], "temporary", drain_ms=1000)  # still running when the next arrives
     queued = http.post("/v1/reroutes", json=BODY)  # behind the first: judged at its turn
     assert queued.status_code == 202 and queued.json()["state"] == "pending", queued.text
     assert client.get(first.id, wait_s=5).state is RerouteState.DONE

@@ -1,0 +1,239 @@
+"""Eight optical MBB reroutes on disjoint circuits at once, against one alone, through the
+service: concurrency of disjoint reroutes (issue 24, part 1).
+
+Run as root: ``.venv/bin/python bench/concurrent_reroutes.py [--rounds 3] [--rate 1000]``.
+It builds its own fabric (``bench-conc``: ``reroute topo generate leaf-spine --racks 16
+--spines 1 --ocs 4``) and starts ``reroute serve`` on it (a real process, SQLite journal).
+Every rack pair's flow first moves from its spine path onto OCS 1 (``r<a>-<b>-o1``). Then,
+per round:
+
+- *alone*: rack pair 1-2 moves by optical MBB onto OCS 2 via OCS 3 (OCS 2 reconfigured);
+- *eight at once*: the pairs 1-2, 5-6, 9-10, 13-14 onto OCS 2 and 3-4, 7-8, 11-12, 15-16
+  onto OCS 4, all via OCS 3, submitted together: their leaves and OCS ports are disjoint.
+
+Before each, every pair goes back onto OCS 1 and OCS 2 and 4 get their initial
+cross-connects back (the service reconfigures them again). A UDP probe (``--rate`` per
+pair) runs from each moved pair's first host to its second during the moves: each reroute
+must lose nothing. Per round: the time from the first request to the last reroute done,
+for one and for eight; the last line is the ratio of their medians (goal <= 1.5x; eight
+one after the other would take ~8x). Numbers, not pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drivers.base import CrossConnectSwitch
+from fabric import fabric
+from fabric.fabric import Fabric
+from fabric.inventory import fabric_drivers
+from services.reroute.generate import leaf_spine, to_yaml
+from services.reroute.journal import RerouteState
+from services.reroute.service.client import RerouteClient, RerouteView
+from services.reroute.topology import Topology, load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "services.reroute.cli"]
+NAME = "bench-conc"
+RACKS = 16
+TOKEN = "bench-operator-token-0123456789"
+PROBE_PORT = 9000
+
+
+def pairs() -> list[tuple[int, int]]:
+    """The rack pairs (1, 2), (3, 4), ..."""
+    return [(a, a + 1) for a in range(1, RACKS + 1, 2)]
+
+
+def target(a: int) -> str:
+    """The OCS the pair starting at rack ``a`` moves onto: its circuits there collide only
+    with its neighbours' (1-2, 5-6, ... on OCS 2; 3-4, 7-8, ... on OCS 4)."""
+    return "o2" if a % 4 == 1 else "o4"
+
+
+def flow(topo: Topology, a: int, b: int) -> str:
+    path = topo.paths[f"r{a}-{b}-s1"]
+    return f"{path.src_ip}>{path.dst_ip}"
+
+
+class Service:
+    """``reroute serve`` on the bench fabric, as a process."""
+
+    def __init__(self, topo_file: Path, fab: Fabric, into: Path) -> None:
+        config = into / "serve.yaml"
+        config.write_text(
+            f"topology: {topo_file}\ninventory: {fab.state.inventory}\n"
+            f"journal: {into / 'journal.sqlite'}\n"
+            f"tokens: [{{token: {TOKEN}, role: operator}}]\nstep_timeout_s: 5\n"
+        )
+        self.log = (into / "serve.log").open("w")
+        self.proc = subprocess.Popen(
+            [*CLI, "serve", "--config", str(config), "--listen", "127.0.0.1:0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "http://" not in line:
+            raise SystemExit(f"reroute serve did not start: see {into / 'serve.log'}")
+        self.url = line.split()[2]
+
+    def client(self) -> RerouteClient:
+        return RerouteClient(self.url, TOKEN)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+class Probes:
+    """One UDP probe per rack pair (first host -> second), as processes in the hosts'
+    namespaces."""
+
+    def __init__(self, fab: Fabric, topo: Topology, racks: list[tuple[int, int]], rate: int):
+        self.procs: list[tuple[subprocess.Popen[str], subprocess.Popen[str]]] = []
+        for a, b in racks:
+            path = topo.paths[f"r{a}-{b}-s1"]
+            run_id = str(random.getrandbits(32))
+            to = f"{path.dst_ip}:{PROBE_PORT}"
+            recv = self._probe(fab, f"h{b}", "recv", "--bind", to, "--json", "--idle", "3",
+                               "--run-id", run_id)  # fmt: skip
+            assert recv.stderr is not None
+            assert "listening" in recv.stderr.readline()
+            send = self._probe(fab, f"h{a}", "send", "--to", to, "--rate", str(rate),
+                               "--duration", "600", "--run-id", run_id)  # fmt: skip
+            self.procs.append((recv, send))
+        time.sleep(1.5)  # every sender's Python has started
+
+    @staticmethod
+    def _probe(fab: Fabric, host: str, *args: str) -> subprocess.Popen[str]:
+        cmd = ["ip", "netns", "exec", fab.host_ns(host), *CLI, "probe", *args]
+        return subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        )
+
+    def lost(self) -> list[int]:
+        """Stop the senders; each probe's lost datagrams."""
+        out = []
+        for _, send in self.procs:
+            send.terminate()  # the receiver counts what is missing below the last one seen
+            send.wait(timeout=10)
+        for recv, _ in self.procs:
+            text, _ = recv.communicate(timeout=30)
+            out.append(int(json.loads(text)["lost"]) if recv.returncode == 0 else -1)
+        return out
+
+
+def submit(svc: Service, moves: list[tuple[str, str, str | None]]) -> tuple[float, list[Any]]:
+    """Submit ``moves`` (flow, to, via) at once; the span from the first request to the last
+    reroute done (s) and the final views."""
+    client = svc.client()
+
+    def one(move: tuple[str, str, str | None]) -> RerouteView:
+        f, to, via = move
+        view = client.create([f], to, via=via)
+        return client.get(view.id, wait_s=60)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(len(moves)) as pool:
+        views = list(pool.map(one, moves))
+    span = time.monotonic() - t0
+    bad = [v for v in views if v.state is not RerouteState.DONE]
+    if bad:
+        raise SystemExit(f"a reroute did not finish: {bad[0].id} {bad[0].state} {bad[0].error}")
+    return span, views
+
+
+def reset(svc: Service, topo: Topology, fab: Fabric) -> None:
+    """Every pair on OCS 1, OCS 2 and 4 with their initial cross-connects."""
+    flows = svc.client().flows()
+    home = [
+        (flow(topo, a, b), f"r{a}-{b}-o1", None)
+        for a, b in pairs()
+        if not flows.get(f"r{a}-{b}-o1")
+    ]
+    if home:
+        submit(svc, home)
+    asyncio.run(_initial_circuits(topo, fab))
+
+
+async def _initial_circuits(topo: Topology, fab: Fabric) -> None:
+    scope = frozenset({"ocs2", "ocs4"})
+    async with fabric_drivers(topo, fab.state, scope) as drivers:
+        for name, driver in drivers.items():
+            assert isinstance(driver, CrossConnectSwitch)
+            want = {c.ingress: c.egress for c in topo.nodes[name].cross_connects}  # type: ignore[union-attr]
+            now = await driver.connections()
+            wrong = [i for i in now if now[i] != want.get(i)]
+            if wrong:
+                await driver.disconnect(wrong)
+            if missing := [(i, e) for i, e in want.items() if now.get(i) != e]:
+                await driver.connect(missing)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=200, help="probe datagrams/s per pair")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        topo_file = Path(tmp) / f"{NAME}.yaml"
+        topo_file.write_text(to_yaml(leaf_spine(racks=RACKS, spines=1, ocs=4, name=NAME)))
+        topo = load_topology(topo_file)
+        fabric.down(NAME)
+        print(f"building {NAME} ({RACKS} racks, 1 spine, 4 OCS) ...", flush=True)
+        fab = fabric.up(topo)
+        svc: Service | None = None
+        try:
+            svc = Service(topo_file, fab, Path(tmp))
+            return _rounds(svc, topo, fab, args.rounds, args.rate)
+        finally:
+            if svc is not None:
+                svc.stop()
+            fabric.down(NAME)
+
+
+def _rounds(svc: Service, topo: Topology, fab: Fabric, rounds: int, rate: int) -> int:
+    alone: list[float] = []
+    eight: list[float] = []
+    print(f"{'round':>5} {'one alone ms':>13} {'eight at once ms':>17}  lost per pair")
+    for n in range(1, rounds + 1):
+        reset(svc, topo, fab)
+        probes = Probes(fab, topo, [(1, 2)], rate)
+        span, _ = submit(svc, [(flow(topo, 1, 2), "r1-2-o2", "r1-2-o3")])
+        lost_alone = probes.lost()
+        alone.append(span * 1000)
+        reset(svc, topo, fab)
+        probes = Probes(fab, topo, pairs(), rate)
+        moves = [(flow(topo, a, b), f"r{a}-{b}-{target(a)}", f"r{a}-{b}-o3") for a, b in pairs()]
+        span, _ = submit(svc, moves)
+        lost = probes.lost()
+        eight.append(span * 1000)
+        print(f"{n:>5} {alone[-1]:>13.0f} {eight[-1]:>17.0f}  alone {lost_alone}, eight {lost}")
+    ratio = statistics.median(eight) / statistics.median(alone)
+    print(
+        f"median: one alone {statistics.median(alone):.0f} ms, eight at once "
+        f"{statistics.median(eight):.0f} ms (one after the other would be ~8x)"
+    )
+    print(f"{ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""The journal in etcd: the same records as the SQLite journal, shared by every replica.
+
+Keys under the store's prefix ``P``:
+
+- ``P/reroutes/<id>``: the reroute (JSON: what ``journal.Record`` holds);
+- ``P/steps/<id>``: its step records (JSON list);
+- ``P/pending/<id>``, ``P/running/<id>``: the queue and the reroutes in flight (empty
+  values; the queue's order is the keys' creation order, etcd's global one);
+- ``P/keys/<idempotency key>``: the reroute created with it;
+- ``P/settled/<flow>``: where pruned reroutes left a flow (``Journal.prune``).
+
+Every write is one transaction. A write about a reroute this replica runs also compares
+that the replica's own key ``P/owners/<owner>`` still exists (``fence``): a replica whose
+lease expired -- paused, or cut off from etcd -- has its write-ahead records refused, so it
+stops before its next step (``JournalError``), while another replica recovers the reroute.
+Reads are linearizable (etcd's default): any replica answers what every other wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from services.reroute.etcd.client import (
+    KV,
+    Compare,
+    Etcd,
+    Op,
+    StoreUnavailable,
+    TxnResult,
+    absent,
+    delete,
+    get_op,
+    put,
+    unchanged,
+)
+from services.reroute.journal import (
+    JournalError,
+    LeaseLost,
+    Record,
+    RerouteState,
+    Retention,
+    StepRecord,
+    StepState,
+    decode_flows,
+    decode_intent,
+    encode_flows,
+    encode_intent,
+)
+from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning.plan import Plan
+from services.reroute.resources import EVERYTHING
+
+PRUNE_CHUNK = 40  # reroutes removed per transaction (etcd allows 128 operations)
+
+
+class EtcdJournal:
+    def __init__(self, etcd: Etcd, prefix: str) -> None:
+        self.etcd = etcd
+        self.prefix = prefix.rstrip("/") + "/"
+        self.fence: list[Compare] = []  # compares every write of a running reroute makes
+        self._steps: dict[str, dict[int, list[Any]]] = {}  # of reroutes running here
+
+    def _key(self, kind: str, name: str = "") -> str:
+        return f"{self.prefix}{kind}/{name}"
+
+    def close(self) -> None:
+        """Nothing to close: the client is the store's."""
+
+    # -- writes ------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        reroute_id: str,
+        intent: Intent,
+        *,
+        idem_key: str | None = None,
+        fingerprint: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None:
+        summary = (
+            f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
+            "(queued)"
+        )
+        record = _Row(
+            id=reroute_id,
+            created=time.time(),
+            summary=summary,
+            state=RerouteState.PENDING,
+            intent=encode_intent(intent),
+            flows=[str(f) for f in intent.flows],
+            idem_key=idem_key,
+            fingerprint=fingerprint,
+            resources=sorted(resources),
+        )
+        compares = [absent(self._key("reroutes", reroute_id))]
+        ops = [self._put(record), put(self._key("pending", reroute_id), b"")]
+        if idem_key is not None:
+            compares.append(absent(self._key("keys", idem_key)))
+            ops.append(put(self._key("keys", idem_key), reroute_id.encode()))
+        if not self._txn(compares, ops).succeeded:
+            raise JournalError(f"reroute {reroute_id} or its idempotency key exists")
+
+    def create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        *,
+        owner: str | None = None,
+        resources: frozenset[str] = frozenset({EVERYTHING}),
+    ) -> None:
+        kv = self.etcd.get(self._key("reroutes", reroute_id))
+        now = time.time()
+        row = _Row.of(kv) if kv is not None else _Row(id=reroute_id, created=now)
+        if kv is not None and row.state is not RerouteState.PENDING:
+            raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
+        text = plan.describe()
+        row.update(
+            started=now,
+            summary=text.splitlines()[0],
+            plan_text=text,
+            origins={p: encode_flows(f) for p, f in plan.origins},
+            touched=[*plan.from_paths, plan.to_path],
+            state=RerouteState.RUNNING,
+            intent=encode_intent(plan.intent),
+            flows=[str(f) for f in plan.intent.flows],
+            step_names=[s.describe() for s in plan.steps()],
+            owner=owner,
+            resources=sorted(resources),
+        )
+        compares = [unchanged(self._key("reroutes", reroute_id), kv.mod_revision if kv else 0)]
+        ops = [
+            self._put(row),
+            delete(self._key("pending", reroute_id)),
+            put(self._key("running", reroute_id), b""),
+        ]
+        self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
+        self._steps[reroute_id] = {}
+
+    def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
+        self._update(reroute_id, {"resources": sorted(resources)}, RerouteState.PENDING)
+
+    def cancel(self, reroute_id: str) -> bool:
+        changes = {
+            "state": RerouteState.CANCELLED,
+            "error": "cancelled while pending: nothing changed",
+            "finished": time.time(),
+        }
+        extra = [delete(self._key("pending", reroute_id))]
+        claimed = absent(self._key("claims", reroute_id))  # not being planned by a replica
+        return self._update(reroute_id, changes, RerouteState.PENDING, extra, [claimed])
+
+    def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
+        steps = self._steps_of(reroute_id)
+        now = time.time()
+        if state is StepState.STARTED:
+            steps[idx] = [idx, str(state), now, None, None]
+        else:
+            entry = steps.setdefault(idx, [idx, str(state), now, None, None])
+            entry[1], entry[3], entry[4] = str(state), now, error
+        self._write_steps(reroute_id, steps)
+
+    def steps_started(self, reroute_id: str, indexes: range) -> None:
+        steps = self._steps_of(reroute_id)
+        now = time.time()
+        for i in indexes:
+            steps[i] = [i, str(StepState.STARTED), now, None, None]
+        self._write_steps(reroute_id, steps)
+
+    def steps_ended(self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]) -> None:
+        steps = self._steps_of(reroute_id)
+        now = time.time()
+        for i, state, error in ended:
+            entry = steps.setdefault(i, [i, str(state), now, None, None])
+            entry[1], entry[3], entry[4] = str(state), now, error
+        self._write_steps(reroute_id, steps)
+
+    def checkpoint(
+        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+    ) -> None:
+        origins = {p: encode_flows(f) for p, f in rest}
+        self._update(reroute_id, {"origins": origins}, None, fenced=True)
+
+    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
+        changes = {"state": state, "error": error, "finished": time.time()}
+        extra = [
+            delete(self._key("running", reroute_id)),
+            delete(self._key("pending", reroute_id)),
+        ]
+        self._update(reroute_id, changes, None, extra, fenced=True)
+        self._steps.pop(reroute_id, None)
+
+    def prune(self, keep: Retention, now: float | None = None) -> int:
+        cutoff = (time.time() if now is None else now) - keep.days * 86400
+        ended = [r for r in self._rows() if r.state.final]  # newest first
+        gone = [r for n, r in enumerate(ended) if n >= keep.reroutes or r.ended < cutoff]
+        for start in range(0, len(gone), PRUNE_CHUNK):
+            chunk = list(reversed(gone))[start : start + PRUNE_CHUNK]  # oldest first
+            ops: list[Op] = []
+            placed: dict[str, str] = {}
+            for row in chunk:
+                placed |= {str(f): p for f, p in row.record([]).placed().items()}
+                ops += [delete(self._key("reroutes", row.id)), delete(self._key("steps", row.id))]
+                if row.idem_key:
+                    ops.append(delete(self._key("keys", row.idem_key)))
+            ops += [put(self._key("settled", f), p.encode()) for f, p in placed.items()]
+            self._txn([], ops)
+        return len(gone)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def settled(self) -> dict[FlowSpec, str]:
+        kvs = self.etcd.get_prefix(self._key("settled"))
+        start = len(self._key("settled"))
+        return {FlowSpec.parse(kv.key[start:]): kv.value.decode() for kv in kvs}
+
+    def size(self) -> int:
+        """The bytes of this journal's keys and values (etcd's own files are etcd's)."""
+        return sum(len(kv.key) + len(kv.value) for kv in self.etcd.get_prefix(self.prefix))
+
+    def get(self, reroute_id: str) -> Record | None:
+        kv = self.etcd.get(self._key("reroutes", reroute_id))
+        return None if kv is None else self._record(_Row.of(kv))
+
+    def by_key(self, idem_key: str) -> Record | None:
+        kv = self.etcd.get(self._key("keys", idem_key))
+        return None if kv is None else self.get(kv.value.decode())
+
+    def in_flight(self) -> list[Record]:
+        return self._indexed("running")
+
+    def pending(self) -> list[Record]:
+        return self._indexed("pending")
+
+    def history(
+        self,
+        limit: int = 50,
+        *,
+        state: RerouteState | None = None,
+        flows: tuple[FlowSpec, ...] = (),
+    ) -> list[Record]:
+        names = {str(f) for f in flows}
+        rows = self._rows(limit=limit if state is None and not flows else 0)
+        chosen = [
+            r
+            for r in rows
+            if (state is None or r.state is state) and (not names or names & set(r.flows))
+        ]
+        return [self._record(r) for r in (chosen if limit < 0 else chosen[:limit])]
+
+    def steps(self, reroute_id: str) -> list[StepRecord]:
+        return [
+            StepRecord(index=i, state=StepState(st), started=t0, finished=t1, error=err)
+            for i, st, t0, t1, err in sorted(self._load_steps(reroute_id).values())
+        ]
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _rows(self, limit: int = 0) -> list[_Row]:
+        kvs = self.etcd.get_prefix(self._key("reroutes"), newest_first=True, limit=max(limit, 0))
+        return [_Row.of(kv) for kv in kvs]
+
+    def _indexed(self, kind: str) -> list[Record]:
+        """The reroutes of an index (pending, running), in its order: one read for the
+        index, one transaction of reads for the reroutes."""
+        start = len(self._key(kind))
+        ids = [kv.key[start:] for kv in self.etcd.get_prefix(self._key(kind))]
+        rows: list[_Row] = []
+        for first in range(0, len(ids), PRUNE_CHUNK):
+            chunk = ids[first : first + PRUNE_CHUNK]
+            result = self._txn([], [get_op(self._key("reroutes", i)) for i in chunk])
+            rows += [_Row.of(kvs[0]) for kvs in result.ranges if kvs]
+        return [self._record(r) for r in rows]
+
+    def _record(self, row: _Row) -> Record:
+        steps = self._steps.get(row.id)
+        if steps is None:
+            steps = self._load_steps(row.id) if row.state is not RerouteState.PENDING else {}
+        return row.record([i for i, s in steps.items() if s[1] != StepState.UNDONE])
+
+    def _steps_of(self, reroute_id: str) -> dict[int, list[Any]]:
+        if reroute_id not in self._steps:
+            self._steps[reroute_id] = self._load_steps(reroute_id)
+        return self._steps[reroute_id]
+
+    def _load_steps(self, reroute_id: str) -> dict[int, list[Any]]:
+        kv = self.etcd.get(self._key("steps", reroute_id))
+        return {} if kv is None else {s[0]: s for s in json.loads(kv.value)}
+
+    def _write_steps(self, reroute_id: str, steps: dict[int, list[Any]]) -> None:
+        value = json.dumps(sorted(steps.values())).encode()
+        self._fenced([], [put(self._key("steps", reroute_id), value)], "")
+
+    def _update(
+        self,
+        reroute_id: str,
+        changes: dict[str, Any],
+        only_in: RerouteState | None,
+        extra: list[Op] | None = None,
+        compares: list[Compare] | None = None,
+        *,
+        fenced: bool = False,
+    ) -> bool:
+        kv = self.etcd.get(self._key("reroutes", reroute_id))
+        if kv is None:
+            return False
+        row = _Row.of(kv)
+        if only_in is not None and row.state is not only_in:
+            return False
+        row.update(**changes)
+        cmp = [unchanged(kv.key, kv.mod_revision), *(compares or [])]
+        ops = [self._put(row), *(extra or [])]
+        if fenced:
+            self._fenced(cmp, ops, f"reroute {reroute_id} changed meanwhile")
+            return True
+        return self._txn(cmp, ops).succeeded
+
+    def _fenced(self, compares: list[Compare], ops: list[Op], changed: str) -> None:
+        """A write about a reroute this replica runs: refused once its lease expired."""
+        if self._txn([*compares, *self.fence], ops).succeeded:
+            return
+        if self.fence and not self._txn(self.fence, []).succeeded:
+            raise LeaseLost(
+                "this replica's lease in etcd expired: its reroutes may have been taken "
+                "over by another replica; stopped"
+            )
+        raise JournalError(changed or "the journal changed meanwhile")
+
+    def _txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+        try:
+            return self.etcd.txn(compares, ops)
+        except StoreUnavailable as exc:
+            raise JournalError(f"journal: {exc}") from exc
+
+    def _put(self, row: _Row) -> Op:
+        return put(self._key("reroutes", row.id), row.encode())
+
+
+class _Row:
+    """A reroute as stored: a JSON object of ``Record``'s fields."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields: dict[str, Any] = {
+            "summary": "",
+            "state": RerouteState.PENDING,
+            "error": None,
+            "plan_text": "",
+            "origins": {},
+            "touched": [],
+            "intent": None,
+            "flows": [],
+            "step_names": [],
+            "started": None,
+            "finished": None,
+            "idem_key": None,
+            "fingerprint": None,
+            "owner": None,
+            "resources": [EVERYTHING],
+        }
+        self.fields |= fields
+
+    @classmethod
+    def of(cls, kv: KV) -> _Row:
+        return cls(**json.loads(kv.value))
+
+    def update(self, **changes: Any) -> None:
+        self.fields |= changes
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {k: str(v) if k == "state" else v for k, v in self.fields.items()}
+        ).encode()
+
+    @property
+    def id(self) -> str:
+        return str(self.fields["id"])
+
+    @property
+    def state(self) -> RerouteState:
+        return RerouteState(self.fields["state"])
+
+    @property
+    def flows(self) -> list[str]:
+        return list(self.fields["flows"])
+
+    @property
+    def idem_key(self) -> str | None:
+        key = self.fields["idem_key"]
+        return None if key is None else str(key)
+
+    @property
+    def ended(self) -> float:
+        return float(self.fields["finished"] or self.fields["created"])
+
+    def record(self, started_steps: list[int]) -> Record:
+        f = self.fields
+        return Record(
+            id=f["id"],
+            created=f["created"],
+            summary=f["summary"],
+            state=RerouteState(f["state"]),
+            error=f["error"],
+            plan_text=f["plan_text"],
+            origins={p: decode_flows(v) for p, v in f["origins"].items()},
+            touched=tuple(f["touched"]),
+            started_steps=tuple(sorted(started_steps)),
+            intent=decode_intent(f["intent"]) if f["intent"] else None,
+            step_names=tuple(f["step_names"]),
+            started=f["started"],
+            finished=f["finished"],
+            idem_key=f["idem_key"],
+            fingerprint=f["fingerprint"],
+            owner=f["owner"],
+            resources=frozenset(f["resources"]),
+        )

@@ -1,0 +1,255 @@
+"""Resources held in etcd, bound to each replica's lease (``locks.Locks`` for replicas).
+
+Each replica is an *owner*: at start it takes a lease (TTL ``ttl_s``, 2 s by default) and
+puts ``P/owners/<owner>`` under it, then renews the lease every quarter of its TTL. Its key
+disappears when the lease expires -- the replica died, hangs, or lost etcd -- and with it
+every lock it held: ``alive`` is that key's existence.
+
+A resource key is ``P/locks/<device>`` (the whole device) or ``P/locks/<device>/<port>``
+(one optical port). A set is taken in **one transaction**, all or nothing: a device is free
+when neither its key nor any of its port keys exists; a port when neither it nor its
+device's key does; and the owner's own key must still exist (a replica whose lease expired
+takes nothing). ``claim`` adds the reroute's claim ``P/claims/<id>`` to the same
+transaction, so two replicas never start one pending reroute. The revision of the
+transaction that took a device is its ``revision`` (fencing: OpenFlow's
+``generation_id``, P4Runtime's election id).
+
+``changed`` is set on every change under the prefix (one watch): the scheduler wakes on
+it when another replica queues a reroute, lets resources go or dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from services.reroute.etcd.client import (
+    Compare,
+    Etcd,
+    Op,
+    StoreUnavailable,
+    absent,
+    delete,
+    exists,
+    put,
+)
+from services.reroute.locks import Universe, new_owner
+from services.reroute.resources import EVERYTHING, Keys, covers, device_of
+
+log = logging.getLogger("reroute.etcd")
+RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
+RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
+# the changes that may let a waiting reroute start (not step records, not reroute rows)
+WAKING = ("pending/", "running/", "claims/", "locks/", "owners/")
+
+
+class EtcdLocks:
+    def __init__(
+        self, etcd: Etcd, prefix: str, universe: Universe, *, ttl_s: int = 2, owner: str = ""
+    ) -> None:
+        self.etcd = etcd
+        self.prefix = prefix.rstrip("/") + "/"
+        self.universe = universe
+        self.ttl_s = ttl_s
+        self.owner = owner or new_owner()
+        self.lease = 0
+        self._changed = asyncio.Event()
+        self._valid_until = 0.0  # monotonic: the lease surely lives until then
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def changed(self) -> asyncio.Event:
+        return self._changed
+
+    @property
+    def me(self) -> str:
+        """This owner's key."""
+        return f"{self.prefix}owners/{self.owner}"
+
+    def fence(self) -> list[Compare]:
+        """What every write of this owner compares: its key still exists."""
+        return [exists(self.me)]
+
+    def valid_for(self) -> float:
+        """Seconds the lease surely lives (from the last renewal's answer)."""
+        return self._valid_until - time.monotonic()
+
+    def lease_left(self) -> float | None:
+        return self.valid_for()
+
+    @property
+    def step_s(self) -> float:
+        """Half the TTL: a step starts only with that much lease left (renewed every
+        quarter of the TTL, a live replica has it unless its loop stalls a quarter TTL) and
+        must end within it."""
+        return self.ttl_s / 2
+
+    async def open(self) -> EtcdLocks:
+        """Take the lease, announce this owner, renew and watch from now on."""
+        sent = time.monotonic()
+        self.lease = await self.etcd.grant(self.ttl_s)
+        result = await self.etcd.atxn([absent(self.me)], [put(self.me, b"", self.lease)])
+        if not result.succeeded:
+            raise StoreUnavailable(f"owner {self.owner} exists in etcd already")
+        self._valid_until = sent + self.ttl_s
+        self._tasks = [
+            asyncio.create_task(self._renew(), name="etcd-lease"),
+            asyncio.create_task(self._watch(), name="etcd-watch"),
+        ]
+        return self
+
+    async def close(self) -> None:
+        """Stop renewing and revoke the lease: every key of this owner goes at once."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self.lease:
+            with contextlib.suppress(StoreUnavailable):
+                await self.etcd.revoke(self.lease)
+            self.lease = 0
+
+    async def _renew(self) -> None:
+        pause = self.ttl_s / RENEWALS
+        while True:
+            await asyncio.sleep(pause)
+            sent = time.monotonic()
+            try:
+                ttl = await self.etcd.keep_alive(self.lease)
+            except StoreUnavailable as exc:
+                log.warning("lease %x not renewed: %s", self.lease, exc)
+                pause = RETRY_S  # try again soon: steps wait for a renewed lease
+                continue
+            pause = self.ttl_s / RENEWALS
+            if ttl <= 0:
+                log.error("lease %x expired: this replica holds nothing any more", self.lease)
+                self._valid_until = 0.0
+                return
+            self._valid_until = sent + ttl
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                async for keys in self.etcd.changes(self.prefix):
+                    if any(k[len(self.prefix) :].startswith(WAKING) for k in keys):
+                        self._changed.set()
+            except StoreUnavailable as exc:
+                log.debug("watch: %s", exc)
+            self._changed.set()  # something may have changed unseen
+            await asyncio.sleep(RETRY_S)
+
+    # -- locks -----------------------------------------------------------------------
+
+    def _lock(self, key: str) -> str:
+        return f"{self.prefix}locks/{key}"
+
+    def _expand(self, keys: Keys) -> list[str]:
+        out = set(keys)
+        if EVERYTHING in out:
+            out.discard(EVERYTHING)
+            out |= self.universe.devices
+        return sorted(out)
+
+    def _free(self, key: str) -> list[Compare]:
+        if "/" in key:
+            return [absent(self._lock(device_of(key))), absent(self._lock(key))]
+        return [absent(self._lock(key)), absent(self._lock(key) + "/", prefix=True)]
+
+    async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
+        wanted = self._expand(keys)
+        compares = [c for k in wanted for c in self._free(k)] + self.fence()
+        ops = [put(self._lock(k), self.owner.encode(), self.lease) for k in wanted]
+        if claim is not None:
+            compares += [
+                exists(f"{self.prefix}pending/{claim}"),
+                absent(f"{self.prefix}claims/{claim}"),
+            ]
+            ops.append(put(f"{self.prefix}claims/{claim}", self.owner.encode(), self.lease))
+        result = await self.etcd.atxn(compares, ops)
+        if not result.succeeded:
+            return None
+        return EtcdHeld(self, keys, dict.fromkeys(wanted, result.revision), claim)
+
+    async def acquire(self, keys: Keys) -> EtcdHeld:
+        while True:
+            held = await self.try_acquire(keys)
+            if held is not None:
+                return held
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), RETRY_S)
+
+    async def alive(self, owner: str | None) -> bool:
+        if owner is None:
+            return False
+        if owner == self.owner:
+            return self.valid_for() > 0
+        return await self.etcd.aget(f"{self.prefix}owners/{owner}") is not None
+
+
+class EtcdHeld:
+    """Lock keys of one owner for one reroute (or recovery)."""
+
+    def __init__(
+        self, locks: EtcdLocks, keys: Keys, revisions: dict[str, int], claim: str | None
+    ) -> None:
+        self._locks = locks
+        self._keys = keys
+        self._revisions = revisions  # lock key (device or device/port) -> taken at
+        self._claim = claim
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    def revision(self, device: str) -> int:
+        return self._revisions.get(device, 0)
+
+    async def extend(self, keys: Keys) -> bool:
+        locks = self._locks
+        more = [k for k in locks._expand(keys) if not covers(self._revisions, {k})]
+        if not more:
+            self._keys = self._keys | keys
+            return True
+        compares = [c for k in more for c in locks._free(k)] + locks.fence()
+        ops = [put(locks._lock(k), locks.owner.encode(), locks.lease) for k in more]
+        result = await locks.etcd.atxn(compares, ops)
+        if not result.succeeded:
+            return False
+        self._revisions |= dict.fromkeys(more, result.revision)
+        self._keys = self._keys | keys
+        return True
+
+    async def narrow(self, keys: Keys) -> None:
+        locks = self._locks
+        assert covers(self._keys, keys), f"narrowing {sorted(self._keys)} to {sorted(keys)}"
+        keep = locks._expand(keys)
+        new = [k for k in keep if k not in self._revisions]  # ports of a device held whole
+        drop = [k for k in self._revisions if k not in keep]
+        ops: list[Op] = [put(locks._lock(k), locks.owner.encode(), locks.lease) for k in new]
+        ops += [delete(locks._lock(k)) for k in drop]
+        if ops:
+            result = await locks.etcd.atxn(locks.fence(), ops)
+            if not result.succeeded:
+                raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
+            for k in drop:
+                del self._revisions[k]
+            self._revisions |= dict.fromkeys(new, result.revision)
+        self._keys = keys
+
+    async def release(self) -> None:
+        locks = self._locks
+        ops = [delete(locks._lock(k)) for k in self._revisions]
+        if self._claim is not None:
+            ops.append(delete(f"{locks.prefix}claims/{self._claim}"))
+        self._revisions = {}
+        self._keys = frozenset()
+        if ops:
+            try:
+                await locks.etcd.atxn([], ops)
+            except StoreUnavailable as exc:  # they go with the lease
+                log.warning("locks not released (they go when the lease expires): %s", exc)

@@ -1,0 +1,430 @@
+"""The scheduler: runs queued reroutes, disjoint ones at once, overlapping ones in order.
+
+Each pending reroute carries the resources it is expected to hold (``resources.py``):
+planned on the devices when it was submitted, or ``EVERYTHING`` when it could not be
+planned then or nothing was running (it is then planned alone, which costs no extra read).
+The scheduler walks the queue in submission order and starts a reroute when its resources
+overlap neither a running reroute's nor an earlier pending one's and it can take them all
+(``locks.py``: all or nothing, never waiting while holding). So overlapping reroutes run in
+the order they came and never interleave, disjoint ones run at once, and nothing deadlocks.
+
+A started reroute is planned on the devices while holding its resources; when the plan
+needs more (the devices changed since it was submitted) it takes more if they are free,
+else it goes back to its place in the queue, expecting the new set. From its plan on it
+holds only what the plan needs. One whose plan is refused ends ``rejected`` (nothing
+changed). The queue is the journal's ``pending`` rows: a restart rebuilds it.
+
+Running reroutes of other owners (a CLI ``apply`` on the same lock directory, another
+replica) block their resources; one whose owner died is recovered as ``reroute recover``
+does (``Engine.recover_one``) as soon as its resources can be taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Iterable
+from contextlib import suppress
+from typing import Any
+
+from services.reroute.engine import Engine, NeedMore
+from services.reroute.errors import PlanError, RerouteError
+from services.reroute.executor import Outcome, StepEvent
+from services.reroute.journal import Journaling, Record, RerouteState, Retention
+from services.reroute.locks import Held
+from services.reroute.resources import Keys, overlap
+from services.reroute.service.events import EventBus, step_data
+from services.reroute.service.metrics import Metrics
+
+log = logging.getLogger("reroute.service")
+RETRY_S = 0.02  # a reroute found its resources held by another process: try again after
+CHECK_S = 1.0  # otherwise look for reroutes of owners that died this often
+PRUNE_EVERY = 50  # ended reroutes between two prunings of the journal (Retention)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        engine: Engine,
+        journal: Journaling,
+        bus: EventBus,
+        metrics: Metrics,
+        retention: Retention | None = None,
+    ) -> None:
+        self.engine = engine
+        self.retention = retention or Retention()
+        self._ended = 0
+        self.journal = journal
+        self.bus = bus
+        self.metrics = metrics
+        self.stopping = False
+        self._running: dict[str, Held] = {}  # started here: planning, executing, recovering
+        self._recovering: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._finished: dict[str, asyncio.Event] = {}
+        self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A reroute is running or queued (here, or by any owner of the journal)."""
+        return bool(self._running) or bool(self.journal.pending() or self.journal.in_flight())
+
+    @property
+    def running(self) -> int:
+        """How many reroutes run here."""
+        return len(self._running) - len(self._recovering)
+
+    @property
+    def running_ids(self) -> list[str]:
+        """The reroutes running here, oldest first (recoveries not counted)."""
+        return [r for r in self._running if r not in self._recovering]
+
+    @property
+    def queued(self) -> int:
+        """How many reroutes wait (the journal's queue)."""
+        return len(self.journal.pending())
+
+    @property
+    def stopped(self) -> bool:
+        """The scheduler does not run."""
+        return self._loop_task is None or self._loop_task.done()
+
+    def is_running(self, reroute_id: str) -> bool:
+        """The reroute is being planned or executed here."""
+        return reroute_id in self._running
+
+    def start(self) -> None:
+        """Start scheduling."""
+        self._loop_task = asyncio.create_task(self._loop(), name="reroute-scheduler")
+
+    def enqueue(self, reroute_id: str) -> None:
+        """A reroute was queued in the journal: look at the queue now."""
+        self._wake.set()
+
+    def position(self, reroute_id: str) -> int | None:
+        """How many reroutes run or wait before this pending one (those it overlaps; None:
+        not queued)."""
+        pending = self.journal.pending()
+        mine = next((i for i, r in enumerate(pending) if r.id == reroute_id), None)
+        if mine is None or reroute_id in self._running:
+            return None
+        keys = pending[mine].resources
+        ahead = [r.resources for r in pending[:mine]]
+        ahead += [r.resources for r in self.journal.in_flight()]
+        ahead += [h.keys for r, h in self._running.items() if r in {p.id for p in pending}]
+        return sum(overlap(keys, k) for k in ahead)
+
+    def cancel(self, reroute_id: str) -> bool:
+        """Cancel a pending reroute: False if it is running or not pending."""
+        if reroute_id in self._running or not self.journal.cancel(reroute_id):
+            return False
+        self._announce(reroute_id, RerouteState.CANCELLED)
+        self._release(reroute_id)
+        return True
+
+    async def wait(self, reroute_id: str, timeout: float) -> None:
+        """Until the reroute is final, or ``timeout``, or the scheduler stops."""
+        done = self._finished.setdefault(reroute_id, asyncio.Event())
+        try:
+            await self._until(reroute_id, done, timeout, lambda s: s.final)
+        finally:
+            _forget(self._finished, reroute_id, done)
+
+    async def judged(self, reroute_id: str, timeout: float) -> None:
+        """Until the reroute has been planned on the devices (it runs) or has ended (a
+        refused plan: ``rejected``), or ``timeout``, or the scheduler stops."""
+        planned = self._planned.setdefault(reroute_id, asyncio.Event())
+        try:
+            await self._until(reroute_id, planned, timeout, lambda s: s is not RerouteState.PENDING)
+        finally:
+            _forget(self._planned, reroute_id, planned)
+
+    async def _until(
+        self,
+        reroute_id: str,
+        event: asyncio.Event,
+        timeout: float,
+        reached: Callable[[RerouteState], bool],
+    ) -> None:
+        """Until ``reached`` holds for the reroute's state in the journal (told by ``event``
+        when it happens here; looked up on each change of the store, when another replica
+        may run it), or ``timeout``, or the scheduler stops."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        changed = self.engine.lock.changed
+        while True:
+            record = self.journal.get(reroute_id)
+            if record is None or reached(record.state) or event.is_set():
+                return
+            if self.stopped and reroute_id not in self._running:
+                return
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            waits = [event.wait()] + ([changed.wait()] if changed is not None else [])
+            await _first(waits, min(left, CHECK_S))
+
+    async def stop(self) -> None:
+        """Start nothing new; wait for the running reroutes; pending ones stay pending."""
+        self.stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await asyncio.shield(self._loop_task)
+        while self._tasks:
+            await asyncio.shield(asyncio.gather(*self._tasks, return_exceptions=True))
+        for done in (*self._finished.values(), *self._planned.values()):
+            done.set()
+        self._finished.clear()
+        self._planned.clear()
+
+    # ----------------------------------------------------------------------------------
+    # dispatching
+
+    async def _loop(self) -> None:
+        changed = self.engine.lock.changed  # another owner queued, let go or died (etcd)
+        while not self.stopping:
+            self._wake.clear()
+            if changed is not None:
+                changed.clear()
+            try:
+                retry = await self._dispatch()
+            except RerouteError as exc:  # the journal or the locks cannot be read now
+                log.warning("scheduling: %s", exc)
+                retry = True
+            if self.stopping:
+                return
+            waits = [self._wake.wait()] + ([changed.wait()] if changed is not None else [])
+            timeout = CHECK_S if changed is not None or not retry else RETRY_S
+            await _first(waits, timeout)
+
+    async def _dispatch(self) -> bool:
+        """Start every queued reroute that can start; take over the reroutes of owners that
+        died. True: something could not be taken now and should be tried again soon."""
+        left = self.engine.lock.lease_left()
+        if left is not None and left < self.engine.lock.step_s:
+            return True  # this replica's lease is not renewed now: it starts nothing
+        blockers: list[Keys] = [h.keys for h in self._running.values()]
+        retry = False
+        for record in self.journal.in_flight():
+            if record.id in self._running:
+                continue
+            blockers.append(record.resources)
+            if not await self._alive(record):
+                retry |= not await self._take_over(record)
+        for record in self.journal.pending():
+            if self.stopping:
+                break
+            if record.id in self._running:  # being planned here
+                continue
+            if _overlaps(record.resources, blockers):
+                blockers.append(record.resources)
+                continue
+            blockers.append(record.resources)
+            held = await self.engine.lock.try_acquire(record.resources, claim=record.id)
+            if held is None:  # held by another owner, or claimed by another replica
+                retry = True
+                continue
+            held = Waking(held, self._wake)
+            self._spawn(record.id, held, self._run(record.id, held))
+        return retry
+
+    async def _alive(self, record: Record) -> bool:
+        if record.owner == self.engine.lock.owner:
+            return record.id in self._running  # ours, but nothing runs it any more
+        return await self.engine.lock.alive(record.owner)
+
+    async def _take_over(self, record: Record) -> bool:
+        """Recover a reroute whose owner died, once its resources are free here."""
+        held = await self.engine.lock.try_acquire(record.resources)
+        if held is None:
+            return False
+        now = self.journal.get(record.id)  # another replica may have recovered it meanwhile
+        if now is None or now.state is not RerouteState.RUNNING or now.owner != record.owner:
+            await held.release()
+            return True
+        log.warning("reroute %s: its owner %s is gone: recovering it", record.id, record.owner)
+        self._recovering.add(record.id)
+        self._spawn(record.id, held, self._recover(now, held))
+        return True
+
+    def _spawn(self, reroute_id: str, held: Held, work: object) -> None:
+        self._running[reroute_id] = held  # its keys narrow once it is planned
+        assert asyncio.iscoroutine(work)
+        task = asyncio.create_task(work, name=f"reroute-{reroute_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _done(self, reroute_id: str, requeued: bool = False) -> None:
+        self._running.pop(reroute_id, None)
+        self._recovering.discard(reroute_id)
+        if not requeued:
+            self._release(reroute_id)
+            self._ended += 1
+            if self._ended % PRUNE_EVERY == 0:
+                self.prune()
+        self._wake.set()
+
+    def prune(self) -> None:
+        """Remove what the journal keeps beyond the retention (never running or pending)."""
+        try:
+            removed = self.journal.prune(self.retention)
+        except RerouteError as exc:
+            log.warning("pruning the journal: %s", exc)
+            return
+        if removed:
+            log.info("journal: %d ended reroute(s) beyond the retention removed", removed)
+
+    # ----------------------------------------------------------------------------------
+    # one reroute
+
+    async def _run(self, reroute_id: str, held: Held) -> None:
+        requeued = False
+        try:
+            record = self.journal.get(reroute_id)
+            if record is not None and record.state is RerouteState.PENDING and record.intent:
+                requeued = await self._execute(record, held)
+        finally:
+            await held.release()
+            self._done(reroute_id, requeued)
+
+    async def _execute(self, record: Record, held: Held) -> bool:
+        """Plan and run ``record``; True: it went back to the queue (``NeedMore``)."""
+        assert record.intent is not None
+        reroute_id = record.id
+        self._announce(reroute_id, RerouteState.RUNNING)
+        try:
+            _, outcome = await self.engine.run_held(
+                reroute_id,
+                record.intent,
+                held,
+                on_event=self._on_step,
+                on_plan=lambda _: self._judge(reroute_id),
+            )
+        except NeedMore as more:  # back to its place in the queue, expecting more
+            self.journal.expect(reroute_id, more.keys)
+            self._announce(reroute_id, RerouteState.PENDING)
+            return True
+        except PlanError as exc:
+            self._end(reroute_id, RerouteState.REJECTED, str(exc))
+        except Exception as exc:
+            log.exception("reroute %s: %s", reroute_id, exc)
+            await self._settle(reroute_id, exc)
+        else:
+            if outcome.state is RerouteState.RUNNING:  # abandoned: its lease ran out
+                return True  # recovered from the journal (here or by another replica)
+            self._outcome(outcome)
+        return False
+
+    async def _recover(self, record: Record, held: Held) -> None:
+        try:
+            await self.engine.recover_one(record, held)
+        except RerouteError as exc:
+            log.error("reroute %s: recovery failed: %s", record.id, exc)
+        else:
+            after = self.journal.get(record.id)
+            if after is not None and after.state.final:
+                self.metrics.finished(after.state)
+                self._announce(record.id, after.state, after.error)
+        finally:
+            await held.release()
+            self._done(record.id)
+
+    def _on_step(self, event: StepEvent) -> None:
+        self.metrics.step(event)
+        self.bus.publish("step", step_data(event))
+
+    def _outcome(self, outcome: Outcome) -> None:
+        self.metrics.finished(outcome.state, outcome.total_ms)
+        self._announce(outcome.reroute_id, outcome.state, outcome.error, outcome.total_ms)
+
+    def _end(self, reroute_id: str, state: RerouteState, error: str) -> None:
+        self.journal.finish(reroute_id, state, error)
+        self.metrics.finished(state)
+        self._announce(reroute_id, state, error)
+
+    async def _settle(self, reroute_id: str, exc: Exception) -> None:
+        """An unexpected error: before any step, reject; mid-plan, recover (roll back now,
+        still holding what the plan holds)."""
+        record = self.journal.get(reroute_id)
+        if record is None:
+            return
+        if record.state is RerouteState.PENDING:
+            self._end(reroute_id, RerouteState.REJECTED, f"could not plan: {exc}")
+            return
+        if record.state is RerouteState.RUNNING:
+            with suppress(RerouteError):
+                await self.engine.recover_one(record, self._running.get(reroute_id))
+        after = self.journal.get(reroute_id)
+        if after is not None and after.state.final:
+            self.metrics.finished(after.state)
+            self._announce(reroute_id, after.state, after.error)
+
+    def _announce(
+        self,
+        reroute_id: str,
+        state: RerouteState,
+        error: str | None = None,
+        total_ms: float | None = None,
+    ) -> None:
+        self.bus.publish(
+            "reroute",
+            {"reroute_id": reroute_id, "state": str(state), "error": error, "total_ms": total_ms},
+        )
+
+    def _judge(self, reroute_id: str) -> None:
+        planned = self._planned.pop(reroute_id, None)
+        if planned is not None:
+            planned.set()
+
+    def _release(self, reroute_id: str) -> None:
+        self._judge(reroute_id)
+        done = self._finished.pop(reroute_id, None)
+        if done is not None:
+            done.set()
+
+
+class Waking:
+    """A ``Held`` that wakes the scheduler when it narrows: what it let go may start others."""
+
+    def __init__(self, held: Held, wake: asyncio.Event) -> None:
+        self._held = held
+        self._wake = wake
+
+    @property
+    def keys(self) -> Keys:
+        return self._held.keys
+
+    async def extend(self, keys: Keys) -> bool:
+        return await self._held.extend(keys)
+
+    async def narrow(self, keys: Keys) -> None:
+        await self._held.narrow(keys)
+        self._wake.set()
+
+    async def release(self) -> None:
+        await self._held.release()
+
+    def revision(self, device: str) -> int:
+        return self._held.revision(device)
+
+
+async def _first(waits: list[Coroutine[Any, Any, Any]], timeout: float) -> None:
+    """Until the first of ``waits`` ends, or ``timeout``."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _forget(events: dict[str, asyncio.Event], reroute_id: str, event: asyncio.Event) -> None:
+    """Drop a waiter's event once it is done with it (another replica may have run the
+    reroute: nothing here would ever set it, nor drop it)."""
+    if events.get(reroute_id) is event:
+        del events[reroute_id]
+
+
+def _overlaps(keys: Keys, others: Iterable[Keys]) -> bool:
+    return any(overlap(keys, other) for other in others)

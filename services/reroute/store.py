@@ -1,0 +1,84 @@
+"""Where the service keeps its journal, queue and locks: the ``store:`` of its config.
+
+- ``{kind: sqlite}`` (the default): the journal in an SQLite file, locks as ``flock`` files
+  (``journal.py``, ``locks.py``); one ``reroute serve`` per journal.
+- ``{kind: etcd, endpoints: [...], prefix: ..., tls: ..., user: ..., password: ...}``:
+  everything in an etcd cluster (``services/reroute/etcd``), shared by several replicas of
+  ``reroute serve`` on one fabric. The password, like an inventory's, comes from an
+  environment variable or a file (``{env: VAR}`` / ``{file: PATH}``), never inline.
+
+``open_store`` yields the journal and the locks, and closes them (the etcd lease revoked:
+this replica's locks go at once) when the block ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from drivers.spec import SecretRef, TlsFiles, host_port
+from services.reroute.journal import Journal, Journaling
+from services.reroute.locks import Locks, Universe, file_or_memory
+
+
+def _endpoint(text: str) -> str:
+    host_port(text, "endpoint")
+    return text
+
+
+class SqliteStore(BaseModel):
+    """The embedded default: an SQLite journal and file locks on this machine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["sqlite"] = "sqlite"
+
+
+class EtcdStore(BaseModel):
+    """An etcd cluster (3.4 or later) shared by the replicas of one fabric."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["etcd"]
+    endpoints: tuple[Annotated[str, AfterValidator(_endpoint)], ...] = Field(
+        min_length=1, description="client endpoints HOST:PORT of the cluster's members"
+    )
+    prefix: str = Field(
+        default="/reroute", pattern=r"^/[A-Za-z0-9_./-]*$", description="key prefix (per fabric)"
+    )
+    tls: TlsFiles | None = None
+    user: str | None = Field(default=None, min_length=1)
+    password: SecretRef | None = None
+    lease_ttl_s: int = Field(default=2, ge=1, le=60, description="a dead replica's lease ends")
+    timeout_s: float = Field(default=1.0, gt=0, le=30, description="longest wait for etcd")
+
+
+StoreSpec = Annotated[SqliteStore | EtcdStore, Field(discriminator="kind")]
+
+
+@asynccontextmanager
+async def open_store(
+    spec: SqliteStore | EtcdStore,
+    *,
+    journal_file: Path | None,
+    lock_dir: Path | None,
+    universe: Universe,
+) -> AsyncIterator[tuple[Journaling, Locks]]:
+    """The journal and locks of ``spec`` (module docstring)."""
+    if isinstance(spec, SqliteStore):
+        journal = Journal(journal_file)
+        locks = file_or_memory(lock_dir, universe)
+        try:
+            yield journal, locks
+        finally:
+            await locks.close()
+            journal.close()
+        return
+    from services.reroute.etcd import open_etcd  # grpc only when asked for
+
+    async with open_etcd(spec, universe) as (etcd_journal, etcd_locks):
+        yield etcd_journal, etcd_locks

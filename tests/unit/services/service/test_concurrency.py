@@ -1,0 +1,79 @@
+"""Disjoint reroutes run at once, overlapping ones one after the other in submission order,
+through the service on fake switches of a generated leaf-spine fabric: rack pair 1-2 and
+rack pair 3-4 share no switch when they move between different spines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from services.reroute.generate import leaf_spine, to_yaml
+from services.reroute.journal import Journal, RerouteState
+from services.reroute.service.client import RerouteView
+from services.reroute.topology import Topology, load_topology
+from tests.unit.services.service.conftest import ServerThread, settings
+from tests.unit.services.service.fakes import FakeFabric
+
+PAIR12 = "10.0.0.2>10.0.0.3"  # h1 -> h2
+PAIR34 = "10.0.0.4>10.0.0.5"  # h3 -> h4
+DRAIN_MS = 300.0  # each move waits this long before cleaning: long enough to overlap
+
+
+@pytest.fixture
+def fabric(tmp_path: Path) -> Iterator[tuple[ServerThread, FakeFabric, Topology]]:
+    file = tmp_path / "ls.yaml"
+    file.write_text(to_yaml(leaf_spine(racks=4, spines=4, ocs=0, name="ls-test")))
+    topo = load_topology(file)
+    fake = FakeFabric(topo)
+    with ServerThread(settings(topo, tmp_path / "journal.sqlite"), fake.drivers) as srv:
+        yield srv, fake, topo
+
+
+def _at_once(srv: ServerThread, moves: list[tuple[str, str]]) -> list[RerouteView]:
+    """Submit ``moves`` (flow, path) in this order, each as soon as the previous one is
+    accepted, then wait for all of them."""
+    client = srv.client()
+    views = [client.create([flow], to, drain_ms=DRAIN_MS) for flow, to in moves]
+    with ThreadPoolExecutor(len(views)) as pool:
+        return list(pool.map(lambda v: srv.client().get(v.id, wait_s=30), views))
+
+
+def test_disjoint_reroutes_run_at_once_and_an_overlapping_one_waits_for_both(
+    fabric: tuple[ServerThread, FakeFabric, Topology],
+) -> None:
+    srv, _, _ = fabric
+    setup = srv.client().create([PAIR34], "r3-4-s3", drain_ms=0, wait_s=10)
+    assert setup.state is RerouteState.DONE, setup.error
+    a, b, c = _at_once(
+        srv, [(PAIR12, "r1-2-s2"), (PAIR34, "r3-4-s4"), (PAIR12, "r1-2-s3")]
+    )  # a: leaf1 leaf2 spine1 spine2; b: leaf3 leaf4 spine3 spine4; c: leaf1 ... spine3
+    for view in (a, b, c):
+        assert view.state is RerouteState.DONE, view.error
+    assert a.started and a.finished and b.started and b.finished and c.started
+    assert b.started < a.finished and a.started < b.finished  # at once
+    assert c.started >= a.finished and c.started >= b.finished  # after both it overlaps
+    flows = srv.client().flows()
+    assert flows["r1-2-s3"] == ("10.0.0.2/32>10.0.0.3/32",)
+    assert flows["r3-4-s4"] == ("10.0.0.4/32>10.0.0.5/32",)
+    assert not flows.get("r1-2-s1") and not flows.get("r1-2-s2") and not flows.get("r3-4-s3")
+
+
+def test_overlapping_reroutes_run_in_the_order_they_came(
+    fabric: tuple[ServerThread, FakeFabric, Topology], tmp_path: Path
+) -> None:
+    srv, fake, _ = fabric
+    order = ["r1-2-s2", "r1-2-s3", "r1-2-s4", "r1-2-s1"]
+    views = _at_once(srv, [(PAIR12, to) for to in order])
+    assert [v.state for v in views] == [RerouteState.DONE] * 4, [v.error for v in views]
+    spans = [(v.started or 0, v.finished or 0) for v in views]
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(3)), spans  # one after the other
+    assert srv.client().flows()["r1-2-s1"] == ("10.0.0.2/32>10.0.0.3/32",)
+    assert all(not fake.switches[f"spine{s}"].table for s in (2, 3, 4))  # cleaned up
+    journal = Journal(tmp_path / "journal.sqlite")
+    try:
+        assert all(r.owner for r in journal.history(10))  # who ran each is recorded
+    finally:
+        journal.close()
