@@ -10,9 +10,15 @@ from experiments.rto_sweep import RtoSweep
 from experiments.runner import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e for e in (OstVsMbb(), RtoSweep(), BandwidthSteering(), ImpulseResponse(), Mptcp())
+    e.name: e
+    for e in (
+        OstVsMbb(),
+        RtoSweep(),
+        BandwidthSteering(),
+        ImpulseResponse(),
+        Mptcp(),
+    )
 }
-PLANNED: dict[str, str] = {}  # issue 10's experiments not built yet: none left
 
 
 def get(name: str) -> Experiment:

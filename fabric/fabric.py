@@ -59,9 +59,16 @@ def host_mac(index: int) -> str:
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
-def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
+def up(
+    topo: Topology,
+    progress: Progress = _quiet,
+    *,
+    seed: int = 0,
+    odl_stats_s: float = odlsite.STATS_INTERVAL_S,
+) -> Fabric:
     """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
-    seeds the optical emulators' lock-time draws (the same seed, the same lock times)."""
+    seeds the optical emulators' lock-time draws (the same seed, the same lock times);
+    ``odl_stats_s`` is the ODL emulator's statistics poll (ODL's default, 3 s)."""
     require_root_and_tools(*TOOLS)
     _check_emulated(topo)
     _check_name_free(topo.name)
@@ -74,7 +81,7 @@ def up(topo: Topology, progress: Progress = _quiet, *, seed: int = 0) -> Fabric:
     state.save()
     fab = Fabric(state=state)
     try:
-        targets = _build(topo, fab, progress)
+        targets = _build(topo, fab, progress, odl_stats_s)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
@@ -134,7 +141,7 @@ def _our_namespaces(name: str) -> list[str]:
     return [ns for ns in netns.listing(base) if ns == base or ns.startswith(base + ".")]
 
 
-def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
+def _build(topo: Topology, fab: Fabric, progress: Progress, odl_stats_s: float) -> dict[str, str]:
     """Make everything; returns the driver targets of switches that play other devices."""
     state = fab.state
     targets: dict[str, str] = {}
@@ -168,7 +175,8 @@ def _build(topo: Topology, fab: Fabric, progress: Progress) -> dict[str, str]:
             targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
     if odl:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
-        targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
+        root_side = mgmt.addresses(state.name)[0]
+        targets |= odlsite.start(state, fab.ovs, odl, root_side, stats_s=odl_stats_s)
         progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
         odlsite.install_baseline(state, topo, odl, targets)
     if ryu:
