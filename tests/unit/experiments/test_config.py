@@ -12,6 +12,7 @@ from experiments.impulse_response import ImpulseConfig
 from experiments.mptcp import MptcpConfig
 from experiments.ost_vs_mbb import OstConfig
 from experiments.rto_sweep import RtoConfig
+from experiments.runner import Options
 from services.reroute.errors import ConfigError
 
 
@@ -21,15 +22,8 @@ def test_every_experiment_has_a_parameter_file_its_model_accepts_at_both_scales(
         full = resolve(name, exp.config_model)
         quick = resolve(name, exp.config_model, quick=True)
         assert full.runs >= quick.runs, name
-        assert exp.plan(_opts(exp, full)), name  # both plan something
-        assert exp.plan(_opts(exp, quick)), name
-
-
-def _opts(exp: object, cfg: object) -> object:
-    from experiments.runner import Options
-
-    backend = getattr(exp, "backends")[0]
-    return Options(config=cfg, backend=backend)  # type: ignore[arg-type]
+        for cfg in (full, quick):  # both plan something
+            assert exp.plan(Options(config=cfg, backend=exp.backends[0])), name
 
 
 def test_defaults_are_the_former_constants_and_quick_changes_only_what_it_says() -> None:
