@@ -289,6 +289,15 @@ def explain(results: Results, temporary: str) -> list[str]:
             " emulated fabric (one userspace OVS thread forwards everything) drops packets by"
             " itself when the CPU is busy."
         )
+    if bbm.timing is not None and mbb.timing is not None:
+        b, m = bbm.timing, mbb.timing
+        lines.append(
+            f"request -> traffic on new path: BBM {b.new_path_ms:.0f} ms, MBB"
+            f" {m.new_path_ms:.0f} ms. Each run met its own lock draw ({b.lock_ms:.0f} and"
+            f" {m.lock_ms:.0f} ms), and MBB also parks and swaps the traffic ({m.overhead_ms:.0f}"
+            f" ms beyond the dark time, BBM {b.overhead_ms:.0f}): MBB is not quicker to the new"
+            " path, its traffic just never goes without one."
+        )
     return lines
 
 
