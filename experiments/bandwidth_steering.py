@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from experiments import markdown as md
+from experiments import ost_vs_mbb as ost
 from experiments import ostbench, plots
 from experiments.config import Config, typed
 from experiments.runner import Options, Raw, Rep, Say, Written
@@ -31,6 +32,7 @@ from services.reroute.topology import Endpoint
 STRATEGIES = ("bbm", "mbb")
 BOTTLENECK = Endpoint(node="br1", port="p3")  # egress towards br4
 SEED = {"loss": ("1.28", "0.44"), "gap": ("727", "185")}  # seed 003 4.3: OST, MBB
+SEED_LOSS, SEED_GAP = {"bbm": 1.28, "mbb": 0.44}, {"bbm": 727.0, "mbb": 185.0}
 _PAREN = {k: tuple(f"({v})" for v in vs) for k, vs in SEED.items()}
 
 
@@ -109,6 +111,15 @@ class BandwidthSteering:
                 " before the request, *after* of the second from 1.5 s on.\n",
                 _table(by),
                 md.image(_plot(by, out), "seed 003 Figure 4.18: throughput of both streams"),
+                md.image(ost.fig_rtt(by, out, number="4.19"), "seed 003 Figure 4.19: RTT"),
+                md.image(
+                    ost.fig_loss({"ovs": by}, out, number="4.20", seed=SEED_LOSS),
+                    "seed 003 Figure 4.20: packet loss of the steered stream",
+                ),
+                md.image(
+                    ost.fig_unavailability({"ovs": by}, out, number="4.21", seed=SEED_GAP),
+                    "seed 003 Figure 4.21: unavailability of the steered stream",
+                ),
             ]
         )
         return Written(conclusions=conclusions(by), body=body)

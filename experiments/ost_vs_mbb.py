@@ -221,7 +221,8 @@ def _setup(raws: Mapping[str, Raw]) -> str:
         f" {locks}. **Bold** rows are seed 003's metrics (Table 4.6) computed as the seed did,"
         " from the packets; the seed's numbers in parentheses are set beside a different"
         " measurement of ours for orientation only. Seed 003's numbers are its chapter 5"
-        " means at 10 Gbit/s; '630' is its 25 ms switch + 605 ms mean lock.\n"
+        " means at 10 Gbit/s; '630' is its 25 ms switch + 605 ms mean lock. BBM's numbers"
+        " follow the emulator's lock model, MBB's do not (`lock-sweep` measures how).\n"
     )
 
 
@@ -391,35 +392,49 @@ def lock_table(raws: Mapping[str, Raw]) -> str:
     return md.table(["ms", "drawn here", "seed 003 (485 runs)"], rows, title=title)
 
 
-def fig_unavailability(backends: Mapping[str, Mapping[str, Sequence[Raw]]], out: Path) -> str:
-    """Seed 003 Figure 4.15: (a) BBM/OST, (b) MBB, a CDF per backend each; the file."""
-    fig = plots.figure(1, 2, size=(11, 4), seed="003 Figure 4.15", title="link unavailability")
+def fig_unavailability(
+    backends: Mapping[str, Mapping[str, Sequence[Raw]]],
+    out: Path,
+    *,
+    number: str = "4.15",
+    seed: Mapping[str, float] = SEED_GAP,
+) -> str:
+    """Seed 003 Figure 4.15 (4.21: dual stream): (a) BBM/OST, (b) MBB, a CDF per backend
+    each; the file."""
+    fig = plots.figure(1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         for backend, by in backends.items():
             gaps = md.values(by[s], _gap)
             if gaps:
                 plots.cdf(ax, gaps, label=backend, color=bk.colour(backend))
-        ax.axvline(SEED_GAP[s], ls=":", color="k", label=f"seed 003 mean {SEED_GAP[s]:.0f} ms")
+        ax.axvline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]:.0f} ms")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
         ax.set_xlabel("longest gap in the receiver's TCP data (ms, capture)")
         ax.set_xlim(left=0)
         ax.legend(fontsize=7, loc="lower right")
-    return plots.save(fig, out / "fig4_15_unavailability.png")
+    return plots.save(fig, out / f"fig{number.replace('.', '_')}_unavailability.png")
 
 
-def fig_loss(backends: Mapping[str, Mapping[str, Sequence[Raw]]], out: Path) -> str:
-    """Seed 003 Figure 4.14: retransmitted / sent per run, (a) BBM, (b) MBB; the file."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed="003 Figure 4.14", title="packet loss")
+def fig_loss(
+    backends: Mapping[str, Mapping[str, Sequence[Raw]]],
+    out: Path,
+    *,
+    number: str = "4.14",
+    seed: Mapping[str, float] = SEED_LOSS,
+) -> str:
+    """Seed 003 Figure 4.14 (4.20: dual stream): retransmitted / sent per run, (a) BBM,
+    (b) MBB; the file."""
+    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="packet loss")
     get = _cap("retransmitted_pct")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         groups = {b: md.values(by[s], get) for b, by in backends.items()}
         colors = {b: bk.colour(b) for b in backends}
         plots.strip(ax, groups, colors=colors)
-        ax.axhline(SEED_LOSS[s], ls=":", color="k", label=f"seed 003 mean {SEED_LOSS[s]} %")
+        ax.axhline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]} %")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
         ax.set_ylabel("retransmitted / sent segments (%)")
         ax.legend(fontsize=7)
-    return plots.save(fig, out / "fig4_14_loss.png")
+    return plots.save(fig, out / f"fig{number.replace('.', '_')}_loss.png")
 
 
 def typical(runs: Sequence[Raw]) -> Raw | None:
@@ -469,9 +484,10 @@ def fig_throughput(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
     return plots.save(fig, out / "fig4_12_throughput.png")
 
 
-def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
-    """Seed 003 Figure 4.13: a typical run's TCP RTT (capture), (a) BBM, (b) MBB."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed="003 Figure 4.13", title="RTT")
+def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path, *, number: str = "4.13") -> str:
+    """Seed 003 Figure 4.13 (4.19: dual stream): a typical run's TCP RTT (capture), (a) BBM,
+    (b) MBB."""
+    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="RTT")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         run = typical(by[s])
         axis = None if run is None else _trace_axis(run)
@@ -489,7 +505,7 @@ def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
         ax.set_ylabel("TCP RTT (ms, capture; max per 10 ms)")
         ax.set_xlim(-1000, 3000)
         ax.legend(fontsize=7, loc="upper right")
-    return plots.save(fig, out / "fig4_13_rtt.png")
+    return plots.save(fig, out / f"fig{number.replace('.', '_')}_rtt.png")
 
 
 def fig_lock(raws: Mapping[str, Raw], out: Path) -> str:
