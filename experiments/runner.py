@@ -377,12 +377,6 @@ def _unique(items: Iterator[str] | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def config_of(raws: Mapping[str, Raw], model: type[Config]) -> Config | None:
-    """The configuration of the latest repetition in ``raws`` (None if they carry none)."""
-    docs = [r["config"] for r in raws.values() if "config" in r]
-    return model.model_validate(docs[-1]) if docs else None
-
-
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
