@@ -251,6 +251,11 @@ def conclusions(responses: Mapping[str, list[ia.Impulse]]) -> str:
         else f"Mean recovery ranged from {means[fastest]:.2f} s ({label(fastest)}) to"
         f" {means[slowest]:.2f} s ({label(slowest)})."
     )
+    if not diffs:
+        return (
+            f"{first} Seed 000's comparison, ODL against dpctl, needs trains of both in this"
+            " directory (`--backend odl` and `--backend dpctl` into the same `--out`)."
+        )
     return (
         f"{first} The difference is ODL's statistics poll: a site's failover is confirmed only"
         " by a poll after its writes, while dpctl, OpenFlow 1.3 and P4Runtime confirm at once"
