@@ -125,13 +125,18 @@ def conclusions(by: Mapping[tuple[float, str], Sequence[Raw]], locks: Sequence[f
     """Two sentences: BBM follows the lock model, MBB does not."""
     b, m = slope(_points(by, "bbm")), slope(_points(by, "mbb"))
     mbb = [g for _, g in _points(by, "mbb")]
-    if b is None or not mbb:
-        return "Needs BBM and MBB runs at two lock times or more to conclude."
-    return (
+    if b is None:
+        return "Needs BBM runs at two lock times or more to conclude."
+    first = (
         f"BBM's unavailability grows by {b:.2f} ms per ms of lock time ({locks[0]:.0f} to"
         f" {locks[-1]:.0f} ms), so ost-vs-mbb's BBM number is decided by the emulator's lock"
         " model (seed 003 Table 4.3, mean 605 ms) and TCP's backoff on top of it, not by the"
-        f" reroute engine. MBB's stays between {min(mbb):.1f} and {max(mbb):.1f} ms"
+        " reroute engine."
+    )
+    if not mbb:
+        return first + " No MBB runs were made here to set beside it."
+    return (
+        f"{first} MBB's stays between {min(mbb):.1f} and {max(mbb):.1f} ms"
         + (f" (slope {m:.3f})" if m is not None else "")
         + ": its result does not depend on the lock model."
     )
