@@ -411,7 +411,7 @@ def fig_unavailability(
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
         ax.set_xlabel("longest gap in the receiver's TCP data (ms, capture)")
         ax.set_xlim(left=0)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left")
     return plots.save(fig, out / f"fig{number.replace('.', '_')}_unavailability.png")
 
 

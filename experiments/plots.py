@@ -50,11 +50,14 @@ def axes(fig: Figure) -> list[Axes]:
 def cdf(
     ax: Axes, values: Sequence[float], *, label: str, color: str | None = None, ls: str = "-"
 ) -> None:
-    """The empirical CDF of ``values`` as a step line."""
+    """The empirical CDF of ``values`` as a step line rising from 0 at the smallest value
+    (so that a single run still shows), its points marked when they are few."""
     ordered = sorted(values)
     n = len(ordered)
-    ys = [(i + 1) / n for i in range(n)]
-    ax.step(ordered, ys, where="post", label=f"{label} (n={n})", color=color, ls=ls)
+    xs = [ordered[0], *ordered]
+    ys = [0.0, *((i + 1) / n for i in range(n))]
+    marker = "." if n < 20 else None
+    ax.step(xs, ys, where="post", label=f"{label} (n={n})", color=color, ls=ls, marker=marker)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("fraction of runs")
     ax.grid(True, alpha=0.3)
