@@ -40,17 +40,17 @@ PLAN = DIR / "full.yaml"
 SESSION_S = 15.0  # a fabric up and down
 # seconds a repetition spends beyond its own stream (capture analysis, the reroute back,
 # process starts), measured on the 2-core machine of experiments/README.md
-OVERHEAD_S = {  # from the wall_s of quick runs' raw files, load average 2-4 on 2 cores
-    "ost-vs-mbb": 4.0,  # 9-12.6 s a repetition with tcp_s 7 (the reroute back included)
-    "rto-sweep": 3.0,  # 8.9 s with tcp_s 7
-    "bandwidth-steering": 4.0,
-    "lock-sweep": 4.0,
-    "switching-delay": 1.5,  # 3.5 s with probe_s 2
-    "data-rate-sweep": 3.0,  # 10-10.7 s with tcp_s 8
-    "mptcp": 1.0,  # 9.2 s with stream_s 9
-    "mptcp-bdp": 1.0,
-    "impulse-response": 20.0,  # a fabric per train, both sites' services and monitors
-    "odl-poll-sweep": 20.0,
+OVERHEAD_S = {  # a repetition's wall_s beyond its own traffic, measured in quick runs here
+    "ost-vs-mbb": 2.5,  # 2.0-2.2 s at load ~1.5, ~3.5 s at load 3 (the reroute back included)
+    "rto-sweep": 2.5,
+    "bandwidth-steering": 2.0,
+    "lock-sweep": 2.5,
+    "switching-delay": 1.5,
+    "data-rate-sweep": 2.5,
+    "mptcp": 0.5,
+    "mptcp-bdp": 0.5,
+    "impulse-response": 8.0,  # a fabric per train: 3.6 s median, ODL's up to 16 s
+    "odl-poll-sweep": 10.0,
 }
 
 
