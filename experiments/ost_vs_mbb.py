@@ -433,6 +433,7 @@ def fig_loss(
         ax.axhline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]} %")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
         ax.set_ylabel("retransmitted / sent segments (%)")
+        ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     return plots.save(fig, out / f"fig{number.replace('.', '_')}_loss.png")
 
