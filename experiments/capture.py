@@ -108,7 +108,9 @@ def analyse(
     """The ``capture`` document of one repetition (times in ms from ``request_t``, wall).
     The unavailability is the longest gap from 0.1 s before the request to ``gap_window_s``
     after it ("during the path reconfiguration"); ``longest_gap_before_ms`` is the stream's
-    own longest pause before (the sender's pacing, the busy fabric), for comparison."""
+    own longest pause before (the sender's pacing, the busy fabric), for comparison. The RTT
+    "during" is the largest from the request to the later of the two windows' ends (the ACK
+    that ends an outage arrives when the data resumes, after TCP's backoff)."""
     tx = list(tcpcap.read_pcap(sender))
     rx = list(tcpcap.read_pcap(receiver))
     flow = tcpcap.data_flow(tx, port) or tcpcap.data_flow(rx, port)
@@ -122,7 +124,9 @@ def analyse(
     gap = tcpcap.longest_gap(times, request_t - GAP_BEFORE_S, request_t + gap_window_s)
     calm = tcpcap.longest_gap(times, times[0] + 0.5, request_t - GAP_BEFORE_S) if times else None
     before = [ms for t, ms in sent.rtt if request_t - 1.0 <= t < request_t]
-    during = [ms for t, ms in sent.rtt if request_t <= t < request_t + rtt_window_s]
+    # an ACK that ends an outage comes when the data resumes: as late as the unavailability
+    until = request_t + max(rtt_window_s, gap_window_s)
+    during = [ms for t, ms in sent.rtt if request_t <= t < until]
     lost_ok = dropped == (0, 0)
     return {
         "flow": list(flow),
