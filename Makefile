@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TOPO ?= topologies/ngncs-ost.yaml
 
-.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick
+.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick experiments-full
 
 setup:
 	@scripts/setup.sh
@@ -22,14 +22,28 @@ test: lint typecheck
 	$(BIN)/python -m pytest
 
 IMPULSE_OUT = results/impulse-response/$(shell date -u +%Y%m%dT%H%M%SZ)-quick
-# Every built experiment at quick scale (root; about 5-6 minutes), results under results/NAME/
+# Every experiment at quick scale on its default backend (root; about 12 minutes), results
+# under results/NAME/
 experiments-quick: setup
 	$(BIN)/reroute experiment run ost-vs-mbb --quick
 	$(BIN)/reroute experiment run rto-sweep --quick
 	$(BIN)/reroute experiment run bandwidth-steering --quick
+	$(BIN)/reroute experiment run data-rate-sweep --quick
+	$(BIN)/reroute experiment run switching-delay --quick
 	$(BIN)/reroute experiment run impulse-response --quick --out $(IMPULSE_OUT)
 	$(BIN)/reroute experiment run impulse-response --quick --out $(IMPULSE_OUT) --backend dpctl
 	$(BIN)/reroute experiment run mptcp --quick
+	$(BIN)/reroute experiment run mptcp-bdp --quick
+	$(BIN)/reroute experiment run lock-sweep --quick
+
+# Every experiment at the seeds' sample sizes (experiments/configs/full.yaml; root; hours:
+# `reroute experiment full --dry-run` estimates them) into $(FULL_OUT)/NAME/, resumable (run
+# it again to continue), from a clean commit. A smoke run of the whole plan:
+#   make experiments-full FULL_OUT=/tmp/smoke FULL_ARGS="--quick --set runs=1"
+FULL_OUT ?= results/full
+FULL_ARGS ?=
+experiments-full: setup
+	$(BIN)/reroute experiment full --out $(FULL_OUT) $(FULL_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest -m "not fabric"

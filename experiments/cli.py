@@ -1,35 +1,40 @@
-"""``reroute experiment list|run``: the seeds' experiments, repeated, with reports and plots.
+"""``reroute experiment list|run|report|export|full``: the seeds' experiments, repeated, with
+reports and plots.
 
-``run NAME`` writes into ``--out`` (default ``results/NAME/<UTC timestamp>/``) one raw JSON
-per repetition, ``env.json``, ``report.md`` and PNG plots; the same ``--out`` again runs only
-the missing repetitions. A progress bar with ETA shows on a terminal (rich), plain lines
-otherwise. Ctrl-C (or SIGTERM) stops cleanly: the fabric comes down, finished repetitions
-stay, and the command says how to resume.
+``run NAME`` writes into ``--out`` (default ``results/NAME/<UTC timestamp>/``) one raw file
+per repetition, ``env.json``, ``report.md``, ``tables/*.csv`` and PNG plots; the same
+``--out`` again runs only the missing repetitions. Parameters come from
+``experiments/configs/NAME.yaml``, ``--config FILE`` and ``--set KEY=VALUE``. A progress bar
+with ETA shows on a terminal (rich), plain lines otherwise. Ctrl-C (or SIGTERM) stops
+cleanly: the fabric comes down, finished repetitions stay, and the command says how to
+resume. ``report DIR`` writes the report, tables and plots again from ``DIR/raw`` alone (no
+root, no fabric); ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet;
+``full`` runs every experiment at the seeds' sample sizes (``make experiments-full``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiments.runner import Options, Skipped, default_out
-from experiments.runner import Progress as RunnerProgress
-from experiments.runner import run as run_experiment
+from experiments.backends import BACKENDS
 from services.reroute.errors import RerouteError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from experiments.runner import Experiment
+    from experiments.runner import Progress as RunnerProgress
+
 # Every `reroute` command (the probe's processes too) loads this module: the experiments
-# (matplotlib) and rich are imported only when an experiment command runs.
+# (matplotlib, numpy) and rich are imported only when an experiment command runs.
 
 ROOT = Path(__file__).resolve().parents[1]
-# every experiment's --backend values (each says which it runs on; a test keeps this whole)
-BACKENDS = ("ovs", "ryu", "dpctl", "dpctl+10", "dpctl+100", "odl", "p4runtime")
 
 
 class _Bar:
@@ -49,15 +54,27 @@ class _Bar:
 
 
 class _Lines:
-    """The runner's progress when stdout is not a terminal: one line per repetition."""
+    """The runner's progress when stdout is not a terminal: one line per repetition, with
+    its time and an estimate of what is left."""
 
     def __init__(self, total: int, done: int) -> None:
-        self.total, self.done = total, done
+        self.total, self.done, self.ran = total, done, 0
+        self.t0 = self.last = time.monotonic()
 
     def advance(self, key: str) -> None:
         """One repetition done: print a line."""
+        now = time.monotonic()
         self.done += 1
-        print(f"[{self.done}/{self.total}] {key} done", flush=True)
+        self.ran += 1
+        left = (now - self.t0) / self.ran * (self.total - self.done)
+        from experiments.runner import duration
+
+        print(
+            f"[{self.done}/{self.total}] {key} done ({now - self.last:.1f} s;"
+            f" about {duration(left)} left)",
+            flush=True,
+        )
+        self.last = now
 
     def say(self, message: str) -> None:
         """Print a note."""
@@ -97,24 +114,31 @@ def _list(args: argparse.Namespace) -> int:
 
     for name, exp in catalog.EXPERIMENTS.items():
         print(f"{name:20} {exp.title}")
-    for name, what in catalog.PLANNED.items():
-        print(f"{name:20} (not built yet) {what}")
+        print(
+            f"{'':20}   backends: {', '.join(exp.backends)}; parameters:"
+            f" experiments/configs/{name}.yaml"
+        )
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def _experiment(name: str) -> Experiment:
     from experiments import catalog
 
     try:
-        exp = catalog.get(args.name)
+        return catalog.get(name)
     except KeyError as exc:
         raise RerouteError(str(exc.args[0])) from None
-    backend = args.backend or exp.backends[0]
-    if backend not in exp.backends:
-        raise RerouteError(
-            f"{exp.name} runs on backend(s) {', '.join(exp.backends)}, not {backend}"
-        )
-    opts = Options(runs=args.runs, quick=args.quick, seed=args.seed, backend=backend)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from experiments.runner import Skipped, default_out, duration, options
+    from experiments.runner import run as run_experiment
+
+    exp = _experiment(args.name)
+    sets = [*args.set, *([f"runs={args.runs}"] if args.runs else [])]
+    opts = options(
+        exp, backend=args.backend, quick=args.quick, seed=args.seed, config=args.config, sets=sets
+    )
     out = args.out or default_out(exp.name, ROOT)
     print(f"{exp.name}: {exp.title}\nresults in {out}", flush=True)
     try:
@@ -125,13 +149,75 @@ def _run(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         print(
             f"interrupted: {outcome.kept} of {outcome.planned} repetitions kept in {out};"
-            f" `reroute experiment run {exp.name} --out {out}` runs the rest",
+            f" `reroute experiment run {exp.name} --out {out}` (same options) runs the rest",
             file=sys.stderr,
         )
         return 130
     done = f"{outcome.kept}/{outcome.planned} repetitions ({outcome.ran} run now)"
-    print(f"{done}; report: {outcome.report}")
+    print(f"{done} in {duration(outcome.wall_s)}; report: {outcome.report}")
     return 0
+
+
+def _experiment_of(directory: Path, name: str | None) -> Experiment:
+    """The experiment whose results ``directory`` holds (its raw files say, or env.json)."""
+    from experiments.runner import every_raw, read_env
+
+    if not (directory / "raw").is_dir():
+        raise RerouteError(f"{directory}: no raw/ directory (not an experiment's results)")
+    if name is None:
+        found = {str(r.get("experiment")) for r in every_raw(directory).values()} - {"None"}
+        found |= {str(s["experiment"]) for s in read_env(directory) if s.get("experiment")}
+        if len(found) != 1:
+            raise RerouteError(
+                f"{directory}: cannot tell which experiment made it ({', '.join(found) or 'no'}"
+                " name recorded); say it with --experiment NAME"
+            )
+        name = found.pop()
+    return _experiment(name)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from experiments.runner import every_raw, render
+
+    t0 = time.monotonic()
+    exp = _experiment_of(args.dir, args.experiment)
+    if not every_raw(args.dir):
+        raise RerouteError(f"{args.dir}/raw: no raw files to report on")
+    report = render(exp, args.dir, args.out)
+    print(f"report: {report} ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from experiments.export import export_csv
+    from experiments.runner import every_raw
+
+    if not args.csv:
+        raise RerouteError("export: say the format, --csv (the only one)")
+    if not (args.dir / "raw").is_dir():
+        raise RerouteError(f"{args.dir}: no raw/ directory (not an experiment's results)")
+    files = export_csv(every_raw(args.dir), args.out or args.dir / "csv")
+    for f in files:
+        print(f)
+    return 0
+
+
+def _full(args: argparse.Namespace) -> int:
+    from experiments import full
+
+    plan = full.load_plan(args.plan)
+    if args.only:
+        plan = [e for e in plan if e.experiment in args.only or e.out in args.only]
+    return full.run_all(
+        plan,
+        args.out,
+        quick=args.quick,
+        sets=args.set,
+        seed=args.seed,
+        dry_run=args.dry_run,
+        allow_dirty=args.allow_dirty,
+        progress=_progress,
+    )
 
 
 def _positive(text: str) -> int:
@@ -142,7 +228,7 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``experiment list|run`` to the ``reroute`` parser."""
+    """Add ``experiment list|run|report|export|full`` to the ``reroute`` parser."""
     exp = sub.add_parser(
         "experiment",
         help="the seeds' experiments, repeated, with statistics, reports and plots",
@@ -153,13 +239,68 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs.add_parser("list", help="the experiments").set_defaults(func=_list)
     run = verbs.add_parser("run", help="run an experiment (needs root: it builds fabrics)")
     run.add_argument("name", metavar="NAME", help="see `reroute experiment list`")
-    run.add_argument("--runs", type=_positive, metavar="N", help="repetitions per case")
-    run.add_argument("--quick", action="store_true", help="the short scale (CI)")
+    _config_arguments(run)
+    run.add_argument(
+        "--runs", type=_positive, metavar="N", help="repetitions per case (--set runs=N)"
+    )
     run.add_argument("--out", type=Path, metavar="DIR", help="default results/NAME/<UTC time>/")
-    run.add_argument("--seed", type=int, default=0, help="seed of the emulators' random draws")
     run.add_argument(
         "--backend",
-        choices=BACKENDS,
-        help="default: the experiment's first",
+        choices=tuple(BACKENDS),
+        help="how the packet switches are driven (default: the experiment's first)",
     )
     run.set_defaults(func=_run)
+
+    report = verbs.add_parser(
+        "report", help="write report.md, tables and plots again from DIR/raw (no root)"
+    )
+    report.add_argument("dir", type=Path, metavar="DIR", help="an experiment's results")
+    report.add_argument("--out", type=Path, metavar="DIR2", help="write there (default: DIR)")
+    report.add_argument("--experiment", metavar="NAME", help="when DIR does not record it")
+    report.set_defaults(func=_report)
+
+    export = verbs.add_parser("export", help="the raw numbers of DIR as CSV files")
+    export.add_argument("dir", type=Path, metavar="DIR", help="an experiment's results")
+    export.add_argument("--csv", action="store_true", help="CSV (one row per repetition)")
+    export.add_argument("--out", type=Path, metavar="DIR2", help="default DIR/csv")
+    export.set_defaults(func=_export)
+
+    full = verbs.add_parser(
+        "full",
+        help="every experiment at the seeds' sample sizes (make experiments-full; root)",
+        description="Run every experiment of the plan (experiments/configs/full.yaml) at the"
+        " seeds' sample sizes into --out/NAME, resumable (run it again to continue), with"
+        " its progress and total time. --dry-run prints the plan and its estimated time.",
+    )
+    full.add_argument("--out", type=Path, default=ROOT / "results" / "full", metavar="DIR")
+    full.add_argument("--plan", type=Path, metavar="FILE", help="default configs/full.yaml")
+    full.add_argument("--quick", action="store_true", help="every entry at quick scale (smoke)")
+    full.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="applied to every entry (e.g. runs=1 for a smoke run)",
+    )
+    full.add_argument("--seed", type=int, default=0, help="seed of the emulators' draws")
+    full.add_argument("--only", nargs="+", metavar="NAME", help="only these entries")
+    full.add_argument("--dry-run", action="store_true", help="print the plan and estimate")
+    full.add_argument(
+        "--allow-dirty", action="store_true", help="run from a modified tree (not to publish)"
+    )
+    full.set_defaults(func=_full)
+
+
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="the short scale (CI)")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="parameters over experiments/configs/NAME.yaml"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one parameter (dotted KEY, VALUE as YAML), e.g. --set runs=5; repeatable",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the emulators' random draws")

@@ -75,8 +75,8 @@ def _stage(n: int, message: str) -> None:
 
 class Traffic:
     """One run's traffic over ``path``: the probe receiver and sender as processes in the
-    hosts' namespaces, the iperf3 TCP stream in a thread (``run_iperf`` blocks). Leaving
-    stops whatever still runs."""
+    hosts' namespaces, the iperf3 TCP stream in a thread (``run_iperf`` blocks; none when
+    ``tcp_mbps`` is 0). Leaving stops whatever still runs."""
 
     def __init__(
         self,
@@ -87,8 +87,10 @@ class Traffic:
         tcp_mbps: int,
         tcp_s: int = TCP_S,
         probe_s: float = PROBE_S,
+        congestion: str | None = None,
     ) -> None:
         self.fab, self.path, self.rate, self.tcp_mbps = fab, path, rate, tcp_mbps
+        self.congestion = congestion
         self.tcp_s, self.probe_s = tcp_s, probe_s
         self.tcp_started_ns = 0
         self.run_id = str(random.getrandbits(32))
@@ -109,14 +111,19 @@ class Traffic:
 
     def _start(self) -> None:
         self.tcp_started_ns = time.monotonic_ns()  # iperf3 starts within tens of ms of it
-        self._tcp = self._pool.submit(
-            run_iperf,
-            str(self.path.dst_ip),
-            duration_s=self.tcp_s,
-            bitrate_bps=self.tcp_mbps * 1_000_000,
-            interval_s=INTERVAL_S,
-            server_netns=self.fab.host_ns(self.path.dst),
-            client_netns=self.fab.host_ns(self.path.src),
+        self._tcp = (
+            None
+            if not self.tcp_mbps
+            else self._pool.submit(
+                run_iperf,
+                str(self.path.dst_ip),
+                duration_s=self.tcp_s,
+                bitrate_bps=self.tcp_mbps * 1_000_000,
+                interval_s=INTERVAL_S,
+                server_netns=self.fab.host_ns(self.path.dst),
+                client_netns=self.fab.host_ns(self.path.src),
+                congestion=self.congestion,
+            )
         )
         to = f"{self.path.dst_ip}:{PROBE_PORT}"
         wait = str(self.probe_s + 30)
@@ -136,6 +143,12 @@ class Traffic:
 
     def results(self) -> tuple[dict[str, Any], IperfResult]:
         """Wait for the end of the traffic: the probe receiver's report, the iperf3 result."""
+        probe = self.probe_report()
+        assert self._tcp is not None, "no TCP stream (tcp_mbps 0): use probe_report()"
+        return probe, self._tcp.result(timeout=self.tcp_s + 20)
+
+    def probe_report(self) -> dict[str, Any]:
+        """Wait for the end of the probe: its receiver's report."""
         recv, send = self._procs
         _, err = send.communicate(timeout=self.probe_s + 15)
         if send.returncode != 0:
@@ -143,8 +156,7 @@ class Traffic:
         out, err = recv.communicate(timeout=15)
         if recv.returncode != 0:
             raise FabricError(f"probe receiver failed ({recv.returncode}): {err.strip()}")
-        assert self._tcp is not None
-        return dict(json.loads(out)), self._tcp.result(timeout=self.tcp_s + 20)
+        return dict(json.loads(out))
 
     def stop(self) -> None:
         """Stop every traffic process."""

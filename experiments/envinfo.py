@@ -32,7 +32,7 @@ def environment() -> dict[str, Any]:
         "packages": {name: _package(name) for name in PACKAGES},
         "tools": {name: _tool(cmd) for name, cmd in TOOLS.items()},
         "mptcp_enabled": _sysctl("net/mptcp/enabled"),
-        "git": _git_head(),
+        "git": git_head(),
     }
 
 
@@ -59,7 +59,8 @@ def _sysctl(name: str) -> str | None:
         return None
 
 
-def _git_head() -> str | None:
+def git_head() -> str | None:
+    """``git describe --always --dirty`` of the checkout the experiments run from."""
     proc = subprocess.run(
         ["git", "describe", "--always", "--dirty"],
         capture_output=True,

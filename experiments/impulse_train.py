@@ -36,7 +36,7 @@ from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
 from drivers.odl.spec import OdlSpec
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.spec import DeviceSpec
-from experiments.twosite import CLI, ROOT, SITES, serve_site, stop_processes
+from experiments.twosite import CLI, ROOT, serve_site, stop_processes
 from fabric import fabric, longhaul
 from fabric.errors import FabricError
 from fabric.state import FabricState
@@ -49,7 +49,6 @@ from services.reroute.model import FlowSpec, Intent
 from services.reroute.rules import path_rules
 from services.reroute.topology import Topology
 
-FLOW = "10.10.0.1>10.10.0.2"
 DEGRADATIONS = ("path", "rtt")
 INTERVAL_S = 0.1  # iperf3's reporting interval: the throughput samples
 LEAD_S = 3.0  # before the first degradation: TCP up to speed, the baseline B measured
@@ -70,16 +69,40 @@ class Train:
     n: int
     period_s: float
     extra_flows: int = 0
+    window_bytes: int = WINDOW_BYTES
+    long_ms: float = LONG_MS
+    trigger_ms: float = TRIGGER_MS
+    clear_ms: float = CLEAR_MS
+    odl_stats_s: float = 3.0  # the ODL emulator's statistics poll (its fabric's)
+    congestion: str = "cubic"  # TCP's congestion control in the hosts (the seed's CUBIC)
 
-    def flows(self) -> list[str]:
+    def flows(self, topo: Topology) -> list[str]:
         """The measured flow first, then the extra ones (never carrying traffic)."""
         extra = [f"10.10.{1 + i // 250}.{1 + i % 250}>10.20.{1 + i // 250}.{1 + i % 250}"
                  for i in range(self.extra_flows)]  # fmt: skip
-        return [FLOW, *extra]
+        return [flow(topo), *extra]
 
     @property
     def duration_s(self) -> int:
         return int(LEAD_S + self.n * self.period_s + TAIL_S + 0.999)
+
+
+def primary(topo: Topology) -> Any:
+    """The measured connection's path: ``primary`` (h1 -> h2, or the controller hosts c1 ->
+    c2 in ODL's local mode, seed 000 configuration B)."""
+    return topo.paths["primary"]
+
+
+def flow(topo: Topology) -> str:
+    """The measured flow, client > server."""
+    p = primary(topo)
+    return f"{p.src_ip}>{p.dst_ip}"
+
+
+def sites(topo: Topology) -> tuple[tuple[str, str, str, str], ...]:
+    """(site, border switch, monitoring host, the host it watches) of each site."""
+    p = primary(topo)
+    return (("site1", "sw1", p.src, str(p.dst_ip)), ("site2", "sw2", p.dst, str(p.src_ip)))
 
 
 def run_train(topo: Topology, train: Train, key: str) -> dict[str, Any]:
@@ -87,12 +110,13 @@ def run_train(topo: Topology, train: Train, key: str) -> dict[str, Any]:
     if train.degradation not in DEGRADATIONS:
         raise FabricError(f"unknown degradation {train.degradation!r}")
     fabric.down(topo.name)
-    fab = fabric.up(topo)
+    fab = fabric.up(topo, odl_stats_s=train.odl_stats_s)
     procs: list[subprocess.Popen[str]] = []
     try:
-        _install_extra(fab, topo, train.flows()[1:])
+        _install_extra(fab, topo, train.flows(topo)[1:])
         with tempfile.TemporaryDirectory(prefix="reroute-impulse-") as tmp:
-            return _train(fab.state, topo, train, key, Path(tmp), procs)
+            doc = _train(fab.state, topo, train, key, Path(tmp), procs)
+            return doc | {"congestion": train.congestion}
     finally:
         stop_processes(procs)
         fabric.down(topo.name)
@@ -106,20 +130,22 @@ def _train(
     tmp: Path,
     procs: list[subprocess.Popen[str]],
 ) -> dict[str, Any]:
-    flows = train.flows()
+    flows = train.flows(topo)
     line = longhaul.control(state, "lh1")
     if train.degradation == "rtt":
         line.set(delay_ms=0)
         _move(state, topo, flows, "longhaul")
     token = secrets.token_hex(16)
-    urls = [serve_site(state, topo, site, switch, token, tmp, procs) for site, switch, *_ in SITES]
+    where = sites(topo)
+    urls = [serve_site(state, topo, site, switch, token, tmp, procs) for site, switch, *_ in where]
     monitors = [
-        _Monitor(state, host, target, url, token, train, f"{key}-{host}")
-        for (_, _, host, target), url in zip(SITES, urls, strict=True)
+        _Monitor(state, host, target, url, token, train, f"{key}-{host}", topo)
+        for (_, _, host, target), url in zip(where, urls, strict=True)
     ]
     procs += [m.proc for m in monitors]
-    with IperfServer(bind="10.10.0.2", netns=state.host_ns["h2"]) as server:
-        stream = _Stream(state, train.duration_s)
+    p = primary(topo)
+    with IperfServer(bind=str(p.dst_ip), netns=state.host_ns[p.dst]) as server:
+        stream = _Stream(state, train, p.src, str(p.dst_ip))
         time.sleep(0.2)  # the server has accepted; iperf3's first interval starts about now
         try:
             impulses = [_impulse(state, topo, train, flows, line, stream.t0, i, monitors)
@@ -140,7 +166,9 @@ def _train(
         "lead_s": LEAD_S,
         "interval_s": INTERVAL_S,
         "stream_start_s": round(stream.start_s, 4),
-        "window_bytes": WINDOW_BYTES,
+        "window_bytes": train.window_bytes,
+        "hosts": [p.src, p.dst],
+        "odl_stats_s": train.odl_stats_s,
         "series_mbps": [round(i.bits_per_second / 1e6, 3) for i in result.intervals],
         "retransmits": result.retransmits,
         "impulses": impulses,
@@ -168,7 +196,7 @@ def _impulse(
         except RerouteError as exc:  # a site did not fail over the last time: said, kept on
             doc["inject_error"] = str(exc)
     else:
-        line.set(delay_ms=LONG_MS)
+        line.set(delay_ms=train.long_ms)
     doc["inject_ms"] = round((time.time() - start) * 1e3, 1)
     if train.degradation == "rtt":  # back onto the delay line at 0 ms once both failed over
         deadline = start + 0.8 * train.period_s
@@ -193,7 +221,7 @@ def _install_extra(fab: fabric.Fabric, topo: Topology, flows: Sequence[str]) -> 
 def extra_rules(topo: Topology, flows: Sequence[str]) -> dict[str, list[FlowRule]]:
     """The rules that put ``flows`` on the initial h1 -> h2 path, by switch (its transit
     rules are the baseline's already: writing them again changes nothing)."""
-    path = next(p for p in topo.paths.values() if p.initial and p.src == "h1")
+    path = primary(topo)
     specs = [FlowSpec.parse(f) for f in flows]
     return path_rules(topo, path, specs)
 
@@ -264,26 +292,28 @@ def _injector_spec(spec: DeviceSpec) -> DeviceSpec:
 
 
 class _Stream:
-    """iperf3 TCP h1 -> h2 in a thread; ``t0`` is when the client started."""
+    """iperf3 TCP client -> server in a thread; ``t0`` is when the client started."""
 
-    def __init__(self, state: FabricState, duration_s: int) -> None:
+    def __init__(self, state: FabricState, train: Train, client: str, server: str) -> None:
         self.result: IperfResult | None = None
         self.error: BaseException | None = None
-        self.duration_s = duration_s
+        self.duration_s = train.duration_s
+        self.server, self.window, self.congestion = server, train.window_bytes, train.congestion
         self.t0 = self.ended = time.time()
         self.thread = threading.Thread(
-            target=self._run, args=(state.host_ns["h1"], duration_s), daemon=True
+            target=self._run, args=(state.host_ns[client], self.duration_s), daemon=True
         )
         self.thread.start()
 
     def _run(self, ns: str, duration_s: int) -> None:
         try:
             self.result = run_client(
-                "10.10.0.2",
+                self.server,
                 duration_s=duration_s,
                 interval_s=INTERVAL_S,
                 netns=ns,
-                window_bytes=WINDOW_BYTES,
+                window_bytes=self.window,
+                congestion=self.congestion,
             )
         except BaseException as exc:  # handed to join()
             self.error = exc
@@ -315,16 +345,18 @@ class _Monitor:
         token: str,
         train: Train,
         run_id: str,
+        topo: Topology,
     ) -> None:
         self.host = host
-        flows = [a for f in train.flows() for a in ("--flow", f)]
+        flows = [a for f in train.flows(topo) for a in ("--flow", f)]
         # re-armed soon: a spurious trigger (the busy userspace delay line stalls now and
         # then) must not hide the next degradation
         hold = min(1.0, train.period_s / 4)
         self.proc = subprocess.Popen(
             [
                 *CLI, "monitor", "rtt", "--netns", state.host_ns[host], "--target", target,
-                "--trigger", str(TRIGGER_MS), "--clear", str(CLEAR_MS), "--samples", "3",
+                "--trigger", str(train.trigger_ms), "--clear", str(train.clear_ms),
+                "--samples", "3",
                 "--rate-hz", "50", "--timeout-ms", "150", "--api", url, "--token", token,
                 *flows, "--to", "standby", "--duration-s", str(train.duration_s + 15),
                 "--hold-down-s", str(hold), "--id", run_id, "--wait-s", "30",

@@ -3,9 +3,10 @@
 ``python -m experiments.mptcp_flow recv PORT SECONDS PROTO`` listens, accepts one connection
 and prints one JSON line: the bytes received in each 100 ms window (kernel receive time,
 from the accept), and how many TCP subflows the connection had (``ss``).
-``python -m experiments.mptcp_flow send HOST PORT SECONDS MBPS PROTO`` connects (from the
+``python -m experiments.mptcp_flow send HOST PORT SECONDS MBPS PROTO [CC]`` connects (from the
 namespace's default address; the kernel's path manager adds the other subflows) and sends
-at MBPS until SECONDS have passed. PROTO is ``mptcp`` or ``tcp``.
+at MBPS (0: unpaced) until SECONDS have passed, with congestion control CC (default: the
+namespace's). PROTO is ``mptcp`` or ``tcp``.
 ``python -m experiments.mptcp_flow check`` exits 0 when an MPTCP socket can be created.
 """
 
@@ -79,9 +80,14 @@ def recv(port: int, seconds: float, proto: str) -> int:
     return 0
 
 
-def send(host: str, port: int, seconds: float, mbps: float, proto: str) -> int:
-    """Send a stream paced at ``mbps`` to ``host:port`` for ``seconds``."""
+def send(
+    host: str, port: int, seconds: float, mbps: float, proto: str, congestion: str = ""
+) -> int:
+    """Send a stream paced at ``mbps`` (0: as fast as the connection takes it) to
+    ``host:port`` for ``seconds``."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, _proto(proto))
+    if congestion:  # root may set any the kernel has (MPTCP passes it to its subflows)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
     s.connect((host, port))
     s.settimeout(0.2)  # a blocked send (path down) must not outlive SECONDS
     payload = b"\0" * CHUNK
@@ -92,7 +98,7 @@ def send(host: str, port: int, seconds: float, mbps: float, proto: str) -> int:
         now = time.monotonic() - t0
         if now >= seconds:
             break
-        ahead = sent / per_s - now
+        ahead = sent / per_s - now if per_s > 0 else 0.0
         if ahead > 0:
             time.sleep(min(ahead, 0.01))
             continue
@@ -112,7 +118,7 @@ def main(argv: list[str]) -> int:
     if cmd == "recv":
         return recv(int(args[0]), float(args[1]), args[2])
     if cmd == "send":
-        return send(args[0], int(args[1]), float(args[2]), float(args[3]), args[4])
+        return send(args[0], int(args[1]), float(args[2]), float(args[3]), *args[4:6])
     raise SystemExit(f"unknown command {cmd!r}")
 
 

@@ -2,42 +2,71 @@
 
 :func:`bench` brings the fabric up (its Polatis emulator draws lock times from ``seed``) and
 always down. :func:`measure` is one repetition: vm2 -> vm3 traffic on the long path (the
-UDP probe, an iperf3 TCP stream and a 20 ms ping), ost1 reconfigured under it to move the
-flows to the short path by BBM or MBB (or nothing, a control), the flows put back on the
-long path afterwards without traffic. It returns the repetition's raw document.
+UDP probe, an iperf3 TCP stream and a ping), tcpdump at vm2 and vm3 (seed 003's own
+metrics, :mod:`experiments.capture`), ost1 reconfigured under it to move the flows to the
+short path by BBM or MBB (or nothing, a control), the flows put back on the long path
+afterwards without traffic. It returns the repetition's raw document. The traffic's
+parameters are a :class:`BenchConfig` (experiments/configs/).
+
+Lock times: :func:`paired_lock_ms` draws one time from seed 003 Table 4.3 per pair of
+repetitions, and :func:`set_lock` fixes the emulator to it, so that BBM and MBB of pair i
+(and every backend's pair i) meet the same lock time and their difference is the strategy's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import signal
+import socket
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments import demo
+from pydantic import Field
+
+from experiments import capture, demo
+from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
 from fabric import fabric
+from fabric.errors import FabricError
 from fabric.fabric import Fabric
+from fabric.polatis.emulator import TABLE_4_3_KNOTS, quantile
 from fabric.run import in_netns, run
-from fabric.traffic.iperf import IperfResult, run_iperf
+from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import StepKind
 from services.reroute.topology import Topology, load_topology
 
 TOPOLOGY = demo.ROOT / "topologies" / "ngncs-ost.yaml"
-PING_INTERVAL_S = 0.02
-RTT_WINDOW_MS = 1500.0  # "during the switch": from the request to this much later
 STRATEGIES = ("bbm", "mbb", "control")
+
+
+class BenchConfig(Config):
+    """The traffic of a repetition on seed 003's testbed (experiments/configs/*.yaml)."""
+
+    probe_pps: int = Field(5000, ge=100, description="UDP probe, packets/s")
+    probe_s: float = Field(4.0, gt=0, description="UDP probe duration")
+    tcp_mbps: int = Field(100, ge=1, description="iperf3 TCP cap, Mbit/s")
+    tcp_s: int = Field(7, ge=2, description="iperf3 TCP duration (started first)")
+    baseline_s: float = Field(0.8, ge=0.2, description="the request, this long into the probe")
+    ping_interval_s: float = Field(0.02, ge=0.002, description="ping's interval")
+    rtt_window_ms: float = Field(1500, gt=0, description="'during the switch': request +")
+    gap_window_ms: float = Field(3000, gt=0, description="unavailability looked for until")
+    capture: bool = Field(True, description="tcpdump at sender and receiver (seed's metrics)")
+    congestion: str = Field(
+        "cubic", pattern=r"^[a-z0-9_]+$", description="the TCP senders' congestion control"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,22 +75,15 @@ class Bench:
     fab: Fabric
     inv: Inventory
     flows: tuple[FlowSpec, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Load:
-    """The traffic of one repetition."""
-
-    rate: int = 5000  # UDP probe, packets/s
-    tcp_mbps: int = 100
-    tcp_s: int = demo.TCP_S
-    probe_s: float = demo.PROBE_S
-    bystander: str | None = None  # a path whose own TCP stream runs alongside, never moved
+    congestion: str = "cubic"  # the TCP senders' congestion control (iperf3 -C)
 
 
 @contextmanager
-def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
-    """The demo fabric up, with its flows and inventory, for a series of measurements."""
+def bench(
+    say: Say, *, seed: int, topology: Path = TOPOLOGY, congestion: str = "cubic"
+) -> Iterator[Bench]:
+    """The demo fabric up, with its flows and inventory, for a series of measurements whose
+    TCP senders use ``congestion``."""
     topo = load_topology(topology)
     flows = demo.demo_flows(topo)
     say(f"bringing up {topo.name} (lock-time seed {seed})")
@@ -69,7 +91,8 @@ def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
     for kind, what in fab.state.peers.items():  # real Ryu, or its emulator (fabric up --ryu)
         say(f"{kind} switches: {what}")
     try:
-        yield Bench(topo=topo, fab=fab, inv=load_inventory(fab.state.inventory), flows=flows)
+        inv = load_inventory(fab.state.inventory)
+        yield Bench(topo=topo, fab=fab, inv=inv, flows=flows, congestion=congestion)
     finally:
         say(f"tearing down {topo.name}")
         before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -80,38 +103,93 @@ def bench(say: Say, *, seed: int, topology: Path = TOPOLOGY) -> Iterator[Bench]:
                 signal.signal(s, h)
 
 
-def intent(b: Bench, strategy: str) -> Intent | None:
-    """The intent of ``strategy`` (None: nothing moved)."""
+def intent(b: Bench, strategy: str, *, to: str = demo.SHORT) -> Intent | None:
+    """The intent of ``strategy`` onto path ``to`` (None: nothing moved). MBB parks the
+    traffic on the temporary path when the move reconfigures the optical switch."""
     if strategy == "bbm":
-        return Intent(flows=b.flows, to_path=demo.SHORT, strategy=Strategy.BBM)
+        return Intent(flows=b.flows, to_path=to, strategy=Strategy.BBM)
     if strategy == "mbb":
-        return Intent(flows=b.flows, to_path=demo.SHORT, via=demo.TEMPORARY, drain_s=demo.DRAIN_S)
+        via = demo.TEMPORARY if to == demo.SHORT else None
+        return Intent(flows=b.flows, to_path=to, via=via, drain_s=demo.DRAIN_S)
     if strategy == "control":
         return None
     raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
 
-def measure(b: Bench, strategy: str, load: Load, say: Say) -> dict[str, Any]:
-    """One repetition's raw document (see the module docstring)."""
-    move = intent(b, strategy)
-    long = b.topo.paths[demo.LONG]
+def paired_lock_ms(seed: int, pair: int) -> float:
+    """A lock time drawn from seed 003 Table 4.3 for pair ``pair`` of a series: the same
+    for every repetition of that pair (BBM and MBB, every backend), whatever ran before."""
+    return round(quantile(TABLE_4_3_KNOTS, random.Random(seed * 100_003 + pair).random()), 1)
+
+
+def set_lock(b: Bench, lock: str | float) -> None:
+    """The optical emulators' lock model from now on: ``table`` (each connection draws from
+    seed 003 Table 4.3) or a fixed time in ms (emulator-only SCPI ``:EMUL:LOCK``)."""
+    command = "DEFault" if lock == "table" else f"{float(lock):g}"
+    for port in b.fab.state.scpi.values():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=3) as conn:
+                conn.sendall(f":EMUL:LOCK {command}\n*OPC?\n".encode())
+                reply = conn.makefile().readline().strip()
+        except OSError as exc:
+            raise FabricError(f"cannot set the emulator's lock time on port {port}: {exc}") from exc
+        if reply != "1":
+            raise FabricError(f":EMUL:LOCK {command} on port {port}: unexpected reply {reply!r}")
+
+
+def measure(
+    b: Bench,
+    strategy: str,
+    cfg: BenchConfig,
+    say: Say,
+    *,
+    frm: str = demo.LONG,
+    to: str = demo.SHORT,
+    bystander: str | None = None,
+) -> dict[str, Any]:
+    """One repetition's raw document (see the module docstring): the flows moved from
+    path ``frm`` to ``to`` under traffic (back to ``long`` afterwards when ``to`` is the
+    short circuit)."""
+    move = intent(b, strategy, to=to)
+    path = b.topo.paths[frm]
     drops = demo.fabric_drops(b.fab)
     traffic = demo.Traffic(
         b.fab,
-        long,
-        rate=load.rate,
-        tcp_mbps=load.tcp_mbps,
-        tcp_s=load.tcp_s,
-        probe_s=load.probe_s,
+        path,
+        rate=cfg.probe_pps,
+        tcp_mbps=cfg.tcp_mbps,
+        tcp_s=cfg.tcp_s,
+        probe_s=cfg.probe_s,
+        congestion=b.congestion,
     )
-    other = _Bystander(b, load)
-    with _Ping(b.fab.host_ns(long.src), str(long.dst_ip)) as ping, other, traffic:
-        time.sleep(demo.BASELINE_S)
-        request_wall, request_ns = time.time(), time.monotonic_ns()
-        done = None if move is None else asyncio.run(demo.reroute(b.topo, b.inv, move))
-        if done is not None:
-            request_ns = done.requested_ns
-        probe, tcp = traffic.results()
+    other = _Bystander(b, cfg, bystander)
+    with tempfile.TemporaryDirectory(prefix="reroute-cap-") as tmpdir:
+        dumps = _captures(b, path, Path(tmpdir), cfg.capture)
+        with ExitStack() as stack:
+            for d in dumps:
+                stack.enter_context(d)
+            ping = stack.enter_context(
+                _Ping(b.fab.host_ns(path.src), str(path.dst_ip), cfg.ping_interval_s)
+            )
+            stack.enter_context(other)
+            stack.enter_context(traffic)
+            time.sleep(cfg.baseline_s)
+            request_wall, request_ns = time.time(), time.monotonic_ns()
+            done = None if move is None else asyncio.run(demo.reroute(b.topo, b.inv, move))
+            if done is not None:
+                request_ns = done.requested_ns
+            probe, tcp = traffic.results()
+        seen = None  # the ping and the captures have ended: their files are complete
+        if dumps:
+            seen = capture.analyse(
+                dumps[0].file,
+                dumps[1].file,
+                port=DEFAULT_PORT,
+                request_t=request_wall,
+                rtt_window_s=cfg.rtt_window_ms / 1000,
+                gap_window_s=cfg.gap_window_ms / 1000,
+                dropped=(dumps[0].dropped, dumps[1].dropped),
+            )
     drops = demo.fabric_drops(b.fab) - drops
     numbers = RunNumbers(
         strategy=strategy,
@@ -122,19 +200,36 @@ def measure(b: Bench, strategy: str, load: Load, say: Say) -> dict[str, Any]:
     )
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))
-        demo.restore(b.topo, b.inv, b.flows)
+        if to == demo.SHORT:
+            demo.restore(b.topo, b.inv, b.flows)
     return {
         **numbers.to_dict(),
+        "moved": [frm, to],
         "milestones": [] if done is None else done.milestones(),
         "circuits_ms": None if done is None else circuits_ms(done),
-        "load": {"rate": load.rate, "tcp_mbps": load.tcp_mbps, "tcp_s": load.tcp_s},
         "tcp_offset_ms": (request_ns - traffic.tcp_started_ns) / 1e6,  # request, TCP's clock
         "probe_rate": _probe_rate(probe, request_ns),
-        "rtt": ping.during(request_wall),
+        "rtt": ping.during(request_wall, cfg.rtt_window_ms),
         "tcp_loss_pct": tcp_loss_pct(tcp),
+        "congestion": b.congestion,
+        "capture": seen,
         "bystander": other.numbers(request_ns),
         "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.fabric.Peers)
     }
+
+
+def _captures(b: Bench, path: Any, tmp: Path, wanted: bool) -> list[capture.Tcpdump]:
+    """tcpdump at the sender and the receiver of ``path``'s TCP stream (none if not
+    ``wanted``)."""
+    if not wanted:
+        return []
+    if not capture.available():
+        raise FabricError("tcpdump is not installed (run `make setup`), or set capture: false")
+    bpf = f"tcp port {DEFAULT_PORT}"
+    return [
+        capture.Tcpdump(b.fab.host_ns(host), "eth0", tmp / f"{host}.pcap", bpf)
+        for host in (path.src, path.dst)
+    ]
 
 
 MSS = 1448  # bytes of payload per segment on these 1500-byte links (timestamps on)
@@ -147,30 +242,31 @@ def tcp_loss_pct(result: IperfResult) -> float:
 
 
 class _Bystander:
-    """An iperf3 TCP stream on ``load.bystander``'s path (its own port), in a thread, for
+    """An iperf3 TCP stream on ``path`` (its own port), in a thread, for
     the length of a repetition; nothing when there is no bystander."""
 
     PORT = 5202
 
-    def __init__(self, b: Bench, load: Load) -> None:
-        self.b, self.load = b, load
+    def __init__(self, b: Bench, cfg: BenchConfig, path: str | None) -> None:
+        self.b, self.cfg, self.path = b, cfg, path
         self.started_ns = 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bystander")
         self._future: Future[IperfResult] | None = None
 
     def __enter__(self) -> _Bystander:
-        if self.load.bystander is not None:
-            path = self.b.topo.paths[self.load.bystander]
+        if self.path is not None:
+            path = self.b.topo.paths[self.path]
             self.started_ns = time.monotonic_ns()
             self._future = self._pool.submit(
                 run_iperf,
                 str(path.dst_ip),
                 port=self.PORT,
-                duration_s=self.load.tcp_s,
-                bitrate_bps=self.load.tcp_mbps * 1_000_000,
+                duration_s=self.cfg.tcp_s,
+                bitrate_bps=self.cfg.tcp_mbps * 1_000_000,
                 interval_s=demo.INTERVAL_S,
                 server_netns=self.b.fab.host_ns(path.dst),
                 client_netns=self.b.fab.host_ns(path.src),
+                congestion=self.b.congestion,
             )
         return self
 
@@ -181,9 +277,9 @@ class _Bystander:
         """The bystander's numbers around ``request_ns``, or None if it did not run."""
         if self._future is None:
             return None
-        result = self._future.result(timeout=self.load.tcp_s + 20)
+        result = self._future.result(timeout=self.cfg.tcp_s + 20)
         return {
-            "path": self.load.bystander,
+            "path": self.path,
             "tcp": TcpNumbers.from_iperf(result, demo.INTERVAL_S).to_dict(),
             "tcp_loss_pct": tcp_loss_pct(result),
             "tcp_offset_ms": (request_ns - self.started_ns) / 1e6,
@@ -212,8 +308,9 @@ PING_LINE = re.compile(r"^\[(\d+\.\d+)\] .*icmp_seq=(\d+) .*time=([\d.]+) ms")
 class _Ping:
     """``ping -D -i 0.02`` in a namespace for the length of a repetition."""
 
-    def __init__(self, ns: str, dst: str) -> None:
-        self.cmd = in_netns(ns, ["ping", "-D", "-n", "-i", str(PING_INTERVAL_S), dst])
+    def __init__(self, ns: str, dst: str, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.cmd = in_netns(ns, ["ping", "-D", "-n", "-i", f"{interval_s:g}", dst])
         self.proc: subprocess.Popen[str] | None = None
         self.output = ""
 
@@ -232,9 +329,9 @@ class _Ping:
             self.proc.kill()
             self.output, _ = self.proc.communicate()
 
-    def during(self, request_wall: float) -> dict[str, Any]:
-        """RTTs of the pings sent from the request to ``RTT_WINDOW_MS`` later, and before."""
-        return rtt_summary(parse_ping(self.output), request_wall)
+    def during(self, request_wall: float, window_ms: float) -> dict[str, Any]:
+        """RTTs of the pings sent from the request to ``window_ms`` later, and before."""
+        return rtt_summary(parse_ping(self.output), request_wall, window_ms, self.interval_s)
 
 
 def parse_ping(output: str) -> list[tuple[float, int, float]]:
@@ -243,9 +340,15 @@ def parse_ping(output: str) -> list[tuple[float, int, float]]:
     return [(float(m[1]), int(m[2]), float(m[3])) for m in found if m]
 
 
-def rtt_summary(replies: list[tuple[float, int, float]], request_wall: float) -> dict[str, Any]:
-    """The RTT before the request and its maximum just after, from ping replies."""
-    window = RTT_WINDOW_MS / 1000
+def rtt_summary(
+    replies: list[tuple[float, int, float]],
+    request_wall: float,
+    window_ms: float = 1500.0,
+    interval_s: float = 0.02,
+) -> dict[str, Any]:
+    """The RTT before the request and its maximum just after, from ping replies (a ping
+    that got no reply is not in them: see ``during_replies``)."""
+    window = window_ms / 1000
     before = [r for t, _, r in replies if t < request_wall]
     during = [r for t, _, r in replies if request_wall <= t - r / 1000 < request_wall + window]
     return {
@@ -253,7 +356,7 @@ def rtt_summary(replies: list[tuple[float, int, float]], request_wall: float) ->
         "during_max_ms": max(during, default=None),
         "during_median_ms": statistics.median(during) if during else None,
         "during_replies": len(during),
-        "expected_replies": round(window / PING_INTERVAL_S),
+        "expected_replies": round(window / interval_s),
     }
 
 

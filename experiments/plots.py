@@ -1,8 +1,12 @@
-"""Matplotlib (Agg backend: files only, no display) helpers shared by the experiments."""
+"""Matplotlib (Agg backend: files only, no display) helpers shared by the experiments.
+
+Every figure that reproduces one of a seed's figures says which in its title
+(:func:`figure`'s ``seed``), e.g. "seed 003 Figure 4.15".
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +21,24 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 COLORS = {"bbm": "tab:red", "mbb": "tab:blue", "control": "tab:gray"}
+SEED_NAMES = {"bbm": "BBM (seed 003: OST)", "mbb": "MBB"}
 
 
-def figure(rows: int = 1, cols: int = 1, *, size: tuple[float, float] = (7, 4)) -> Figure:
-    """A matplotlib figure of ``rows`` x ``cols`` axes."""
+def figure(
+    rows: int = 1,
+    cols: int = 1,
+    *,
+    size: tuple[float, float] = (7, 4),
+    seed: str | None = None,
+    title: str = "",
+) -> Figure:
+    """A matplotlib figure of ``rows`` x ``cols`` axes; ``seed`` names the seed's figure it
+    reproduces (``"003 Figure 4.15"``), shown in the title with ``title``."""
     fig = plt.figure(figsize=size, layout="constrained")
     fig.subplots(rows, cols, squeeze=False)
+    heading = f"seed {seed} on the emulated fabric" if seed else ""
+    if title or heading:
+        fig.suptitle(": ".join(t for t in (heading, title) if t), fontsize=10)
     return fig
 
 
@@ -34,14 +50,40 @@ def axes(fig: Figure) -> list[Axes]:
 def cdf(
     ax: Axes, values: Sequence[float], *, label: str, color: str | None = None, ls: str = "-"
 ) -> None:
-    """The empirical CDF of ``values`` as a step line."""
+    """The empirical CDF of ``values`` as a step line rising from 0 at the smallest value
+    (so that a single run still shows), its points marked when they are few."""
     ordered = sorted(values)
     n = len(ordered)
-    ys = [(i + 1) / n for i in range(n)]
-    ax.step(ordered, ys, where="post", label=f"{label} (n={n})", color=color, ls=ls)
+    xs = [ordered[0], *ordered]
+    ys = [0.0, *((i + 1) / n for i in range(n))]
+    marker = "." if n < 20 else None
+    ax.step(xs, ys, where="post", label=f"{label} (n={n})", color=color, ls=ls, marker=marker)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("fraction of runs")
     ax.grid(True, alpha=0.3)
+
+
+def strip(
+    ax: Axes,
+    groups: Mapping[str, Sequence[float]],
+    *,
+    colors: Mapping[str, str],
+    seed: Mapping[str, float] | None = None,
+) -> None:
+    """Each group's values as a box with its points over it, side by side; ``seed`` marks
+    the seed's mean of a group with a black bar."""
+    names = [g for g, v in groups.items() if v]
+    data = [list(groups[g]) for g in names]
+    if not data:
+        return
+    ax.boxplot(data, showfliers=False, widths=0.5)
+    for i, (name, vals) in enumerate(zip(names, data, strict=True), start=1):
+        xs = [i + 0.18 * ((k % 7) - 3) / 3 for k in range(len(vals))]
+        ax.scatter(xs, vals, s=10, alpha=0.6, color=colors.get(name, "tab:gray"))
+        if seed and name in seed:
+            ax.hlines(seed[name], i - 0.35, i + 0.35, color="k", lw=2)
+    ax.set_xticks(range(1, len(names) + 1), names, fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
 
 
 def save(fig: Figure, path: Path) -> str:

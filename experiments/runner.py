@@ -1,25 +1,30 @@
-"""The experiment runner: repetitions, raw JSON per repetition, resumable, report at the end.
+"""The experiment runner: repetitions, a raw file per repetition, resumable, report from raw.
 
 An :class:`Experiment` plans its repetitions (:class:`Rep`, each with a key that names its raw
 file), opens one session (a fabric, brought down on the way out whatever happens), runs one
-repetition at a time and writes its report from the raw documents. The runner keeps an
+repetition at a time and writes its report from the raw documents alone. The runner keeps an
 output directory::
 
-    OUT/env.json          the machine and software of every session that ran here
-    OUT/raw/<key>.json    one repetition (written atomically once it is complete)
-    OUT/report.md         tables, statistics, the seeds' numbers, plots
+    OUT/env.json              the machine and software of every session that ran here
+    OUT/raw/<key>.json.gz     one repetition (gzip JSON, written atomically once complete):
+                              its numbers, its traces, the configuration, commit and load
+    OUT/report.md             conclusions, tables, statistics, the seeds' numbers, plots
+    OUT/tables/*.csv          every table of the report, as CSV
     OUT/*.png
 
 Running again with the same ``OUT`` runs only the repetitions whose raw file is missing, so
 an interrupted run (Ctrl-C, SIGTERM, a crash) loses at most the repetition it was in.
+:func:`render` writes the report, tables and plots again from ``raw/`` (no root, no fabric).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shlex
 import signal
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -28,18 +33,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, Protocol
 
-from experiments.envinfo import environment
+from experiments import markdown as md
+from experiments.config import Config, as_doc, differences, resolve
+from experiments.envinfo import environment, git_head
+from services.reroute.errors import ConfigError, RerouteError
 
 Say = Callable[[str], None]
 Raw = Mapping[str, Any]
+RAW_SUFFIXES = (".json.gz", ".json")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
-    """What ``reroute experiment run`` was asked for; ``runs`` None means the experiment's
-    default (full or quick)."""
+    """What ``reroute experiment run`` was asked for: the resolved ``config`` (its ``runs``
+    is the repetitions per case), the scale, the emulators' seed and the backend."""
 
-    runs: int | None = None
+    config: Config = field(default_factory=lambda: Config(runs=1))
     quick: bool = False
     seed: int = 0
     backend: str = "ovs"
@@ -47,11 +56,19 @@ class Options:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rep:
-    """One repetition: ``key`` names its raw file (``raw/<key>.json``), ``params`` says what
-    to do (JSON-ready; stored in the raw file)."""
+    """One repetition: ``key`` names its raw file (``raw/<key>.json.gz``), ``params`` says
+    what to do (JSON-ready; stored in the raw file)."""
 
     key: str
     params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Written:
+    """A report: its conclusions (two sentences, they open it) and the rest (Markdown)."""
+
+    conclusions: str
+    body: str
 
 
 class Experiment(Protocol):
@@ -60,6 +77,7 @@ class Experiment(Protocol):
     name: str
     title: str  # one line, with the seed and section it reproduces
     backends: tuple[str, ...]  # the --backend values it supports; the first is the default
+    config_model: type[Config]  # its parameters (experiments/configs/NAME.yaml)
 
     def plan(self, opts: Options) -> list[Rep]:
         """The repetitions to run for ``opts``."""
@@ -73,8 +91,9 @@ class Experiment(Protocol):
         """One repetition's raw document."""
         ...
 
-    def report(self, opts: Options, raws: Mapping[str, Raw], out: Path) -> str:
-        """Markdown from the raw documents (by key); may write PNGs into ``out``."""
+    def report(self, raws: Mapping[str, Raw], out: Path) -> Written:
+        """The report from raw documents alone (by key, every one in the directory); may
+        write PNGs into ``out``."""
         ...
 
 
@@ -90,6 +109,34 @@ class Outcome:
     kept: int  # raw files present now, of the planned ones
     interrupted: bool
     report: Path | None
+    wall_s: float = 0.0
+
+
+def options(
+    exp: Experiment,
+    *,
+    backend: str | None,
+    quick: bool,
+    seed: int,
+    config: Path | None,
+    sets: Sequence[str],
+) -> Options:
+    """The options of a run: backend checked, configuration resolved (ConfigError if not)."""
+    chosen = backend or exp.backends[0]
+    if chosen not in exp.backends:
+        raise RerouteError(f"{exp.name} runs on backend(s) {', '.join(exp.backends)}, not {chosen}")
+    cfg = resolve(exp.name, exp.config_model, file=config, sets=sets, quick=quick)
+    return Options(config=cfg, quick=quick, seed=seed, backend=chosen)
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 07 s``, ``2 h 05 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def default_out(name: str, root: Path) -> Path:
@@ -99,44 +146,74 @@ def default_out(name: str, root: Path) -> Path:
 
 
 def raw_path(out: Path, key: str) -> Path:
-    """The raw document of repetition ``key``."""
-    return out / "raw" / f"{key}.json"
+    """Where repetition ``key``'s raw document is written."""
+    return out / "raw" / f"{key}.json.gz"
+
+
+def raw_exists(out: Path, key: str) -> bool:
+    """Whether repetition ``key`` is done in ``out`` (as .json.gz, or .json of older runs)."""
+    return any((out / "raw" / f"{key}{s}").exists() for s in RAW_SUFFIXES)
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """One raw document (gzip JSON or plain JSON)."""
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    doc = json.loads(data)
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: not a raw document (a JSON object)")
+    return doc
+
+
+def _key(path: Path) -> str:
+    return next(path.name.removesuffix(s) for s in RAW_SUFFIXES if path.name.endswith(s))
 
 
 def every_raw(out: Path) -> dict[str, Raw]:
-    """Every raw document in ``out/raw``, by key (runs of other plans into the same ``--out``
-    too: another backend's, another configuration's)."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "raw").glob("*.json"))}
+    """Every raw document in ``out/raw``, by key, sorted (runs of other plans into the same
+    ``--out`` too: another backend's, another configuration's)."""
+    found = (out / "raw").glob("*.json*")
+    files = sorted(p for p in found if p.name.endswith(RAW_SUFFIXES) and not p.name.startswith("."))
+    return {_key(p): read_raw(p) for p in files}
 
 
-def load_raws(out: Path, plan: Sequence[Rep]) -> dict[str, Raw]:
-    """The raw documents present for ``plan``, by key, in plan order."""
-    found = {}
-    for rep in plan:
-        path = raw_path(out, rep.key)
-        if path.exists():
-            found[rep.key] = json.loads(path.read_text())
-    return found
+def write_raw(out: Path, key: str, doc: Any) -> None:
+    """Atomically (gzip JSON): a reader (or a resumed run) never sees half a file."""
+    path = raw_path(out, key)
+    data = gzip.compress((json.dumps(doc) + "\n").encode(), mtime=0)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def write_json(path: Path, doc: Any) -> None:
-    """Atomically: a reader (or a resumed run) never sees half a file."""
+    """Atomically: a reader never sees half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, path)
 
 
-def record_env(out: Path, opts: Options, argv: Sequence[str]) -> None:
-    """Append this session's environment to ``env.json``."""
+def read_env(out: Path) -> list[dict[str, Any]]:
+    """The sessions ``env.json`` records (none if there is no such file)."""
+    path = out / "env.json"
+    if not path.exists():
+        return []
+    return list(json.loads(path.read_text()).get("sessions", []))
+
+
+def record_env(exp: Experiment, out: Path, opts: Options, argv: Sequence[str]) -> None:
+    """Append this session's environment, command and configuration to ``env.json``."""
     path = out / "env.json"
     doc = json.loads(path.read_text()) if path.exists() else {"sessions": []}
-    session = environment() | {"command": shlex.join(argv), "options": _opts(opts)}
+    session = environment() | {
+        "experiment": exp.name,
+        "command": shlex.join(argv),
+        "options": {"quick": opts.quick, "seed": opts.seed, "backend": opts.backend},
+        "config": as_doc(opts.config),
+    }
     doc["sessions"].append(session)
     write_json(path, doc)
-
-
-def _opts(opts: Options) -> dict[str, Any]:
-    return {"runs": opts.runs, "quick": opts.quick, "seed": opts.seed, "backend": opts.backend}
 
 
 class Progress(Protocol):
@@ -145,6 +222,23 @@ class Progress(Protocol):
 
     def say(self, message: str) -> None:
         """A note for the user."""
+
+
+def check_resumable(exp: Experiment, out: Path, opts: Options) -> None:
+    """ConfigError if ``out`` holds repetitions of another experiment, or of this backend
+    made with another configuration (other than ``runs``): their numbers would be mixed."""
+    mine = as_doc(opts.config)
+    for key, raw in every_raw(out).items():
+        if raw.get("experiment", exp.name) != exp.name:
+            raise ConfigError(f"{out} holds {raw['experiment']} runs ({key}); use another --out")
+        if raw.get("backend", opts.backend) != opts.backend or "config" not in raw:
+            continue
+        differ = differences([mine, raw["config"]])
+        if differ:
+            raise ConfigError(
+                f"{out}: {key} was made with another configuration ({', '.join(differ)} differ);"
+                " resume with the same configuration or choose another --out"
+            )
 
 
 def run(
@@ -159,31 +253,30 @@ def run(
 
     SIGINT and SIGTERM stop it cleanly: the session is left (fabric down), finished
     repetitions are kept, and the outcome says ``interrupted`` (no report then)."""
+    started = time.monotonic()
     plan = exp.plan(opts)
     (out / "raw").mkdir(parents=True, exist_ok=True)
-    todo = [r for r in plan if not raw_path(out, r.key).exists()]
+    check_resumable(exp, out, opts)
+    todo = [r for r in plan if not raw_exists(out, r.key)]
     ran, interrupted = 0, False
     if todo:
-        record_env(out, opts, argv)
+        record_env(exp, out, opts, argv)
         try:
             with _signals(), progress(len(plan), len(plan) - len(todo)) as bar:
                 done = len(plan) - len(todo)
                 ran = _repetitions(exp, opts, out, todo, bar, seed=opts.seed * 1000 + done)
         except KeyboardInterrupt:
             interrupted = True
-    raws = load_raws(out, plan)
-    report = None
-    if not interrupted:
-        report = out / "report.md"
-        body = exp.report(opts, raws, out)
-        report.write_text(_header(exp, opts, out, len(raws), argv) + body)
+    kept = sum(raw_exists(out, r.key) for r in plan)
+    report = None if interrupted else render(exp, out)
     return Outcome(
         out=out,
         planned=len(plan),
         ran=ran,
-        kept=len(raws),
+        kept=kept,
         interrupted=interrupted,
         report=report,
+        wall_s=time.monotonic() - started,
     )
 
 
@@ -191,29 +284,97 @@ def _repetitions(
     exp: Experiment, opts: Options, out: Path, todo: list[Rep], bar: Progress, *, seed: int
 ) -> int:
     done = 0
+    common = {
+        "experiment": exp.name,
+        "backend": opts.backend,
+        "config": as_doc(opts.config),
+        "seed": opts.seed,
+        "git": git_head(),
+    }
     with exp.session(opts, bar.say, seed=seed) as session:
         for rep in todo:
+            began, t0 = datetime.now(UTC).isoformat(timespec="seconds"), time.monotonic()
+            load_before = os.getloadavg()[0]
             doc = exp.run(session, rep, bar.say)
-            doc = {"key": rep.key, "params": dict(rep.params), **doc}
-            write_json(raw_path(out, rep.key), doc)
+            meta = {
+                "started_utc": began,
+                "wall_s": round(time.monotonic() - t0, 2),
+                "loadavg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            }
+            write_raw(
+                out, rep.key, {"key": rep.key, "params": dict(rep.params)} | common | meta | doc
+            )
             done += 1
             bar.advance(rep.key)
     return done
 
 
-def _header(exp: Experiment, opts: Options, out: Path, kept: int, argv: Sequence[str]) -> str:
-    command = shlex.join(argv) if argv else f"reroute experiment run {exp.name}"
-    return (
+def render(exp: Experiment, raw_dir: Path, out: Path | None = None) -> Path:
+    """Write ``report.md``, ``tables/*.csv`` and the plots of ``exp`` from ``raw_dir/raw``
+    (and ``raw_dir/env.json`` if present) into ``out`` (default ``raw_dir``); its path."""
+    out = out or raw_dir
+    out.mkdir(parents=True, exist_ok=True)
+    raws = every_raw(raw_dir)
+    with md.collecting() as tables:
+        written = exp.report(raws, out)
+    text = (
         f"# {exp.name}: {exp.title}\n\n"
-        f"Made by `{command}` ({_scale(opts)}, backend"
-        f" {opts.backend}, seed {opts.seed}): {kept} repetitions in `raw/`, the machine in"
-        " `env.json`. Statistics: mean [bootstrap 95 % CI of the mean], n = runs behind each.\n\n"
+        f"**Conclusions.** {written.conclusions}\n\n"
+        + header(raws, read_env(raw_dir), exp.name)
+        + written.body
     )
+    report = out / "report.md"
+    report.write_text(text)
+    md.write_csv(tables, out / "tables")
+    return report
 
 
-def _scale(opts: Options) -> str:
-    scale = "quick scale" if opts.quick else "full scale"
-    return scale if opts.runs is None else f"{opts.runs} runs per case"
+def header(raws: Mapping[str, Raw], sessions: Sequence[Mapping[str, Any]], name: str) -> str:
+    """Who made the numbers: commands, commits, repetitions, configuration, load."""
+    lines = []
+    commands = [s["command"] for s in sessions if s.get("command")]
+    if commands:
+        lines.append("Made by " + "; then ".join(f"`{c}`" for c in _unique(commands)) + ".")
+    lines.append(
+        f"{len(raws)} repetitions in `raw/` (one gzip JSON each: every number and trace of"
+        f" the report), the machine of each session in `env.json`; regenerate with"
+        f" `reroute experiment report DIR`."
+    )
+    gits = _unique(str(r["git"]) for r in raws.values() if r.get("git"))
+    if gits:
+        dirty = " (**from a modified tree**)" if any(g.endswith("-dirty") for g in gits) else ""
+        lines.append(f"Commit{'s' if len(gits) > 1 else ''}: {', '.join(gits)}{dirty}.")
+    configs = [r["config"] for r in raws.values() if "config" in r]
+    differ = differences(configs)
+    if differ:
+        lines.append(f"The repetitions were made with different parameters: {', '.join(differ)}.")
+    lines.append(load_sentence(raws, sessions))
+    lines.append(
+        "Statistics: mean [bootstrap 95 % CI of the mean], n = runs behind each; a table"
+        " warns where n < 10."
+    )
+    return " ".join(line for line in lines if line) + "\n\n"
+
+
+def load_sentence(raws: Mapping[str, Raw], sessions: Sequence[Mapping[str, Any]]) -> str:
+    """The load average during the repetitions, with a warning when the machine was busy."""
+    loads = [float(v) for r in raws.values() for v in r.get("loadavg", [])]
+    cores = next((int(s["cores"]) for s in sessions if s.get("cores")), None) or os.cpu_count() or 1
+    if not loads:
+        return ""
+    loads.sort()
+    median, top = loads[len(loads) // 2], loads[-1]
+    text = f"Load average (1 min) during the repetitions: median {median:.1f}, max {top:.1f}"
+    if top > cores:
+        return (
+            f"{text} on {cores} cores: **the machine was busy** (more runnable tasks than"
+            " cores), so the fabric's own drops and the spread are larger than on a quiet one."
+        )
+    return f"{text} on {cores} cores."
+
+
+def _unique(items: Iterator[str] | Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:

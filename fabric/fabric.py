@@ -81,11 +81,17 @@ HP_TOOLS = ("auto", "dpctl", "ovs-ofctl")
 
 
 def up(
-    topo: Topology, progress: Progress = _quiet, *, seed: int = 0, peers: Peers | None = None
+    topo: Topology,
+    progress: Progress = _quiet,
+    *,
+    seed: int = 0,
+    peers: Peers | None = None,
+    odl_stats_s: float = odlsite.STATS_INTERVAL_S,
 ) -> Fabric:
     """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
     seeds the optical emulators' lock-time draws (the same seed, the same lock times);
-    ``peers`` says what plays the devices that have a real implementation."""
+    ``peers`` says what plays the devices that have a real implementation; ``odl_stats_s``
+    is the ODL emulator's statistics poll (ODL's default, 3 s)."""
     require_root_and_tools(*TOOLS)
     _check_emulated(topo)
     _check_name_free(topo.name)
@@ -102,7 +108,7 @@ def up(
     state.save()
     fab = Fabric(state=state)
     try:
-        targets, played = _build(topo, fab, progress, chosen)
+        targets, played = _build(topo, fab, progress, chosen, odl_stats_s)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
@@ -163,7 +169,7 @@ def _our_namespaces(name: str) -> list[str]:
 
 
 def _build(
-    topo: Topology, fab: Fabric, progress: Progress, peers: Peers
+    topo: Topology, fab: Fabric, progress: Progress, peers: Peers, odl_stats_s: float
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Make everything; returns the driver targets of switches that play other devices, and
     what plays the peers of the drivers that have one (driver kind -> description)."""
@@ -202,7 +208,8 @@ def _build(
         progress(f"their tool: {played['hp_dpctl']}")
     if odl:
         progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
-        targets |= odlsite.start(state, fab.ovs, odl, mgmt.addresses(state.name)[0])
+        root_side = mgmt.addresses(state.name)[0]
+        targets |= odlsite.start(state, fab.ovs, odl, root_side, stats_s=odl_stats_s)
         progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
         odlsite.install_baseline(state, topo, odl, targets)
     if ryu:

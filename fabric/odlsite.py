@@ -39,16 +39,22 @@ def password_file(state: FabricState) -> Path:
 
 
 def start(
-    state: FabricState, ovs: OvsInstance, switches: list[Switch], root_side: IPv4Address
+    state: FabricState,
+    ovs: OvsInstance,
+    switches: list[Switch],
+    root_side: IPv4Address,
+    *,
+    stats_s: float = STATS_INTERVAL_S,
 ) -> dict[str, str]:
-    """Start the emulator, connect the switches to it; returns each switch's driver target
-    (``odl:http://127.0.0.1:PORT``) once the emulator reports them connected."""
+    """Start the emulator (statistics poll every ``stats_s``), connect the switches to it;
+    returns each switch's driver target (``odl:http://127.0.0.1:PORT``) once the emulator
+    reports them connected."""
     secret = password_file(state)
     secret.touch(mode=0o600)
     secret.write_text(secrets.token_urlsafe(18) + "\n")
     args = ["--listen", "127.0.0.1:0", "--openflow", f"{root_side}:0"]
     args += ["--user", USER, "--password-file", str(secret)]
-    args += ["--stats-interval-s", str(STATS_INTERVAL_S)]
+    args += ["--stats-interval-s", f"{stats_s:g}"]
     ports = json.loads(daemons.start(state.dir, "odl", MODULE, args))
     for s in switches:
         ovs.vsctl(

@@ -116,10 +116,13 @@ def run_client(
     bind: str | None = None,
     connect_timeout_s: float = 3.0,
     window_bytes: int | None = None,
+    congestion: str | None = None,
 ) -> IperfResult:
     """Run ``iperf3 -c HOST -J`` (in ``netns`` if given) to completion and parse its result.
 
     ``duration_s`` is whole seconds: iperf3 reads ``-t`` as an integer and 0 runs forever.
+    ``congestion`` is the sender's TCP congestion control (``-C``; root may name any the
+    kernel has, whatever the namespace's default).
     """
     if isinstance(duration_s, bool) or not isinstance(duration_s, int) or duration_s < 1:
         raise IperfError(f"iperf3 runs whole seconds (>= 1), not {duration_s!r}")
@@ -130,6 +133,7 @@ def run_client(
         *(["-b", str(bitrate_bps)] if bitrate_bps is not None else []),
         *(["-B", bind] if bind else []),
         *(["-w", str(window_bytes)] if window_bytes is not None else []),
+        *(["-C", congestion] if congestion else []),
     ]
     cmd = in_netns(netns, argv)
     timeout = duration_s + connect_timeout_s + 10.0
@@ -238,6 +242,7 @@ def run_iperf(
     interval_s: float = 1.0,
     server_netns: str | None = None,
     client_netns: str | None = None,
+    congestion: str | None = None,
 ) -> IperfResult:
     """Start a server on ``server:port`` (in ``server_netns``), run one client test to it (from
     ``client_netns``), stop the server, return the client's result."""
@@ -250,6 +255,7 @@ def run_iperf(
             bitrate_bps=bitrate_bps,
             interval_s=interval_s,
             netns=client_netns,
+            congestion=congestion,
         )
 
 

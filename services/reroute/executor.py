@@ -99,10 +99,11 @@ LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for 
 class LockWatch:
     """The lock ports as seen since the circuits changed: a port of a packet switch counts
     as locked once it has been seen down since then and is up (a port the optical switch
-    reads itself, by its power monitors, once it is up: ``Executor._reads_light``). A receiver still lit by the old circuit reads
-    up until its switch notices the change (OVS tells tens of ms later on a busy machine),
-    and an up read then is not the new circuit's light. ``eventful``: the changes come as
-    events (listened to from before the circuits step), else only from reads."""
+    reads itself, by its power monitors, once it is up: ``Executor._reads_light``). A
+    receiver still lit by the old circuit reads up until its switch notices the change
+    (OVS tells tens of ms later on a busy machine), and an up read then is not the new
+    circuit's light. ``eventful``: the changes come as events (listened to from before the
+    circuits step), else only from reads."""
 
     def __init__(self, eventful: bool) -> None:
         self.eventful = eventful

@@ -1,6 +1,7 @@
 """``reroute experiment run`` end to end at quick scale, one test per experiment: the real
 command line on the real fabric, judged by its raw files, its report and the numbers in them.
-ost-vs-mbb is also interrupted (SIGINT) after its first repetition and resumed."""
+ost-vs-mbb is also interrupted (SIGINT) after its first repetition and resumed, and its
+report written again from raw/ alone."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from experiments import impulse_analysis as ia
 from experiments.bandwidth_steering import rate_around
 from experiments.mptcp import mptcp_missing, phase_mbps, stalled_ms
+from experiments.runner import every_raw
 from tests.e2e.conftest import ROOT, leftovers, reroute
 from tests.unit.experiments.test_reports import raw as made_up
 
@@ -24,7 +26,7 @@ CLI = [sys.executable, "-m", "services.reroute.cli"]
 
 
 def _raws(out: Path) -> dict[str, dict[str, Any]]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "raw").glob("*.json"))}
+    return {k: dict(v) for k, v in every_raw(out).items()}
 
 
 def _interrupt_after_first(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -33,7 +35,7 @@ def _interrupt_after_first(out: Path, *args: str) -> subprocess.CompletedProcess
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )
     deadline = time.monotonic() + 120
-    while not list((out / "raw").glob("*.json")):
+    while not list((out / "raw").glob("*.json.gz")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.2)
     time.sleep(1.0)  # into the second repetition
@@ -67,16 +69,31 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     for r in bbm:  # dark for switching + lock; TCP stalls at least as long
         assert r["timing"]["dark_ms"] - 5 <= r["udp"]["longest_gap_ms"], r["udp"]
         assert r["udp"]["lost"] > 0 and r["tcp"]["stalled_ms"] >= 500, r["tcp"]
+        cap = r["capture"]  # the seed's metrics, from the packets: no data, then resent
+        assert cap["longest_gap_ms"] >= r["timing"]["dark_ms"] - 5, cap
+        assert cap["retransmitted"] > 0 and cap["rtt_during_max_ms"] > 300, cap
     for r in mbb:  # hitless but for what the busy fabric dropped by itself
         assert r["udp"]["lost"] <= r["fabric_drops"], r["udp"]
         assert r["timing"]["new_path_ms"] >= r["timing"]["dark_ms"], r["timing"]
+        cap = r["capture"]
+        assert cap["retransmitted"] <= r["fabric_drops"] and cap["longest_gap_ms"] < 200, cap
+    for i in (1, 2, 3):  # a pair meets one lock time
+        assert raws[f"bbm-0{i}"]["timing"]["lock_ms"] == raws[f"mbb-0{i}"]["timing"]["lock_ms"]
     assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
         r["udp"]["longest_gap_ms"] for r in bbm
     )
     report = (out / "report.md").read_text()
-    assert "| unavailability = longest gap (ms) |" in report and "| 3 | 598 | 121 |" in report
-    for png in ("unavailability_cdf.png", "throughput_typical.png", "lock_times.png"):
+    assert "longest gap in vm3's TCP data (ms)** [capture] |" in report
+    assert "| 3 | 598 | 121 |" in report
+    for png in ("fig4_15_unavailability.png", "fig4_12_throughput.png", "fig4_2_lock_times.png"):
         assert (out / png).stat().st_size > 10_000
+
+    # the report again from raw/ alone, elsewhere, without a fabric: the same tables
+    again = reroute("experiment", "report", str(out), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    redone = (tmp_path / "again" / "report.md").read_text()
+    assert redone.split("## Per run")[1] == report.split("## Per run")[1]
+    assert (tmp_path / "again" / "tables" / "01-per-run-bbm-vs-mbb.csv").exists()
 
 
 @pytest.mark.fabric
@@ -99,7 +116,8 @@ def test_ost_vs_mbb_through_dpctl_switches_beside_the_ovs_runs(tmp_path: Path) -
     raws = _raws(out)
     assert sorted(raws) == ["dpctl-bbm-01", "dpctl-mbb-01", "mbb-01"]
     bbm, mbb = raws["dpctl-bbm-01"], raws["dpctl-mbb-01"]
-    assert bbm["params"]["backend"] == mbb["params"]["backend"] == "dpctl"
+    assert bbm["backend"] == mbb["backend"] == "dpctl"
+    assert bbm["params"]["lock_ms"] == mbb["params"]["lock_ms"]  # the pair met one lock time
     assert mbb["udp"]["lost"] <= mbb["fabric_drops"], mbb["udp"]
     assert mbb["udp"]["longest_gap_ms"] < bbm["udp"]["longest_gap_ms"], (mbb["udp"], bbm["udp"])
     report = (out / "report.md").read_text()
@@ -167,6 +185,7 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     for r in raws.values():
         assert phase_mbps(r, "before") > 0, r["series_mbps"]
         assert r["subflows"] == (2 if r["proto"] == "mptcp" else 1)
+        assert len(r["cwnd"]) == r["subflows"], r["cwnd"].keys()  # ss -ti of each subflow
     # the second subflow's path stays up: MPTCP carries on through the failure, TCP stalls
     mptcp, tcp = raws["fail-10s-mptcp-01"], raws["fail-10s-tcp-01"]
     assert phase_mbps(mptcp, "during") > 0, mptcp["series_mbps"]

@@ -10,7 +10,7 @@ import pytest
 
 from experiments import impulse_analysis as ia
 from experiments.impulse_response import ImpulseResponse, by_config
-from experiments.runner import Options
+from tests.unit.experiments.helpers import opts, report_text
 
 
 def _train(dips: list[tuple[float, float]], *, n_samples: int = 160) -> dict[str, Any]:
@@ -68,11 +68,14 @@ def test_report_covers_every_backend_in_raw(tmp_path: Path) -> None:
     exp = ImpulseResponse()
     trains = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "raw").glob("*.json")}
     assert list(by_config(trains)) == ["dpctl-path", "dpctl-rtt", "odl-path", "odl-rtt"]
-    text = exp.report(Options(backend="dpctl", quick=True), {}, tmp_path)
+    text = report_text(exp, tmp_path)
     assert "| dpctl-path | A |" in text and "| odl-rtt | D |" in text
     assert "| odl-path | C |" in text
-    assert "- rtt (D vs dpctl rtt): over 9 pairs, mean 2.20" in text
-    assert "- path (C vs dpctl path): over 9 pairs, mean 1.00" in text
+    # ODL - dpctl over independent impulses (3 and 3 each: the interval is degenerate here)
+    assert "| rtt: ODL (D) - dpctl (-) | 3 / 3 | 2.20 [2.20, 2.20] |" in text
+    assert "| path: ODL (C) - dpctl (A) | 3 / 3 | 1.00 [1.00, 1.00] |" in text
+    assert "n < 10" in text  # said in words
+    assert "ODL restored TCP later than dpctl by 1.00 s" in text
     for png in (
         "impulse_single",
         "impulse_means",
@@ -83,8 +86,18 @@ def test_report_covers_every_backend_in_raw(tmp_path: Path) -> None:
 
 def test_plan_names_a_train_per_configuration() -> None:
     exp = ImpulseResponse()
-    keys = [r.key for r in exp.plan(Options(backend="dpctl", quick=True))]
+    keys = [r.key for r in exp.plan(opts("impulse-response", backend="dpctl", quick=True))]
     assert keys == ["dpctl-path-01", "dpctl-rtt-01"]
-    full = exp.plan(Options(backend="odl", runs=2))
+    full = exp.plan(opts("impulse-response", "runs=2", backend="odl"))
     assert [r.key for r in full] == ["odl-path-01", "odl-path-02", "odl-rtt-01", "odl-rtt-02"]
     assert full[2].params == {"degradation": "rtt", "extra_flows": 0, "n": 10, "period_s": 15.0}
+    seeds = exp.plan(
+        opts("impulse-response", "period_s=50", "period_s_by_backend={}",
+             "n_by_config={dpctl-path: 100}", backend="dpctl")
+    )  # fmt: skip
+    assert [(r.key, r.params["n"], r.params["period_s"]) for r in seeds] == [
+        ("dpctl-path-01", 100, 50.0),
+        ("dpctl-rtt-01", 10, 50.0),
+    ]
+    local = exp.plan(opts("impulse-response", backend="odl-local", quick=True))
+    assert [r.key for r in local] == ["odl-local-path-01"]

@@ -15,17 +15,17 @@ from drivers.odl.spec import OdlSpec
 from drivers.p4runtime.spec import P4RuntimeSpec
 from experiments.impulse_response import ImpulseResponse, by_config
 from experiments.impulse_train import (
-    FLOW,
     INJECTOR_ELECTION,
     Train,
     extra_rules,
+    flow,
     injector_inventory,
     missing_rules,
 )
-from experiments.runner import Options
 from services.reroute.inventory import Inventory
 from services.reroute.model import FlowSpec
 from services.reroute.topology import load_topology
+from tests.unit.experiments.helpers import opts, report_text
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -50,7 +50,9 @@ def _train(dips: int, zero_s: float, *, extra: int) -> dict[str, Any]:
 
 def test_extra_flows_are_distinct_off_the_measured_one_and_fit_openflow10() -> None:
     topo = load_topology(ROOT / "topologies" / "two-site-dpctl.yaml")
-    flows = Train(degradation="path", n=1, period_s=1, extra_flows=100).flows()
+    flows = Train(degradation="path", n=1, period_s=1, extra_flows=100).flows(topo)
+    FLOW = flow(topo)
+    assert FLOW == "10.10.0.1>10.10.0.2"
     assert flows[0] == FLOW and len(set(flows)) == 101
     rules = extra_rules(topo, flows[1:])
     assert sorted(rules) == ["sw1", "sw2"]
@@ -95,7 +97,7 @@ def test_the_injector_has_its_own_higher_p4runtime_election_id_and_trusts_odl(
 
 def test_plan_and_report_of_the_extra_flows_variant(tmp_path: Path) -> None:
     exp = ImpulseResponse()
-    plan = exp.plan(Options(backend="dpctl+100"))
+    plan = exp.plan(opts("impulse-response", backend="dpctl+100"))
     assert [r.key for r in plan] == ["dpctl+100-path-01"]
     assert plan[0].params == {"degradation": "path", "extra_flows": 100, "n": 10, "period_s": 10.0}
     (tmp_path / "raw").mkdir()
@@ -104,8 +106,8 @@ def test_plan_and_report_of_the_extra_flows_variant(tmp_path: Path) -> None:
         (tmp_path / "raw" / f"{key}.json").write_text(json.dumps(doc))
     trains = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "raw").glob("*.json")}
     assert list(by_config(trains)) == ["dpctl-path", "dpctl+10-path"]
-    text = exp.report(Options(backend="dpctl+10", quick=True), {}, tmp_path)
-    assert "| dpctl+10-path | A, Fig. 11 | 1 | 3 |" in text
+    text = report_text(exp, tmp_path)
+    assert "| dpctl+10-path | A+10 | 1 | 3 |" in text
     assert text.split("| dpctl+10-path |")[1].split("\n")[0].endswith("| 0 | 0 |")
     assert "impulse_extra_flows.png" in text
     assert (tmp_path / "impulse_extra_flows.png").stat().st_size > 5_000
@@ -116,7 +118,7 @@ def test_figure_11_needs_two_configurations_and_failed_injections_count(tmp_path
     doc = _train(2, 0.3, extra=100)
     doc["impulses"][1]["inject_error"] = "sw1: election id 10 is in use"
     (tmp_path / "raw" / "dpctl+100-path-01.json").write_text(json.dumps(doc))
-    text = ImpulseResponse().report(Options(backend="dpctl+100"), {}, tmp_path)
+    text = report_text(ImpulseResponse(), tmp_path)
     assert "Needs trains of dpctl and dpctl+10 or dpctl+100" in text
     assert text.split("| dpctl+100-path |")[1].split("\n")[0].endswith("| 0 | 1 |")
     assert not (tmp_path / "impulse_extra_flows.png").exists()

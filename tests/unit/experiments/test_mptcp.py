@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from experiments import mptcp
+from experiments import cwnd, mptcp
 from experiments.mptcp import Mptcp, phase_mbps, stalled_ms
-from experiments.runner import Options, Skipped
+from experiments.runner import Skipped
+from tests.unit.experiments.helpers import opts, report_text
 
 
 def _raw(case: str, proto: str, during: float) -> dict[str, Any]:
@@ -27,17 +28,21 @@ def _raw(case: str, proto: str, during: float) -> dict[str, Any]:
         "down_s": 3.0,
         "up_s": 4.0,
         "stream_s": 6.0,
+        "kind": "reroute" if case == "mbb-reroute" else "link-down",
+        "cwnd": {"10.0.0.2:40000>10.0.0.3:5601": [[0.1, 10, 0.5], [3.5, 2, 200.0]]},
     }
 
 
 def test_plan_has_every_case_for_both_protocols() -> None:
-    keys = [r.key for r in Mptcp().plan(Options(quick=True))]
+    keys = [r.key for r in Mptcp().plan(opts("mptcp", quick=True))]
     assert keys == [
         f"{c}-{p}-01" for c in ("fail-10s", "fail-100ms", "mbb-reroute") for p in ("mptcp", "tcp")
     ]
-    full = Mptcp().plan(Options())
-    assert len(full) == 3 * 2 * mptcp.FULL_RUNS
+    full = Mptcp().plan(opts("mptcp"))
+    assert len(full) == 3 * 2 * 3
     assert {r.params["stream_s"] for r in full if r.params["case"] == "fail-10s"} == {30.0}
+    quick = Mptcp().plan(opts("mptcp", quick=True))  # quick merges into the full case
+    assert {r.params["fail_s"] for r in quick if r.params["case"] == "fail-100ms"} == {0.1}
 
 
 def test_goodput_phases() -> None:
@@ -55,13 +60,32 @@ def test_report_has_a_table_and_plot_per_case(tmp_path: Path) -> None:
         for c in ("fail-10s", "fail-100ms", "mbb-reroute")
         for p in ("mptcp", "tcp")
     }
-    text = Mptcp().report(Options(quick=True), raws, tmp_path)
+    text = report_text(Mptcp(), tmp_path, raws)
     for case in ("fail-10s", "fail-100ms", "mbb-reroute"):
         assert f"## {case}" in text and (tmp_path / f"mptcp_{case}.png").exists()
     assert "goodput during the failure (Mbit/s)" in text
+    assert "MPTCP carried on where single-path TCP stalled" in text
+
+
+def test_congestion_windows_from_ss() -> None:
+    out = [
+        "@@ 1000.50",
+        "ESTAB 0 0 10.0.0.2:40000 10.0.0.3:5601",
+        "\t cubic wscale:7,7 rto:204 rtt:0.41/0.1 mss:1448 cwnd:10 bytes_sent:100",
+        "0 0 10.0.0.12:40001 10.0.0.3:5601",
+        "\t cubic rto:204 rtt:1.5/0.3 cwnd:4 ssthresh:7",
+        "@@ 1000.60",
+        "ESTAB 0 0 10.0.0.2:40000 10.0.0.3:5601",
+        "\t cubic rto:408 rtt:2/1 cwnd:1",
+    ]
+    series = cwnd.parse(out, 1000.0)
+    assert series == {
+        "10.0.0.2:40000>10.0.0.3:5601": [[0.5, 10, 0.41], [0.6, 1, 2.0]],
+        "10.0.0.12:40001>10.0.0.3:5601": [[0.5, 4, 1.5]],
+    }
 
 
 def test_without_mptcp_the_session_is_skipped_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mptcp, "mptcp_missing", lambda: "the kernel has no MPTCP")
     with pytest.raises(Skipped, match="the kernel has no MPTCP"):
-        Mptcp().session(Options(quick=True), print, seed=0)
+        Mptcp().session(opts("mptcp", quick=True), print, seed=0)

@@ -10,9 +10,9 @@ import pytest
 
 from experiments.bandwidth_steering import BandwidthSteering, rate_around
 from experiments.ost_vs_mbb import OstVsMbb
-from experiments.ostbench import parse_ping, rtt_summary
+from experiments.ostbench import paired_lock_ms, parse_ping, rtt_summary
 from experiments.rto_sweep import RtoSweep, backoff_ms, model_ms, recovery_ms
-from experiments.runner import Options
+from tests.unit.experiments.helpers import opts, report_text
 
 
 def raw(
@@ -53,7 +53,33 @@ def raw(
             "during_replies": 70,
             "expected_replies": 75,
         },
+        "capture": capture(gap, retransmitted=10 if gap > 100 else 0),
         **extra,
+    }
+
+
+def capture(gap: float, *, retransmitted: int) -> dict[str, Any]:
+    """What capture.analyse makes of a stream that stopped for ``gap`` ms at the request."""
+    rx = [100.0] * 100 + [0.0] * int(gap // 10) + [100.0] * 200
+    return {
+        "segments_sent": 1000,
+        "retransmitted": retransmitted,
+        "retransmitted_pct": retransmitted / 10,
+        "segments_received": 1000 - retransmitted,
+        "lost": retransmitted,
+        "lost_pct": retransmitted / 10,
+        "longest_gap_ms": gap,
+        "gap_at_ms": 20.0,
+        "rtt_before_median_ms": 0.5,
+        "rtt_during_max_ms": gap + 1,
+        "rtt_samples": 900,
+        "capture_dropped": {"sender": 0, "receiver": 0},
+        "trace": {
+            "bin_ms": 10.0,
+            "request_ms": 1000.0,
+            "rx_mbps": rx,
+            "rtt_max_ms": [0.5] * 100 + [None] * int(gap // 10) + [gap + 1] + [0.5] * 199,
+        },
     }
 
 
@@ -62,26 +88,40 @@ def test_ost_vs_mbb_report_has_its_tables_and_plots(tmp_path: Path) -> None:
     for i in range(1, 4):
         raws[f"bbm-0{i}"] = raw("bbm", f"bbm-0{i}", gap=800.0 + i, lock=550.0 + 50 * i)
         raws[f"mbb-0{i}"] = raw("mbb", f"mbb-0{i}", gap=2.0 + i)
-    text = OstVsMbb().report(Options(quick=True), raws, tmp_path)
-    assert "| unavailability = longest gap (ms) | 802.0 [801.0, 803.0] |" in text
+    text = report_text(OstVsMbb(), tmp_path, raws)
+    unavailability = "| **TCP unavailability: longest gap in vm3's TCP data (ms)** [capture] |"
+    assert f"{unavailability} 802.0 [801.0, 803.0] |" in text
     assert "| 3 | 598 | 121 |" in text  # n and seed 003 beside each other
-    assert "| p75 | 638 | 786 |" in text  # drawn lock times vs Table 4.3
-    for png in ("unavailability_cdf.png", "throughput_typical.png", "lock_times.png"):
+    assert "| UDP probe: longest gap (ms) [ours] | 802.0" in text  # ours, the seed's in ()
+    assert "| 3 | (598) | (121) |" in text
+    assert "| p75 | 638 | 786 |" in text  # the lock times met vs Table 4.3
+    assert "Make-before-break cut TCP's unavailability from 802 ms to 4 ms" in text
+    assert "*RTT max (ping)* counts answered pings only" in text  # the row that reads backwards
+    assert "n < 10" in text
+    for png in ("fig4_15_unavailability.png", "fig4_14_loss.png", "fig4_12_throughput.png",
+                "fig4_13_rtt.png", "fig4_2_lock_times.png"):  # fmt: skip
         assert (tmp_path / png).stat().st_size > 10_000, png
         assert f"]({png})" in text
 
 
 def test_ost_vs_mbb_interleaves_its_strategies() -> None:
-    keys = [r.key for r in OstVsMbb().plan(Options(quick=True))]
+    plan = OstVsMbb().plan(opts("ost-vs-mbb", quick=True))
+    keys = [r.key for r in plan]
     assert keys == ["bbm-01", "mbb-01", "bbm-02", "mbb-02", "bbm-03", "mbb-03"]
-    assert len(OstVsMbb().plan(Options())) == 40
-    assert len(OstVsMbb().plan(Options(runs=5, quick=True))) == 10
+    # a pair meets one lock time, drawn from Table 4.3 for its index whatever ran before
+    assert plan[0].params["lock_ms"] == plan[1].params["lock_ms"] == paired_lock_ms(0, 1)
+    assert plan[2].params["lock_ms"] != plan[0].params["lock_ms"]
+    assert 529 <= paired_lock_ms(0, 1) <= 834
+    assert len(OstVsMbb().plan(opts("ost-vs-mbb"))) == 40
+    assert len(OstVsMbb().plan(opts("ost-vs-mbb", "runs=5", quick=True))) == 10
+    fixed = OstVsMbb().plan(opts("ost-vs-mbb", "lock=700", quick=True))
+    assert {r.params["lock_ms"] for r in fixed} == {700.0}
 
 
 def test_ost_vs_mbb_backends_share_one_out_and_one_report(tmp_path: Path) -> None:
     """Each backend's runs keep their own keys in one ``--out``; the report reads them all
     from ``raw/`` and puts each backend's table and a side-by-side one in."""
-    keys = [r.key for r in OstVsMbb().plan(Options(quick=True, backend="dpctl"))]
+    keys = [r.key for r in OstVsMbb().plan(opts("ost-vs-mbb", quick=True, backend="dpctl"))]
     assert keys[:2] == ["dpctl-bbm-01", "dpctl-mbb-01"]
     assert OstVsMbb().backends[0] == "ovs" and "p4runtime" in OstVsMbb().backends
     (tmp_path / "raw").mkdir()
@@ -89,15 +129,15 @@ def test_ost_vs_mbb_backends_share_one_out_and_one_report(tmp_path: Path) -> Non
         for i in (1, 2):
             for strategy, g in (("bbm", 700.0), ("mbb", gap)):
                 key = f"{prefix}{strategy}-0{i}"
-                doc = raw(strategy, key, gap=g + i, params={"backend": backend})
+                doc = raw(strategy, key, gap=g + i, params={"pair": i}, backend=backend)
                 (tmp_path / "raw" / f"{key}.json").write_text(json.dumps(doc))
-    text = OstVsMbb().report(Options(quick=True, backend="dpctl"), {}, tmp_path)
+    text = report_text(OstVsMbb(), tmp_path)
     assert "## Per run, BBM vs MBB: backend ovs (`topologies/ngncs-ost.yaml`)" in text
     assert "## Per run, BBM vs MBB: backend dpctl (`topologies/ngncs-ost-dpctl.yaml`)" in text
     side = text.split("## Backends side by side")[1]
     assert "| ovs | `ngncs-ost.yaml` | 3.5 [3.0, 4.0] (n = 2) |" in side
     assert "| dpctl | `ngncs-ost-dpctl.yaml` | 10.5 [10.0, 11.0] (n = 2) |" in side
-    assert (tmp_path / "unavailability_cdf.png").stat().st_size > 10_000
+    assert (tmp_path / "fig4_15_unavailability.png").stat().st_size > 10_000
 
 
 def test_tcp_backoff_model() -> None:
@@ -123,13 +163,18 @@ def test_rto_sweep_report(tmp_path: Path) -> None:
     for s, rto in (("bbm", 200), ("bbm", 800), ("bbm", 900), ("bbm", 2000), ("mbb", 200)):
         doc = raw(s, f"{s}-{rto}", gap=800.0, rto_min_ms=rto)
         raws[doc["key"]] = doc | {"recovery_ms": recovery_ms(doc)}
-    text = RtoSweep().report(Options(quick=True), raws, tmp_path)
-    assert "| BBM rto_min 900 | 800 [800, 800] | 800 / 800 | 0 | 1 | 940 |" in text
+    text = report_text(RtoSweep(), tmp_path, raws)
+    assert "| BBM rto_min 900 | 800 [800, 800] | 800 / 800 | 0 | 1 | 940 | 1: 1/1 |" in text
+    assert "| BBM rto_min 200 |" in text.split("| BBM rto_min 800 |")[0]  # by rto_min
     assert (tmp_path / "rto_resume.png").exists() and (tmp_path / "rto_throughput.png").exists()
-    assert [r.key for r in RtoSweep().plan(Options(quick=True))][:2] == [
+    assert [r.key for r in RtoSweep().plan(opts("rto-sweep", quick=True))][:2] == [
         "bbm-rto200-01",
         "bbm-rto800-01",
     ]
+    seeds = RtoSweep().plan(opts("rto-sweep", "runs_at={900: 10}"))
+    per = {c: sum(r.params["rto_min_ms"] == c[1] and r.params["strategy"] == c[0] for r in seeds)
+           for c in (("bbm", 800), ("bbm", 900), ("bbm", 2000), ("mbb", 200))}  # fmt: skip
+    assert per == {("bbm", 800): 5, ("bbm", 900): 10, ("bbm", 2000): 5, ("mbb", 200): 5}
 
 
 PING = """\
@@ -159,8 +204,13 @@ def test_bandwidth_steering_report_shows_both_streams(tmp_path: Path) -> None:
         doc = raw(s, f"{s}-01", gap=gap, tcp_loss_pct=1.0)
         bystander = {"tcp": dict(doc["tcp"]), "tcp_loss_pct": 3.0, "tcp_offset_ms": 2000.0}
         raws[doc["key"]] = doc | {"bystander": bystander}
-    text = BandwidthSteering().report(Options(quick=True), raws, tmp_path)
-    assert "| both: TCP loss = retransmitted / sent (%) | 2.00 [2.00, 2.00] | 1 |" in text
+    text = report_text(BandwidthSteering(), tmp_path, raws)
+    # the seed's steered-stream numbers beside the steered stream's, from the capture
+    steered = "| **steered: retransmitted / sent (%)** [capture] | 1.00 [1.00, 1.00] | 1 |"
+    assert f"{steered} 0.00 [0.00, 0.00] | 1 | 1.28 | 0.44 |" in text
+    assert (
+        "| both streams' mean retransmitted / sent (%) [iperf3] | 2.00 [2.00, 2.00] | 1 |" in text
+    )
     assert "| not steered: Mbit/s before | 100 [100, 100] | 1 |" in text
     assert (tmp_path / "steering_throughput.png").stat().st_size > 10_000
 

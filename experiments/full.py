@@ -1,0 +1,265 @@
+"""``reroute experiment full`` (``make experiments-full``): every experiment at the seeds'
+sample sizes, one after the other, resumable, with progress and the total time.
+
+The plan (``experiments/configs/full.yaml``) lists entries: an experiment, its backend, the
+directory under ``--out`` it writes, and the parameters that give it the seed's sample
+sizes (``set``). Each entry is an ordinary ``reroute experiment run`` into its directory, so
+running the plan again runs only what is missing. ``--quick`` runs every entry at its quick
+scale instead (a smoke run; with ``--set runs=1`` the smallest). The numbers to publish
+must come from one clean commit: the plan refuses a modified tree, and a directory that
+holds runs of another commit, unless ``--allow-dirty``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from experiments import catalog
+from experiments.config import DIR, read
+from experiments.envinfo import git_head
+from experiments.runner import (
+    Progress,
+    Rep,
+    Skipped,
+    duration,
+    every_raw,
+    options,
+    raw_exists,
+    run,
+)
+from services.reroute.errors import ConfigError
+
+PLAN = DIR / "full.yaml"
+SESSION_S = 15.0  # a fabric up and down
+# seconds a repetition spends beyond its own stream (capture analysis, the reroute back,
+# process starts), measured on the 2-core machine of experiments/README.md
+OVERHEAD_S = {  # a repetition's wall_s beyond its own traffic, measured in quick runs here
+    "ost-vs-mbb": 2.5,  # 2.0-2.2 s at load ~1.5, ~3.5 s at load 3 (the reroute back included)
+    "rto-sweep": 2.5,
+    "bandwidth-steering": 2.0,
+    "lock-sweep": 2.5,
+    "switching-delay": 1.5,
+    "data-rate-sweep": 2.5,
+    "mptcp": 0.5,
+    "mptcp-bdp": 0.5,
+    "impulse-response": 8.0,  # a fabric per train: 3.6 s median, ODL's up to 16 s
+    "odl-poll-sweep": 10.0,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One experiment run of the plan."""
+
+    experiment: str
+    out: str
+    backend: str | None = None
+    set: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_plan(path: Path | None = None) -> list[Entry]:
+    """The entries of a plan file; ConfigError naming the file and entry at fault."""
+    path = path or PLAN
+    doc = read(path)
+    entries = doc.get("entries")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: expected `entries:`, a list of experiment runs")
+    plan = []
+    for i, e in enumerate(entries, start=1):
+        if not isinstance(e, dict) or set(e) - {"experiment", "out", "backend", "set"}:
+            raise ConfigError(f"{path}: entry {i}: keys are experiment, out, backend, set")
+        if e.get("experiment") not in catalog.EXPERIMENTS:
+            known = ", ".join(catalog.EXPERIMENTS)
+            raise ConfigError(f"{path}: entry {i}: no experiment {e.get('experiment')!r} ({known})")
+        plan.append(
+            Entry(
+                experiment=e["experiment"],
+                out=str(e.get("out") or e["experiment"]),
+                backend=e.get("backend"),
+                set=dict(e.get("set") or {}),
+            )
+        )
+    return plan
+
+
+def _sets(entry: Entry, quick: bool, extra: Sequence[str]) -> list[str]:
+    """``--set`` items of an entry (JSON values, which YAML reads) and the plan's own."""
+    own = [] if quick else [f"{k}={json.dumps(v)}" for k, v in entry.set.items()]
+    return [*own, *extra]
+
+
+def rep_seconds(name: str, params: Mapping[str, Any], cfg: Mapping[str, Any]) -> float:
+    """A repetition's expected wall time: its traffic's length and the overhead measured."""
+    over = OVERHEAD_S.get(name, 5.0)
+    if "period_s" in params and "n" in params:
+        return 3 + float(params["n"]) * float(params["period_s"]) + 1 + over
+    if "stream_s" in params:
+        return float(params["stream_s"]) + over
+    if "tcp_s" in params:
+        return float(params["tcp_s"]) + over
+    if name == "switching-delay":
+        return float(cfg.get("probe_s", 2)) + over
+    return float(cfg.get("tcp_s", 7)) + over
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    entry: Entry
+    reps: list[Rep]
+    done: int
+    estimate_s: float  # of the repetitions still to run
+
+
+def _planned(
+    plan: Sequence[Entry], out: Path, *, quick: bool, sets: Sequence[str], seed: int
+) -> list[Planned]:
+    found = []
+    for e in plan:
+        exp = catalog.get(e.experiment)
+        opts = options(
+            exp, backend=e.backend, quick=quick, seed=seed, config=None, sets=_sets(e, quick, sets)
+        )
+        reps = exp.plan(opts)
+        cfg = opts.config.model_dump()
+        todo = [r for r in reps if not raw_exists(out / e.out, r.key)]
+        estimate = sum(rep_seconds(e.experiment, r.params, cfg) for r in todo)
+        found.append(
+            Planned(
+                entry=e,
+                reps=reps,
+                done=len(reps) - len(todo),
+                estimate_s=estimate + (SESSION_S if todo else 0.0),
+            )
+        )
+    return found
+
+
+def _check_commit(out: Path, allow_dirty: bool) -> str | None:
+    head = git_head()
+    if allow_dirty:
+        return head
+    if head is None or head.endswith("-dirty"):
+        raise ConfigError(
+            f"the tree is modified ({head}): results to publish come from one clean commit;"
+            " commit first, or --allow-dirty for a run that will not be published"
+        )
+    made = {str(r.get("git")) for d in sorted(out.glob("*/")) for r in every_raw(d).values()}
+    other = made - {head, "None"}
+    if other:
+        raise ConfigError(
+            f"{out} holds runs of commit(s) {', '.join(sorted(other))}, the tree is at {head}:"
+            " check that commit out to finish them, or use another --out"
+        )
+    return head
+
+
+def run_all(
+    plan: Sequence[Entry],
+    out: Path,
+    *,
+    quick: bool,
+    sets: Sequence[str],
+    seed: int,
+    dry_run: bool,
+    allow_dirty: bool,
+    progress: Callable[[int, int], AbstractContextManager[Progress]],
+) -> int:
+    """Run (or with ``dry_run`` only show) the plan into ``out``; the exit code."""
+    planned = _planned(plan, out, quick=quick, sets=sets, seed=seed)
+    total = sum(p.estimate_s for p in planned)
+    _show(planned, total)
+    if dry_run:
+        return 0
+    head = _check_commit(out, allow_dirty or quick)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    log: list[dict[str, Any]] = []
+    for i, p in enumerate(planned, start=1):
+        e = p.entry
+        exp = catalog.get(e.experiment)
+        opts = options(
+            exp, backend=e.backend, quick=quick, seed=seed, config=None, sets=_sets(e, quick, sets)
+        )
+        left = sum(q.estimate_s for q in planned[i - 1 :])
+        print(
+            f"== [{i}/{len(planned)}] {e.experiment} ({opts.backend}) -> {out / e.out}:"
+            f" {p.done}/{len(p.reps)} done, about {duration(left)} left in the plan",
+            flush=True,
+        )
+        argv = [
+            "reroute",
+            "experiment",
+            "run",
+            e.experiment,
+            "--backend",
+            opts.backend,
+            *(["--quick"] if quick else []),
+            *(a for s in _sets(e, quick, sets) for a in ("--set", s)),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out / e.out),
+        ]
+        t0 = time.monotonic()
+        try:
+            outcome = run(exp, opts, out / e.out, progress, argv=argv)
+        except Skipped as exc:
+            print(f"   skipped: {exc}", flush=True)
+            log.append({"entry": e.out, "experiment": e.experiment, "skipped": str(exc)})
+            continue
+        log.append(
+            {
+                "entry": e.out,
+                "experiment": e.experiment,
+                "backend": opts.backend,
+                "ran": outcome.ran,
+                "kept": outcome.kept,
+                "planned": outcome.planned,
+                "wall_s": round(time.monotonic() - t0, 1),
+            }
+        )
+        if outcome.interrupted:
+            print(
+                f"interrupted after {duration(time.monotonic() - started)}: the same command"
+                " runs the rest",
+                flush=True,
+            )
+            _write_log(out, head, log, time.monotonic() - started, quick)
+            return 130
+    wall = time.monotonic() - started
+    _write_log(out, head, log, wall, quick)
+    print(f"plan done in {duration(wall)} (estimated {duration(total)}); reports under {out}")
+    return 0
+
+
+def _show(planned: Sequence[Planned], total: float) -> None:
+    print("entry                        backend    repetitions  done  estimated")
+    for p in planned:
+        e = p.entry
+        print(
+            f"{e.out:28} {e.backend or '-':10} {len(p.reps):11} {p.done:5}"
+            f"  {duration(p.estimate_s)}"
+        )
+    print(f"total estimated: {duration(total)} (from the repetitions' lengths and overheads)")
+
+
+def _write_log(out: Path, head: str | None, log: list[Any], wall: float, quick: bool) -> None:
+    path = out / "full.json"
+    runs = json.loads(path.read_text())["runs"] if path.exists() else []
+    runs.append(
+        {
+            "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "git": head,
+            "quick": quick,
+            "wall_s": round(wall, 1),
+            "entries": log,
+        }
+    )
+    path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")

@@ -1,0 +1,229 @@
+"""Seed 003's metrics of a TCP stream from packet captures (tcpdump pcap files). Pure.
+
+Seed 003 (Table 4.6) captured the stream with tcpdump and measured, per stream: packet loss
+= segments retransmitted / segments sent, link unavailability = the longest time "where
+packets were not observed by the sniffer", RTT of the stream's packets, and throughput.
+Here the sender's capture (vm2) gives what left and the ACKs that came back, the
+receiver's (vm3) what arrived:
+
+- *unavailability*: the longest gap between data segments arriving at the receiver;
+- *retransmitted / sent*: data segments the sender sent again (a sequence number below the
+  highest one already sent) over every data segment it sent (a frame carrying several
+  segments, as the sender's capture may see before segmentation, counts as that many);
+- *lost*: data segments sent that never arrived (sender's count - receiver's count);
+- *RTT*: from a segment's first transmission to the first ACK that covers it (a segment sent
+  into a dark circuit counts its whole wait, as the seed's "hundreds of ms");
+- *throughput*: payload bytes arriving per bin.
+
+The pcap reader takes classic pcap (micro- or nanosecond timestamps, either byte order) of
+Ethernet frames carrying IPv4, which is what ``tcpdump -w`` writes on the hosts' veths.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
+ETHERNET, ETH_IPV4, TCP = 1, 0x0800, 6
+FIN, SYN, RST = 0x01, 0x02, 0x04
+
+
+class PcapError(ValueError):
+    """The file is not a capture this reader understands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """One TCP packet: wall time (s), addresses, ports, sequence and ack numbers, flags and
+    payload length (from the IP header: the capture may keep the headers only)."""
+
+    t: float
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    length: int
+
+
+def read_pcap(path: Path) -> Iterator[Packet]:
+    """The TCP/IPv4 packets of a classic pcap file (others skipped); PcapError if it is not
+    one."""
+    data = path.read_bytes()
+    if len(data) < 24:
+        raise PcapError(f"{path}: {len(data)} bytes, not a pcap file")
+    for order in ("<", ">"):
+        (magic,) = struct.unpack_from(f"{order}I", data, 0)
+        if magic in MAGIC:
+            break
+    else:
+        raise PcapError(f"{path}: not a classic pcap file (magic {data[:4].hex()})")
+    unit = MAGIC[magic]
+    (link,) = struct.unpack_from(f"{order}I", data, 20)
+    if link != ETHERNET:
+        raise PcapError(f"{path}: link type {link}, expected Ethernet (1)")
+    record = struct.Struct(f"{order}IIII")
+    at = 24
+    while at + 16 <= len(data):
+        sec, frac, caplen, _ = record.unpack_from(data, at)
+        frame = data[at + 16 : at + 16 + caplen]
+        at += 16 + caplen
+        pkt = _tcp(sec + frac * unit, frame)
+        if pkt is not None:
+            yield pkt
+
+
+def _tcp(t: float, frame: bytes) -> Packet | None:
+    if len(frame) < 14 + 20 + 20 or int.from_bytes(frame[12:14], "big") != ETH_IPV4:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    total = int.from_bytes(frame[16:18], "big")
+    if frame[23] != TCP or len(frame) < 14 + ihl + 20:
+        return None
+    src, dst = frame[26:30], frame[30:34]
+    tcp = 14 + ihl
+    sport, dport, seq, ack = struct.unpack_from("!HHII", frame, tcp)
+    offset = (frame[tcp + 12] >> 4) * 4
+    return Packet(
+        t=t,
+        src=".".join(map(str, src)),
+        dst=".".join(map(str, dst)),
+        sport=sport,
+        dport=dport,
+        seq=seq,
+        ack=ack,
+        flags=frame[tcp + 13],
+        length=max(0, total - ihl - offset),
+    )
+
+
+Flow = tuple[str, int, str, int]  # sender address, port, receiver address, port
+
+
+def data_flow(packets: Sequence[Packet], port: int) -> Flow | None:
+    """The connection to ``port`` that carried the most payload (iperf3's data connection,
+    not its control one), as (sender, sport, receiver, dport)."""
+    sizes: dict[Flow, int] = {}
+    for p in packets:
+        if p.dport == port and p.length:
+            flow = (p.src, p.sport, p.dst, p.dport)
+            sizes[flow] = sizes.get(flow, 0) + p.length
+    return max(sizes, key=lambda f: sizes[f]) if sizes else None
+
+
+def _forward(packets: Sequence[Packet], flow: Flow) -> list[Packet]:
+    src, sport, dst, dport = flow
+    return [p for p in packets if (p.src, p.sport, p.dst, p.dport) == (src, sport, dst, dport)]
+
+
+def _backward(packets: Sequence[Packet], flow: Flow) -> list[Packet]:
+    src, sport, dst, dport = flow
+    return [p for p in packets if (p.src, p.sport, p.dst, p.dport) == (dst, dport, src, sport)]
+
+
+def _relative(seq: int, isn: int) -> int:
+    return (seq - isn) & 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """The sender's side: data segments sent, how many again, and RTT samples (t, ms)."""
+
+    segments: int
+    retransmitted: int
+    rtt: tuple[tuple[float, float], ...]
+
+
+def mss(lengths: Sequence[int]) -> int:
+    """The segment size of a stream: its most common payload length (a capture on the
+    sender's interface may see several segments in one frame, segmented after the tap)."""
+    counts: dict[int, int] = {}
+    for n in lengths:
+        counts[n] = counts.get(n, 0) + 1
+    return max(counts, key=lambda n: (counts[n], n)) if counts else 1
+
+
+def segments(length: int, size: int) -> int:
+    """How many segments of ``size`` a payload of ``length`` is."""
+    return max(1, -(-length // size))
+
+
+def sender_side(packets: Sequence[Packet], flow: Flow, size: int | None = None) -> Sent:
+    """Segments sent and retransmitted, and RTT samples, from the sender's capture
+    (segments of ``size``, default the stream's own :func:`mss`)."""
+    data = [p for p in _forward(packets, flow) if p.length]
+    acks = [p for p in _backward(packets, flow) if p.flags & 0x10]
+    if not data:
+        return Sent(segments=0, retransmitted=0, rtt=())
+    size = size or mss([p.length for p in data])
+    isn = data[0].seq
+    ends: list[int] = []  # ends of segments in the order first sent (increasing)
+    first: list[float] = []  # their first transmission times
+    highest, again, sent = 0, 0, 0
+    for p in data:
+        seq = _relative(p.seq, isn)
+        end = seq + p.length
+        n = segments(p.length, size)
+        sent += n
+        if seq < highest:
+            again += n
+        if end > highest:
+            ends.append(end)
+            first.append(p.t)
+            highest = end
+    rtt = []
+    acked = 0
+    for a in acks:
+        ack = _relative(a.ack, isn)
+        if ack <= acked or ack > highest + 1:
+            continue
+        acked = ack
+        i = bisect.bisect_right(ends, ack) - 1
+        if i >= 0:
+            rtt.append((a.t, (a.t - first[i]) * 1000))
+    return Sent(segments=sent, retransmitted=again, rtt=tuple(rtt))
+
+
+def arrivals(packets: Sequence[Packet], flow: Flow) -> list[tuple[float, int]]:
+    """(time, payload bytes) of each data segment the receiver's capture saw arrive."""
+    return [(p.t, p.length) for p in _forward(packets, flow) if p.length]
+
+
+def longest_gap(times: Sequence[float], start: float, end: float) -> tuple[float, float] | None:
+    """The longest interval (s) between consecutive ``times`` inside [start, end], and when
+    it began; None with fewer than two times there."""
+    inside = [t for t in times if start <= t <= end]
+    if len(inside) < 2:
+        return None
+    gaps = ((b - a, a) for a, b in itertools.pairwise(inside))
+    return max(gaps)
+
+
+def binned(samples: Sequence[tuple[float, float]], t0: float, bin_s: float, n: int) -> list[float]:
+    """The sum of the samples' values per bin of ``bin_s`` from ``t0`` (``n`` bins)."""
+    out = [0.0] * n
+    for t, v in samples:
+        k = int((t - t0) // bin_s)
+        if 0 <= k < n:
+            out[k] += v
+    return out
+
+
+def binned_max(
+    samples: Sequence[tuple[float, float]], t0: float, bin_s: float, n: int
+) -> list[float | None]:
+    """The largest value per bin (None where a bin has none)."""
+    out: list[float | None] = [None] * n
+    for t, v in samples:
+        k = int((t - t0) // bin_s)
+        if 0 <= k < n:
+            cur = out[k]
+            out[k] = v if cur is None or v > cur else cur
+    return out
