@@ -198,7 +198,17 @@ class OvsDriver(Session):
                 files.server_name,
             )  # fmt: skip
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"{self.name}: its TLS files cannot be used: {exc}") from exc
+            named = ", ".join(
+                f"{k} {v}"
+                for k, v in (
+                    ("private_key", files.private_key),
+                    ("certificate", files.certificate),
+                    ("ca_certificate", files.ca_certificate),
+                )
+            )
+            raise ConfigError(
+                f"{self.name}: its TLS files ({named}) cannot be used: {exc}"
+            ) from exc
 
     def _check_dpid(self, dpid: int) -> None:
         want = self.expected_dpid

@@ -52,6 +52,10 @@ class Identity:
     firmware: str
     size: tuple[int, int] | None = None
 
+    def __str__(self) -> str:
+        """As a person reads it: ``Polatis N-VST-192x192-LA1, serial 001705, firmware 6.5.1.7``."""
+        return f"{self.vendor} {self.product}, serial {self.serial}, firmware {self.firmware}"
+
     @property
     def power_monitors(self) -> bool:
         """Whether the model has optical power monitors (``:PMON:POW?``): not the families

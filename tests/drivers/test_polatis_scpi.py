@@ -69,6 +69,9 @@ def test_parse_peer_identity_size_power() -> None:
         size=(192, 192),
     )
     assert scpi.parse_identity("Polatis,SERIES6000,1,2").size is None
+    assert str(scpi.parse_identity("Polatis,N-VST-16x16-LA1,001705,6.5.1.7")) == (
+        "Polatis N-VST-16x16-LA1, serial 001705, firmware 6.5.1.7"  # inventory check's line
+    )
     assert scpi.parse_size("16,16") == (16, 16)
     assert scpi.parse_size("48,96") == (48, 96)
     assert scpi.parse_powers([17, 18], "(-2.31,-55.00)") == {17: -2.31, 18: -55.0}
