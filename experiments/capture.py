@@ -3,7 +3,8 @@
 :class:`Tcpdump` runs ``tcpdump`` in a host's network namespace for the length of a
 repetition, headers only (``-s 96``), nanosecond timestamps, into a temporary pcap file.
 :func:`analyse` reads both files (:mod:`experiments.tcpcap`) and returns the repetition's
-``capture`` document: the seed's unavailability, retransmitted / sent, packets lost, RTT
+``capture`` document: the seed's unavailability, retransmitted / sent (and how many of those
+arrived as duplicates: spurious), packets lost, RTT
 before and during the switch, and the traces the plots use (10 ms bins around the request).
 The pcap files are removed unless a directory to keep them in is given.
 """
@@ -135,6 +136,7 @@ def analyse(
         "retransmitted": sent.retransmitted,
         "retransmitted_pct": _pct(sent.retransmitted, sent.segments),
         "segments_received": received,
+        "duplicates": tcpcap.duplicates(rx, flow, size),
         "lost": max(0, sent.segments - received) if lost_ok else None,
         "lost_pct": _pct(max(0, sent.segments - received), sent.segments) if lost_ok else None,
         "longest_gap_ms": None if gap is None else gap[0] * 1000,

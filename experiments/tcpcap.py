@@ -11,6 +11,10 @@ receiver's (vm3) what arrived:
   highest one already sent) over every data segment it sent (a frame carrying several
   segments, as the sender's capture may see before segmentation, counts as that many);
 - *lost*: data segments sent that never arrived (sender's count - receiver's count);
+- *duplicates*: data segments that arrived carrying only bytes the receiver already had: a
+  retransmission whose original was not lost (a timeout while the ACKs were late, or
+  segments reordered past the duplicate-ACK threshold), what RFC 3522 and RFC 4015 call
+  spurious; retransmitted - duplicates is what the stream really had to resend;
 - *RTT*: from a segment's first transmission to the first ACK that covers it (a segment sent
   into a dark circuit counts its whole wait, as the seed's "hundreds of ms");
 - *throughput*: payload bytes arriving per bin.
@@ -194,6 +198,40 @@ def sender_side(packets: Sequence[Packet], flow: Flow, size: int | None = None) 
 def arrivals(packets: Sequence[Packet], flow: Flow) -> list[tuple[float, int]]:
     """(time, payload bytes) of each data segment the receiver's capture saw arrive."""
     return [(p.t, p.length) for p in _forward(packets, flow) if p.length]
+
+
+def duplicates(packets: Sequence[Packet], flow: Flow, size: int) -> int:
+    """Data segments (of ``size``) the receiver's capture saw arrive with nothing new: every
+    byte they carry had arrived before."""
+    data = [p for p in _forward(packets, flow) if p.length]
+    if not data:
+        return 0
+    isn = data[0].seq
+    upto = 0  # every byte below it has arrived
+    above: list[tuple[int, int]] = []  # what arrived beyond it: sorted, disjoint [start, end)
+    again = 0
+    for p in data:
+        start = _relative(p.seq, isn)
+        if start >= 1 << 31:  # before the first segment seen: reordered at the start
+            start -= 1 << 32
+        end = start + p.length
+        if end <= upto or any(a <= start and end <= b for a, b in above):
+            again += segments(p.length, size)
+            continue
+        above = _merged([*above, (max(start, upto), end)])
+        while above and above[0][0] <= upto:
+            upto = max(upto, above.pop(0)[1])
+    return again
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def longest_gap(times: Sequence[float], start: float, end: float) -> tuple[float, float] | None:

@@ -75,8 +75,12 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     for r in mbb:  # hitless but for what the busy fabric dropped by itself
         assert r["udp"]["lost"] <= r["fabric_drops"], r["udp"]
         assert r["timing"]["new_path_ms"] >= r["timing"]["dark_ms"], r["timing"]
-        cap = r["capture"]
-        assert cap["retransmitted"] <= r["fabric_drops"] and cap["longest_gap_ms"] < 200, cap
+        cap = {k: v for k, v in r["capture"].items() if k != "trace"}
+        # a resent segment is either one the fabric dropped or one that had arrived: a busy
+        # machine's late ACKs time the sender out (spurious), no packet meets a dark fibre
+        needed = cap["retransmitted"] - cap["duplicates"]
+        assert needed <= r["fabric_drops"], (r["fabric_drops"], cap)
+        assert cap["longest_gap_ms"] < 200, cap
     for i in (1, 2, 3):  # a pair meets one lock time
         assert raws[f"bbm-0{i}"]["timing"]["lock_ms"] == raws[f"mbb-0{i}"]["timing"]["lock_ms"]
     assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(

@@ -65,7 +65,7 @@ def test_the_seeds_metrics_of_a_stream_that_lost_one_segment_in_an_outage(tmp_pa
     assert doc["flow"] == ["10.0.0.2", 40000, "10.0.0.3", 5201]  # the data, not the control
     assert (doc["segments_sent"], doc["retransmitted"], doc["segments_received"]) == (11, 1, 10)
     assert doc["retransmitted_pct"] == pytest.approx(100 / 11)
-    assert doc["lost"] == 1
+    assert doc["lost"] == 1 and doc["duplicates"] == 0  # the one resent was needed
     # after segment 9 (100.0905) the receiver saw nothing until the resent 5 (100.4505)
     assert doc["longest_gap_ms"] == pytest.approx(360.0, abs=0.01)
     assert doc["gap_at_ms"] == pytest.approx(50.5, abs=0.01)
@@ -81,6 +81,26 @@ def test_the_seeds_metrics_of_a_stream_that_lost_one_segment_in_an_outage(tmp_pa
 def test_a_frame_of_several_segments_counts_as_that_many() -> None:
     assert tcpcap.mss([1448, 1448, 2896, 1448, 700]) == 1448
     assert tcpcap.segments(2896, 1448) == 2 and tcpcap.segments(700, 1448) == 1
+
+
+def test_a_resent_segment_that_had_arrived_is_a_duplicate_and_a_reordered_one_is_not(
+    tmp_path: Path,
+) -> None:
+    def seg(t: float, i: int, n: int = 1) -> tcpcap.Packet:
+        frame = _frame(SRC, DST, 40000, 5201, 1 + i * MSS, 1, n * MSS)
+        (packet,) = tcpcap.read_pcap(_pcap(tmp_path / "one.pcap", [(t, frame)]))
+        return packet
+
+    flow = ("10.0.0.2", 40000, "10.0.0.3", 5201)
+    # 0, 2 (ahead of 1: reordered), 1, then 1 and 2 again (a timeout: both had arrived),
+    # 3-4 as one frame, 4 again, 5
+    rx = [seg(0, 0), seg(1, 2), seg(2, 1), seg(3, 1), seg(4, 2), seg(5, 3, 2), seg(6, 4), seg(7, 5)]
+    assert tcpcap.duplicates(rx, flow, MSS) == 3
+    # 2 arrived twice before 1 ever did: the second is a duplicate, 1 is not
+    assert tcpcap.duplicates([seg(0, 0), seg(1, 2), seg(2, 2), seg(3, 1)], flow, MSS) == 1
+    # a resent frame carrying one old and one new segment brings something new
+    assert tcpcap.duplicates([seg(0, 0), seg(1, 0, 2)], flow, MSS) == 0
+    assert tcpcap.duplicates([], flow, MSS) == 0
 
 
 def test_not_a_pcap_is_refused(tmp_path: Path) -> None:
