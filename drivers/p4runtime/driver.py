@@ -185,8 +185,19 @@ class P4RuntimeDriver(Session):
         caps = await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
         return Identity(
             summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
-            f"primary with election id {self.election_id}"
+            f"primary with election id {self._arbitration.election_id}"
         )
+
+    async def claim_master(self, generation_id: int) -> None:
+        """Become the primary as ``generation_id`` (``MasterElection``): the election id
+        becomes ``generation_id`` * 2**64 + the configured ``election_id``, so a later
+        generation (the etcd revision of a replica's lock) outranks every earlier one and
+        the server refuses the writes of the replica it replaced (PERMISSION_DENIED);
+        kept for re-arbitration after a restart, where a stale one is refused."""
+        if not 0 < generation_id < 2**64:
+            raise ValueError(f"{self.name}: generation {generation_id} is not in 1..2**64-1")
+        await self._session.get()
+        await self._arbitration.claim(generation_id << 64 | self.election_id % 2**64)
 
     async def close(self) -> None:
         """Stop the arbitration stream and close the gRPC channel."""
@@ -255,7 +266,7 @@ class P4RuntimeDriver(Session):
             "SetForwardingPipelineConfig",
             P4R.SetForwardingPipelineConfigRequest(
                 device_id=self.device_id,
-                election_id=election(self.election_id),
+                election_id=election(self._arbitration.election_id),
                 action=P4R.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
                 config=config,
             ),
@@ -354,7 +365,7 @@ class P4RuntimeDriver(Session):
     def _request(self, update_list: list[dict[str, Any]]) -> P4R.WriteRequest:
         return P4R.WriteRequest(
             device_id=self.device_id,
-            election_id=election(self.election_id),
+            election_id=election(self._arbitration.election_id),
             atomicity=P4R.WriteRequest.CONTINUE_ON_ERROR,
             updates=update_list,
         )

@@ -31,6 +31,7 @@ class Arbitration:
         self.primary = False
         self._call: Any = None
         self._watch: asyncio.Task[None] | None = None
+        self._answer: asyncio.Future[p4runtime_pb2.MasterArbitrationUpdate] | None = None
 
     async def start(self) -> None:
         """Open the stream and become primary; DeviceRejected ``not-primary`` otherwise."""
@@ -58,11 +59,52 @@ class Arbitration:
             )  # fmt: skip
         self._watch = asyncio.create_task(self._watching(self._call))
 
+    async def claim(self, election_id: int) -> None:
+        """Arbitrate again on the open stream as ``election_id`` (P4Runtime lets a client
+        change its id so): the server makes it the primary when it is the highest, and the
+        client that was primary a backup, whose writes it then refuses; DeviceRejected
+        ``not-primary`` when a higher id holds the device (this client is stale)."""
+        name = self.client.name
+        if self._call is None or not self.alive:
+            raise DeviceRejected(name, "no arbitration stream open", "not-primary")
+        self.election_id = election_id
+        self._answer = asyncio.get_running_loop().create_future()
+        update = p4runtime_pb2.MasterArbitrationUpdate(
+            device_id=self.device_id, election_id=election(election_id)
+        )
+        self.client.wire.debug("> StreamChannel %s", oneline(update))
+        try:
+            await self._call.write(p4runtime_pb2.StreamMessageRequest(arbitration=update))
+            reply = await asyncio.wait_for(self._answer, self.client.timeout)
+        except TimeoutError as exc:
+            raise DeviceTimeout(name, "no answer to the arbitration in time") from exc
+        except grpc.aio.AioRpcError as exc:
+            raise self.client.error("StreamChannel", exc) from exc
+        finally:
+            self._answer = None
+        if reply.status.code != code_pb2.OK:
+            primary = election_value(reply.election_id)
+            raise DeviceRejected(
+                name, f"election id {election_id} is not the primary "
+                f"(the primary's is {primary}): another writer took the device",
+                "not-primary",
+            )  # fmt: skip
+
     def _note(self, update: p4runtime_pb2.MasterArbitrationUpdate) -> None:
         self.client.wire.debug("< StreamChannel %s", oneline(update))
         was, self.primary = self.primary, update.status.code == code_pb2.OK
         if was and not self.primary:
             log.warning("%s: no longer the primary client", self.client.name)
+        if self._answer is not None and not self._answer.done() and self._answers(update):
+            self._answer.set_result(update)
+
+    def _answers(self, update: p4runtime_pb2.MasterArbitrationUpdate) -> bool:
+        """Whether ``update`` answers our claim: we are the primary, or a higher id is (an
+        update naming a lower primary was sent before the server saw the claim)."""
+        primary = election_value(update.election_id)
+        if update.status.code == code_pb2.OK:
+            return primary == self.election_id
+        return primary > self.election_id
 
     async def _watching(self, call: Any) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
@@ -70,6 +112,10 @@ class Arbitration:
                 if reply.HasField("arbitration"):
                     self._note(reply.arbitration)
         self.primary = False
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(
+                DeviceRejected(self.client.name, "the arbitration stream ended", "not-primary")
+            )
 
     @property
     def alive(self) -> bool:

@@ -317,6 +317,36 @@ def test_a_driver_that_lost_primacy_is_refused_as_not_primary() -> None:
     assert table == [RULE]
 
 
+def test_a_later_generation_fences_the_writer_it_replaced() -> None:
+    """Two replicas' drivers on one device: each claims it with the revision of its etcd
+    lock; the server refuses the writes of the one a later claim replaced, and its claim
+    with an older generation (fencing by election id)."""
+
+    async def main() -> tuple[list[Any], DeviceRejected, DeviceRejected, list[FlowRule]]:
+        async with (
+            emulator() as (servicer, _, address),
+            P4RuntimeDriver("old", address, device_id=1, election_id=1) as old,
+            P4RuntimeDriver("new", address, device_id=1, election_id=2) as new,
+        ):
+            await old.claim_master(5)  # the old replica's lock, revision 5
+            await old.apply([add(host(1))])
+            await new.claim_master(7)  # took over: its lock is revision 7
+            with pytest.raises(DeviceRejected) as fenced:
+                await old.apply([add(host(2))])
+            with pytest.raises(DeviceRejected) as stale:
+                await old.claim_master(6)
+            await new.apply([add(host(3))])
+            ids = [w.election_id for w in servicer.writes]
+            return ids, fenced.value, stale.value, await new.read()
+
+    ids, fenced, stale, table = asyncio.run(main())
+    assert fenced.code == "not-primary" and stale.code == "not-primary"
+    assert "another writer took the device" in str(stale)
+    # the refused write reached the server and was refused there (PERMISSION_DENIED)
+    assert ids == [election(5 << 64 | 1), election(5 << 64 | 1), election(7 << 64 | 2)]
+    assert set(table) == {host(1), host(3)}
+
+
 def test_the_emulator_reports_each_failed_update_in_the_trailer() -> None:
     async def main() -> list[Any]:
         async with (
