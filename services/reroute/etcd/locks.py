@@ -10,9 +10,14 @@ A resource key is ``P/locks/<device>`` (the whole device) or ``P/locks/<device>/
 when neither its key nor any of its port keys exists; a port when neither it nor its
 device's key does; and the owner's own key must still exist (a replica whose lease expired
 takes nothing). ``claim`` adds the reroute's claim ``P/claims/<id>`` to the same
-transaction, so two replicas never start one pending reroute. The revision of the
-transaction that took a device is its ``revision`` (fencing: OpenFlow's
-``generation_id``, P4Runtime's election id).
+transaction, so two replicas never start one pending reroute.
+
+The fencing token of a device (``revision``: OpenFlow's ``generation_id``, P4Runtime's
+election id) is the revision of the transaction that took it, under the cluster's
+**epoch**: ``P/epoch`` holds the second (since 2020) when the first replica met this
+prefix, and the token is ``epoch * 2**33 + revision``. A switch remembers the highest
+generation it saw for as long as it runs, and a rebuilt etcd counts its revisions from 1
+again: without the epoch, every claim of the new cluster would be refused as stale.
 
 ``changed`` is set on every change under the prefix (one watch): the scheduler wakes on
 it when another replica queues a reroute, lets resources go or dies.
@@ -33,6 +38,7 @@ from services.reroute.etcd.client import (
     absent,
     delete,
     exists,
+    get_op,
     put,
 )
 from services.reroute.locks import Universe, new_owner
@@ -43,6 +49,18 @@ RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
 RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
 # the changes that may let a waiting reroute start (not step records, not reroute rows)
 WAKING = ("pending/", "running/", "claims/", "locks/", "owners/")
+EPOCH_BASE = 1577836800  # 2020-01-01T00:00:00Z: epochs count seconds from here
+REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
+
+
+def token(epoch: int, revision: int) -> int:
+    """The fencing token of a lock taken at ``revision`` in a cluster of ``epoch``."""
+    if not 0 < revision < 1 << REVISION_BITS:
+        raise StoreUnavailable(
+            f"etcd revision {revision} is beyond what a fencing token holds (2**33): "
+            "start the prefix anew (a new epoch)"
+        )
+    return epoch << REVISION_BITS | revision
 
 
 class EtcdLocks:
@@ -55,6 +73,7 @@ class EtcdLocks:
         self.ttl_s = ttl_s
         self.owner = owner or new_owner()
         self.lease = 0
+        self.epoch = 0  # the cluster's (``P/epoch``), read at ``open``
         self._changed = asyncio.Event()
         self._valid_until = 0.0  # monotonic: the lease surely lives until then
         self._tasks: list[asyncio.Task[None]] = []
@@ -89,6 +108,7 @@ class EtcdLocks:
     async def open(self) -> EtcdLocks:
         """Take the lease, announce this owner, renew and watch from now on."""
         sent = time.monotonic()
+        self.epoch = await self._epoch()
         self.lease = await self.etcd.grant(self.ttl_s)
         result = await self.etcd.atxn([absent(self.me)], [put(self.me, b"", self.lease)])
         if not result.succeeded:
@@ -99,6 +119,17 @@ class EtcdLocks:
             asyncio.create_task(self._watch(), name="etcd-watch"),
         ]
         return self
+
+    async def _epoch(self) -> int:
+        """The prefix's epoch: set by the first replica to meet it, read by the others."""
+        key = f"{self.prefix}epoch"
+        now = str(int(time.time()) - EPOCH_BASE).encode()
+        result = await self.etcd.atxn([absent(key)], [put(key, now)], [get_op(key)])
+        value = now if result.succeeded else result.ranges[0][0].value
+        try:
+            return int(value)
+        except ValueError:
+            raise StoreUnavailable(f"{key} in etcd holds {value!r}, not an epoch") from None
 
     async def close(self) -> None:
         """Stop renewing and revoke the lease: every key of this owner goes at once."""
@@ -172,7 +203,8 @@ class EtcdLocks:
         result = await self.etcd.atxn(compares, ops)
         if not result.succeeded:
             return None
-        return EtcdHeld(self, keys, dict.fromkeys(wanted, result.revision), claim)
+        taken = token(self.epoch, result.revision)
+        return EtcdHeld(self, keys, dict.fromkeys(wanted, taken), claim)
 
     async def acquire(self, keys: Keys) -> EtcdHeld:
         while True:
@@ -199,7 +231,7 @@ class EtcdHeld:
     ) -> None:
         self._locks = locks
         self._keys = keys
-        self._revisions = revisions  # lock key (device or device/port) -> taken at
+        self._revisions = revisions  # lock key (device or device/port) -> its fencing token
         self._claim = claim
 
     @property
@@ -220,7 +252,7 @@ class EtcdHeld:
         result = await locks.etcd.atxn(compares, ops)
         if not result.succeeded:
             return False
-        self._revisions |= dict.fromkeys(more, result.revision)
+        self._revisions |= dict.fromkeys(more, token(locks.epoch, result.revision))
         self._keys = self._keys | keys
         return True
 
@@ -238,7 +270,7 @@ class EtcdHeld:
                 raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
             for k in drop:
                 del self._revisions[k]
-            self._revisions |= dict.fromkeys(new, result.revision)
+            self._revisions |= dict.fromkeys(new, token(locks.epoch, result.revision))
         self._keys = keys
 
     async def release(self) -> None:

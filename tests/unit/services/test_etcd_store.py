@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +118,37 @@ def test_locks_and_claims_hold_across_owners(cluster: EtcdCluster) -> None:
     asyncio.run(main())
 
 
+def test_a_rebuilt_cluster_fences_with_tokens_above_the_old_ones(
+    cluster: EtcdCluster, tmp_path: Path
+) -> None:
+    """A switch keeps the highest generation it saw; a new etcd counts revisions from 1: its
+    epoch (the second it was first met) puts its tokens above every token of the old."""
+
+    async def tokens(members: EtcdCluster) -> tuple[int, int]:
+        etcd = etcd_of(members)
+        locks = await EtcdLocks(etcd, "/test/epoch", Universe.of(TOPO)).open()
+        taken = []
+        for _ in range(2):
+            held = await locks.try_acquire(frozenset({"br1"}))
+            assert held is not None
+            taken.append(held.revision("br1"))
+            await held.release()
+        await locks.close()
+        await etcd.aclose()
+        return taken[0], taken[1]
+
+    old = asyncio.run(tokens(cluster))
+    for _ in range(1000):
+        writes = etcd_of(cluster)
+        writes.txn([], [])  # the old cluster's revisions run far ahead of the new one's
+        writes.close()
+    time.sleep(1.0)  # epochs are seconds
+    with EtcdCluster(tmp_path / "rebuilt", size=1) as rebuilt:
+        new = asyncio.run(tokens(rebuilt))
+    assert old[0] < old[1] < new[0] < new[1]
+    assert (new[0] & (2**33 - 1)) < (old[0] & (2**33 - 1))  # the revisions alone: stale
+
+
 def _replica(topo: Topology, tmp: Path, cluster: EtcdCluster, prefix: str) -> object:
     store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix=prefix)
     return settings(topo, tmp / "unused.sqlite", store=store)
@@ -160,10 +192,10 @@ def test_without_quorum_the_api_answers_503_and_touches_nothing(
             assert back.state is RerouteState.DONE, back.error
 
 
-def test_overlapping_requests_to_both_replicas_never_run_at_once(
+def test_overlapping_requests_to_three_replicas_never_run_at_once(
     cluster: EtcdCluster, tmp_path: Path
 ) -> None:
-    """40 requests moving one flow, sent to two replicas at once: each gets one answer,
+    """40 requests moving one flow, sent to three replicas at once: each gets one answer,
     and no two of them ever ran at the same time (one device, one reroute)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -172,9 +204,10 @@ def test_overlapping_requests_to_both_replicas_never_run_at_once(
     with (
         ServerThread(config, fake.drivers) as a,  # type: ignore[arg-type]
         ServerThread(config, fake.drivers) as b,  # type: ignore[arg-type]
+        ServerThread(config, fake.drivers) as c,  # type: ignore[arg-type]
     ):
         targets = ["temporary", "long", "long"]  # the same condition asked twice, too
-        jobs = [((a, b)[n % 2], targets[n % 3]) for n in range(40)]
+        jobs = [((a, b, c)[n % 3], targets[n // 3 % 3]) for n in range(40)]
 
         def send(job: tuple[ServerThread, str]) -> str:
             srv, to = job
