@@ -381,8 +381,14 @@ class Executor:
         else:
             await guard.apply(self._programmer(step.device), step.changes)
 
+    def _driver(self, name: str) -> object:
+        driver = self.drivers.get(name)
+        if driver is None:
+            raise DriverError(name, "has no driver here (not in the inventory or the scope)")
+        return driver
+
     def _programmer(self, name: str) -> FlowProgrammer:
-        driver = self.drivers[name]
+        driver = self._driver(name)
         if not isinstance(driver, FlowProgrammer):
             raise DriverError(name, "is not a packet switch (no flow programming)")
         return driver
@@ -393,7 +399,7 @@ class Executor:
         await guard.circuits(self._optical(name), remove, add)
 
     def _optical(self, name: str) -> CrossConnectSwitch:
-        driver = self.drivers[name]
+        driver = self._driver(name)
         if not isinstance(driver, CrossConnectSwitch):
             raise DriverError(name, "is not an optical switch (no cross-connects)")
         return driver
@@ -480,7 +486,7 @@ class Executor:
         return driver
 
     def _monitor(self, name: str) -> PortMonitor:
-        driver = self.drivers[name]
+        driver = self._driver(name)
         if not isinstance(driver, PortMonitor):
             raise DriverError(name, "cannot report port state")
         return driver

@@ -269,3 +269,24 @@ def test_a_split_batch_failing_part_way_is_undone_whole_though_the_device_is_ato
     assert outcome.state is RerouteState.ROLLED_BACK
     assert sorted(switch.table.values()) == sorted(BEFORE)
     assert all(size <= 2 for size in switch.batches), switch.batches
+
+
+def test_a_step_on_a_device_without_a_driver_is_refused_and_the_rest_undone() -> None:
+    """Two INSTALL steps, the second on a switch no driver was opened for (outside the
+    service's scope): a named error, and the first step undone."""
+    switch = OneByOne("s1", BEFORE)
+    steps = (
+        Step(kind=StepKind.INSTALL, device="s1", changes=tuple(add(rule(4))),
+             undo=tuple(delete(rule(4)))),
+        Step(kind=StepKind.INSTALL, device="s9", changes=tuple(add(rule(5)))),
+    )  # fmt: skip
+    plan = Plan(
+        intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
+        from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
+        phases=(Phase(name="install", steps=steps[:1]), Phase(name="more", steps=steps[1:])),
+        planned_at=0.0,
+    )  # fmt: skip
+    outcome = asyncio.run(Executor({"s1": switch}, Journal(None)).run("r1", plan))
+    assert outcome.state is RerouteState.ROLLED_BACK
+    assert "s9: has no driver here" in (outcome.error or "")
+    assert sorted(switch.table.values()) == sorted(BEFORE)
