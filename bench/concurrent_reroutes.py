@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ class Probes:
         return out
 
 
-def submit(svc: Service, moves: list[tuple[str, str, str | None]]) -> tuple[float, list[Any]]:
+def submit(svc: Service, moves: Sequence[tuple[str, str, str | None]]) -> tuple[float, list[Any]]:
     """Submit ``moves`` (flow, to, via) at once; the span from the first request to the last
     reroute done (s) and the final views."""
     client = svc.client()

@@ -136,7 +136,7 @@ def main() -> int:
     for name, runs in results.items():
 
         def med(field: str, runs: list[Run] = runs) -> float:
-            return statistics.median(getattr(r, field) for r in runs)
+            return float(statistics.median(getattr(r, field) for r in runs))
 
         print(
             f"{name:<46} {med('overhead_ms'):>9.1f} {med('before_circuits_ms'):>11.1f} "

@@ -91,7 +91,7 @@ def time_shell(address: str, n: int, repeat: int) -> float:
         )
         if done.returncode != 0:
             raise SystemExit(f"p4runtime-shell: {done.stderr.strip()[-800:]}")
-        samples.append(json.loads(done.stdout.strip().splitlines()[-1])["ms"])
+        samples.append(float(json.loads(done.stdout.strip().splitlines()[-1])["ms"]))
     return statistics.median(samples)
 
 

@@ -15,12 +15,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drivers.base import FlowChange, FlowOp
+from drivers.base import FlowChange, FlowOp, FlowProgrammer
 from fabric import fabric
 from fabric.forwarding import ofctl_line
 from fabric.inventory import fabric_drivers
@@ -33,6 +34,12 @@ from services.reroute.rules import directions, ingress_rule, path_tag
 from services.reroute.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _switch(drivers: Mapping[str, object], name: str) -> FlowProgrammer:
+    driver = drivers[name]
+    assert isinstance(driver, FlowProgrammer), name
+    return driver
 
 
 def flows(n: int) -> list[FlowSpec]:
@@ -50,7 +57,7 @@ async def one_size(topo, st, n: int, runs: int) -> dict[str, float]:  # type: ig
                     ingress_rule(d.hops, path_tag(topo, "long"), f if d.forward else f.reverse())
                     for f in moved
                 ]
-                await drivers[d.hops[0].node].apply(
+                await _switch(drivers, d.hops[0].node).apply(
                     [FlowChange(op=FlowOp.ADD, rule=r) for r in rules]
                 )
             tables = await read_tables(drivers)
@@ -69,7 +76,7 @@ async def one_size(topo, st, n: int, runs: int) -> dict[str, float]:  # type: ig
             shift_ms.append(outcome.shifted_ms or 0.0)
             for d in directions(temp):  # remove them again
                 rules = [ingress_rule(d.hops, 0, f if d.forward else f.reverse()) for f in moved]
-                await drivers[d.hops[0].node].apply(
+                await _switch(drivers, d.hops[0].node).apply(
                     [FlowChange(op=FlowOp.DELETE, rule=r) for r in rules]
                 )
     base = baseline(topo, st, moved, runs)
