@@ -373,6 +373,12 @@ class MasterElection(Protocol):
 
     name: str
 
+    def share(self) -> None:
+        """Before ``open``: this session is one of several replicas' on the device, so it
+        opens without taking the device (a backup, an equal), and writes only once it has
+        claimed it with ``claim_master``."""
+        ...
+
     async def claim_master(self, generation_id: int) -> None:
         """Become the device's only writer as ``generation_id``; ``DeviceRejected`` when
         the device has seen a later one (this writer is stale: nothing may be written)."""

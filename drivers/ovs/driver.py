@@ -256,6 +256,9 @@ class OvsDriver(Session):
             summary=f"OpenFlow 1.3 switch, dpid {self.datapath_id or 0:016x}, {batches}"
         )
 
+    def share(self) -> None:
+        """Nothing to do (``MasterElection``): a connection is an equal until it claims."""
+
     async def claim_master(self, generation_id: int) -> None:
         """ROLE_REQUEST master as ``generation_id`` (``MasterElection``): OVS demotes the
         connection that was master to slave (its flow-mods then fail with

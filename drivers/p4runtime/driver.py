@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -187,6 +188,14 @@ class P4RuntimeDriver(Session):
             summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
             f"primary with election id {self._arbitration.election_id}"
         )
+
+    def share(self) -> None:
+        """Open as a backup (``MasterElection``): replicas share one inventory, and a
+        server refuses a second client with an election id in use, so the stream starts
+        with a random id below every claim's (generation 0), and a backup is no error;
+        writes wait for ``claim_master``."""
+        self._arbitration.election_id = secrets.randbits(63) + 1
+        self._arbitration.backup_ok = True
 
     async def claim_master(self, generation_id: int) -> None:
         """Become the primary as ``generation_id`` (``MasterElection``): the election id

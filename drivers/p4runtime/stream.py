@@ -29,12 +29,14 @@ class Arbitration:
         self.device_id = device_id
         self.election_id = election_id
         self.primary = False
+        self.backup_ok = False  # a replica's session: a backup until it claims (``share``)
         self._call: Any = None
         self._watch: asyncio.Task[None] | None = None
         self._answer: asyncio.Future[p4runtime_pb2.MasterArbitrationUpdate] | None = None
 
     async def start(self) -> None:
-        """Open the stream and become primary; DeviceRejected ``not-primary`` otherwise."""
+        """Open the stream and become primary; DeviceRejected ``not-primary`` otherwise
+        (unless ``backup_ok``: a replica's session waits as a backup until it claims)."""
         name = self.client.name
         self._call = self.client.connected_stub().StreamChannel()
         update = p4runtime_pb2.MasterArbitrationUpdate(
@@ -51,7 +53,7 @@ class Arbitration:
         if reply is grpc.aio.EOF or not reply.HasField("arbitration"):
             raise ProtocolError(name, f"StreamChannel answered arbitration with {reply}")
         self._note(reply.arbitration)
-        if not self.primary:
+        if not self.primary and not self.backup_ok:
             primary = election_value(reply.arbitration.election_id)
             raise DeviceRejected(
                 name, f"election id {self.election_id} is not the primary "

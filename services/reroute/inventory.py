@@ -282,12 +282,18 @@ def build_drivers(
 
 @asynccontextmanager
 async def open_drivers(
-    inv: Inventory, topo: Topology, scope: Iterable[str] | None = None
+    inv: Inventory, topo: Topology, scope: Iterable[str] | None = None, *, shared: bool = False
 ) -> AsyncIterator[dict[str, Driver]]:
     """Connected drivers for the switching nodes in ``scope``; each device is opened within
     its own ``timeout_s``. On any failure every driver opened is closed and the error names
-    the inventory file and the device. Nothing is changed on any device by opening."""
+    the inventory file and the device. Nothing is changed on any device by opening.
+    ``shared``: one replica of several (etcd store): a device that elects its writer is
+    opened without being taken (``MasterElection.share``); each reroute claims it."""
     drivers = build_drivers(inv, topo, scope)
+    if shared:
+        for driver in drivers.values():
+            if isinstance(driver, base.MasterElection):
+                driver.share()
     try:
         await asyncio.gather(*(_open(inv, n, d) for n, d in drivers.items()))
         yield {n: _as_driver(d) for n, d in drivers.items()}

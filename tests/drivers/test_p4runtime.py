@@ -347,6 +347,35 @@ def test_a_later_generation_fences_the_writer_it_replaced() -> None:
     assert set(table) == {host(1), host(3)}
 
 
+def test_replicas_sharing_one_inventory_open_as_backups_and_write_once_they_claim() -> None:
+    """Replicas share the inventory's election id, which a server gives one client only:
+    shared sessions open with a random id below every claim's (a backup is no error), a
+    backup's write is refused, and the claims decide who writes."""
+
+    def replica(name: str) -> P4RuntimeDriver:
+        driver = P4RuntimeDriver(name, address, device_id=1, election_id=1)
+        driver.share()
+        return driver
+
+    async def main() -> tuple[DeviceRejected, DeviceRejected, list[FlowRule]]:
+        nonlocal address
+        async with emulator() as (_, _, address), replica("a") as a, replica("b") as b:
+            await a.claim_master(5)
+            with pytest.raises(DeviceRejected) as backup:
+                await b.apply([add(host(2))])  # opened, a backup: it has not claimed
+            await a.apply([add(host(1))])
+            await b.claim_master(6)
+            with pytest.raises(DeviceRejected) as fenced:
+                await a.apply([add(host(2))])
+            await b.apply([add(host(3))])
+            return backup.value, fenced.value, await a.read()  # reads need no primacy
+
+    address = ""
+    backup, fenced, table = asyncio.run(main())
+    assert backup.code == fenced.code == "not-primary"
+    assert set(table) == {host(1), host(3)}
+
+
 def test_the_emulator_reports_each_failed_update_in_the_trailer() -> None:
     async def main() -> list[Any]:
         async with (

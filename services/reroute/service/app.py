@@ -34,7 +34,7 @@ from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.oplog import RequestLog, log_reroutes
 from services.reroute.service.routes import router
 from services.reroute.service.ui import FrontDoor, mount_ui
-from services.reroute.store import SqliteStore, open_store
+from services.reroute.store import EtcdStore, SqliteStore, open_store
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -75,7 +75,8 @@ def inventory_drivers(settings: Settings) -> AbstractAsyncContextManager[dict[st
     """The drivers of the switches in scope, built from the settings' inventory."""
     if settings.inventory is None:
         raise ConfigError("no inventory: say inventory: FILE in the service config")
-    return open_drivers(settings.inventory, settings.topo, settings.scope)
+    shared = isinstance(settings.store, EtcdStore)  # replicas: each reroute claims devices
+    return open_drivers(settings.inventory, settings.topo, settings.scope, shared=shared)
 
 
 def journal_file(settings: Settings) -> Path:
