@@ -186,7 +186,8 @@ class P4RuntimeDriver(Session):
         caps = await self._client.unary("Capabilities", P4R.CapabilitiesRequest())
         return Identity(
             summary=f"P4Runtime {caps.p4runtime_api_version or '?'}, device {self.device_id}, "
-            f"primary with election id {self._arbitration.election_id}"
+            f"{'primary' if self._arbitration.primary else 'backup'} with election id "
+            f"{self._arbitration.election_id}"
         )
 
     def share(self) -> None:
