@@ -6,8 +6,8 @@ It builds its own fabric (``bench-soak``: seed 003's testbed, ``ngncs-ost``) and
 ``reroute serve`` on it (a real process, SQLite journal, ``retention: {reroutes: KEEP}``).
 vm2<->vm3 moves long -> short -> long ... by optical MBB via ``temporary``, one reroute at
 a time through the API, while the probe sends vm2 -> vm3 at ``--rate``. At the start
-(the service warm, before the first reroute) and at the end it reads the service's
-resident memory (``VmRSS``) and the journal's size on disk (database + write-ahead log);
+(the service warm, before the first reroute), every minute and at the end it reads the
+service's resident memory (``VmRSS``) and the journal's size on disk (database + WAL);
 then it prints the reroutes done (and not), the probe's loss and longest gap, the
 fabric's own drops (OVS receive sockets), and both samples. Numbers, not pass/fail: with
 retention the journal stops growing once it holds KEEP reroutes.
@@ -133,8 +133,14 @@ def _loop(
     time.sleep(1.0)
     done = not_done = 0
     to = "short"
-    end = time.monotonic() + seconds - 2
+    start = time.monotonic()
+    end = start + seconds - 2
+    samples = [("0 min", first)]
     while time.monotonic() < end:
+        minute = int((time.monotonic() - start) // 60)
+        if minute >= len(samples):  # one sample a minute: does it level off?
+            samples.append((f"{minute} min", sample(pid, journal, client)))
+            print(f"  {minute} min: {done} done", flush=True)
         view = client.create([FLOW], to, via="temporary", wait_s=30)
         if view.state is RerouteState.DONE:
             done += 1
@@ -142,7 +148,7 @@ def _loop(
         else:
             not_done += 1
             print(f"reroute {view.id}: {view.state} {view.error}", flush=True)
-    last = sample(pid, journal, client)
+    samples.append(("end", sample(pid, journal, client)))
     send.wait(timeout=60)
     out, _ = recv.communicate(timeout=90)
     report = json.loads(out)
@@ -153,7 +159,7 @@ def _loop(
         f"{gap.get('ms', 0):.1f} ms; fabric's own drops {socket_drops(fab) - drops}"
     )
     print(f"{'':>10} {'RSS MiB':>9} {'journal KiB':>12} {'reroutes kept':>14}")
-    for name, s in (("start", first), ("end", last)):
+    for name, s in samples:
         print(f"{name:>10} {s.rss_kib / 1024:>9.1f} {s.journal_bytes / 1024:>12.0f} {s.rows:>14}")
     return 0
 
