@@ -19,11 +19,11 @@ that form: the cookie (cheap), the ``FlowRule`` and the ``ForeignEntry`` (each m
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from drivers.base import FlowMatch, FlowRule, ForeignEntry, Survey
+from drivers.base import FlowRule, ForeignEntry, Survey
 from drivers.errors import ProtocolError
 
 log = logging.getLogger("reroute.drivers")
@@ -58,27 +58,6 @@ class Skips:
                 "(%s): %s; further ones are only counted",
                 self.device, why, text[:300],
             )  # fmt: skip
-
-
-FieldReader = Callable[[Any], tuple[str, object]]  # a match field's value -> (name, value)
-
-
-def lenient_match(
-    fields: Iterable[tuple[str, object]], readers: Mapping[str, FieldReader]
-) -> tuple[FlowMatch, bool]:
-    """The FlowMatch of the ``(key, value)`` match fields ``readers`` can read, and whether
-    any was left out (a key they do not know, a value they cannot read): an entry of
-    another writer, read as far as the planner's overlap check needs."""
-    found: dict[str, Any] = {}
-    more = False
-    for key, value in fields:
-        try:
-            name, parsed = readers[key](value)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            more = True
-            continue
-        found[name] = parsed
-    return FlowMatch(**found), more
 
 
 def cookie_filter(cookie: int | None, cookie_mask: int) -> tuple[int, int]:

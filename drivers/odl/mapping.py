@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from drivers import foreign
+from drivers import fieldtable
 from drivers.base import (
     ETH_IPV4,
     Action,
@@ -141,10 +141,7 @@ def parse_flow(obj: Json) -> FlowRule:
         raise MappingError(f"flow {obj.get('id')!r}: {exc!r}") from exc
 
 
-def _int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value)
+_int = fieldtable.integer
 
 
 def _port(text: object) -> int:
@@ -152,7 +149,7 @@ def _port(text: object) -> int:
     return NAMED[last] if last in NAMED else int(last)
 
 
-_MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
+_MATCH: dict[str, fieldtable.FieldReader] = {
     "in-port": lambda v: ("in_port", _port(v)),
     "ethernet-match": lambda v: ("eth_type", _int(v["ethernet-type"]["type"])),
     "vlan-match": lambda v: ("vlan_vid", _vlan_id(v)),
@@ -168,15 +165,9 @@ _MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
 
 def parse_match(obj: Json) -> FlowMatch:
     """The match of OpenDaylight's JSON (UnsupportedEntry for fields we do not write)."""
-    fields: dict[str, Any] = {}
-    for key, value in obj.items():
-        if key not in _MATCH:
-            raise ValueError(f"match field {key} has no FlowMatch equivalent")
-        name, parsed = _MATCH[key](value)
-        fields[name] = parsed
     if "ethernet-match" in obj and set(obj["ethernet-match"]) != {"ethernet-type"}:
         raise ValueError("ethernet-match fields other than ethernet-type")
-    return FlowMatch(**fields)
+    return fieldtable.strict_match(obj.items(), _MATCH)
 
 
 def _vlan_id(obj: Json) -> int:
@@ -407,7 +398,7 @@ def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
         obj = {k: v for k, v in obj.items() if k != "ethernet-match"}
         if "ethernet-type" in ethernet:
             obj["ethernet-match"] = {"ethernet-type": ethernet["ethernet-type"]}
-    match, more = foreign.lenient_match(obj.items(), _MATCH)
+    match, more = fieldtable.lenient_match(obj.items(), _MATCH)
     return match, more or bool(macs)
 
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from drivers import foreign
+from drivers import fieldtable
 from drivers.base import (
     Action,
     FlowMatch,
@@ -167,9 +167,7 @@ def parse_flow(obj: Json) -> FlowRule:
 
 
 def _int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value, 0) if isinstance(value, str) else value
+    return fieldtable.integer(value, 0)  # ofctl_rest writes some as "0x..."
 
 
 def _port(value: object) -> int:
@@ -188,7 +186,7 @@ def _vid(value: object) -> int:
     return _int(value)
 
 
-_MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
+_MATCH: dict[str, fieldtable.FieldReader] = {
     "in_port": lambda v: ("in_port", _port(v)),
     "dl_type": lambda v: ("eth_type", _int(v)),
     "eth_type": lambda v: ("eth_type", _int(v)),
@@ -211,13 +209,7 @@ _MATCH: dict[str, Callable[[Any], tuple[str, object]]] = {
 
 def parse_match(obj: Json) -> FlowMatch:
     """The match of ofctl_rest's JSON (UnsupportedEntry for fields we do not write)."""
-    fields: dict[str, Any] = {}
-    for key, value in obj.items():
-        if key not in _MATCH:
-            raise ValueError(f"match field {key} has no FlowMatch equivalent")
-        name, parsed = _MATCH[key](value)
-        fields[name] = parsed
-    return FlowMatch(**fields)
+    return fieldtable.strict_match(obj.items(), _MATCH)
 
 
 def parse_actions(texts: list[Any]) -> Iterator[Action]:
@@ -279,7 +271,7 @@ def foreign_flow(obj: Json) -> ForeignEntry:
 
 def lenient_match(obj: Json) -> tuple[FlowMatch, bool]:
     """The fields of ``obj`` FlowMatch can say, and whether it has others."""
-    return foreign.lenient_match(obj.items(), _MATCH)
+    return fieldtable.lenient_match(obj.items(), _MATCH)
 
 
 STATISTICS = ("byte_count", "packet_count", "duration_sec", "duration_nsec", "length")
