@@ -44,14 +44,14 @@ from services.reroute.yamlfile import (
 )
 
 
-class Kind(StrEnum):
+class NodeKind(StrEnum):
     HOST = "host"
     OVS = "ovs"
     POLATIS = "polatis"
     LONGHAUL = "longhaul"
 
 
-KNOWN_KINDS = tuple(k.value for k in Kind)
+KNOWN_KINDS = tuple(k.value for k in NodeKind)
 _T = TypeVar("_T")
 
 
@@ -87,7 +87,7 @@ class Interface:
 class Host:
     name: str
     interfaces: tuple[Interface, ...]
-    kind: Kind = Kind.HOST
+    kind: NodeKind = NodeKind.HOST
 
     @property
     def address(self) -> ipaddress.IPv4Address:
@@ -104,7 +104,7 @@ class Switch:
     protocols: tuple[str, ...]
     ports: tuple[int, ...]
     driver: str = "ovs"  # the driver kind the emulated fabric gives it (a registered kind)
-    kind: Kind = Kind.OVS
+    kind: NodeKind = NodeKind.OVS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
@@ -126,7 +126,7 @@ class OpticalSwitch:
     egress_count: int
     attachments: tuple[int, ...]  # ingress numbers of linked duplex ports
     cross_connects: frozenset[Circuit]
-    kind: Kind = Kind.POLATIS
+    kind: NodeKind = NodeKind.POLATIS
 
     def egress_of(self, ingress: int) -> int:
         """The egress port of the duplex port whose ingress is ``ingress``."""
@@ -141,7 +141,7 @@ class OpticalSwitch:
 class LongHaul:
     name: str
     delay_ms: float
-    kind: Kind = Kind.LONGHAUL
+    kind: NodeKind = NodeKind.LONGHAUL
 
 
 AnyNode = Host | Switch | OpticalSwitch | LongHaul

@@ -11,13 +11,14 @@ from services.reroute.planning import plan
 from services.reroute.planning.plan import Disruption, StepKind
 from services.reroute.rules import initial_rules, path_rules
 from services.reroute.tables import tables_from
-from services.reroute.topology import Kind, parse_topology
+from services.reroute.topology import NodeKind, parse_topology
 
 
 def test_a_generated_leaf_spine_validates_with_its_sizes() -> None:
     topo = parse_topology(to_yaml(leaf_spine(8, 3, 2)))
     kinds = [n.kind for n in topo.nodes.values()]
-    assert (kinds.count(Kind.HOST), kinds.count(Kind.OVS), kinds.count(Kind.POLATIS)) == (8, 11, 2)
+    counts = [kinds.count(k) for k in (NodeKind.HOST, NodeKind.OVS, NodeKind.POLATIS)]
+    assert counts == [8, 11, 2]
     assert len(topo.links) == 8 + 8 * 3 + 8 * 2
     assert len(topo.paths) == 4 * (3 + 2)
     assert [p.name for p in topo.paths.values() if p.initial] == [
