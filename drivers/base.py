@@ -538,6 +538,12 @@ def registered() -> list[str]:
     return sorted(_REGISTRY.kinds)
 
 
+def broken() -> dict[str, str]:
+    """The driver packages that did not import here, with why (``load_all``)."""
+    load_all()
+    return dict(_REGISTRY.broken)
+
+
 def kinds() -> list[Kind]:
     """Every registered driver kind, by name."""
     return [_REGISTRY.kinds[k] for k in registered()]

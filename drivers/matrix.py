@@ -14,8 +14,6 @@ one is listed as unchecked.
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -28,6 +26,7 @@ from drivers.base import (
     CrossConnectSwitch,
     FlowProgrammer,
     PortMonitor,
+    broken,
     lookup,
     registered,
 )
@@ -46,11 +45,13 @@ when a driver declares it cannot do it.
 
 
 def load_drivers() -> list[str]:
-    """Import every driver package (each registers its kinds); the registered kinds."""
-    for info in pkgutil.iter_modules(drivers.__path__):
-        if info.ispkg:
-            importlib.import_module(f"{drivers.__name__}.{info.name}")
-    return registered()
+    """Every registered kind, loaded by the registry's one loader (``drivers.base``);
+    ImportError when a driver package cannot load here: the matrix shows every driver."""
+    kinds = registered()
+    if failed := broken():
+        why = "; ".join(f"{pkg}: {reason}" for pkg, reason in sorted(failed.items()))
+        raise ImportError(f"driver packages that cannot load here: {why}")
+    return kinds
 
 
 def methods(interface: type) -> list[str]:
