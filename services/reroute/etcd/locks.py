@@ -14,8 +14,9 @@ transaction, so two replicas never start one pending reroute. The revision of th
 transaction that took a device is its ``revision`` (fencing: OpenFlow's
 ``generation_id``, P4Runtime's election id).
 
-``changed`` is set on every change under the prefix (one watch): the scheduler wakes on
-it when another replica queues a reroute, lets resources go or dies.
+``changed`` is set on every change under the prefix (one watch) that another replica made:
+the scheduler wakes on it when another replica queues a reroute, lets resources go or dies
+(this replica's own changes wake it directly; each would otherwise cost a read of the queue).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import logging
 import time
 
 from services.reroute.etcd.client import (
+    Change,
     Compare,
     Etcd,
     Op,
@@ -134,13 +136,23 @@ class EtcdLocks:
     async def _watch(self) -> None:
         while True:
             try:
-                async for keys in self.etcd.changes(self.prefix):
-                    if any(k[len(self.prefix) :].startswith(WAKING) for k in keys):
+                async for changes in self.etcd.changes(self.prefix):
+                    if any(self._waking(change) for change in changes):
                         self._changed.set()
             except StoreUnavailable as exc:
                 log.debug("watch: %s", exc)
             self._changed.set()  # something may have changed unseen
             await asyncio.sleep(RETRY_S)
+
+    def _waking(self, change: Change) -> bool:
+        """A change that may let a reroute start, made by another replica (this one's own
+        wake its scheduler directly: queued, let go, ended). Its own: a revision its client
+        wrote, or a lock or claim whose value is this owner (an asyncio write may be seen
+        here before its answer)."""
+        if not change.key[len(self.prefix) :].startswith(WAKING):
+            return False
+        mine = change.revision in self.etcd.written or change.value == self.owner.encode()
+        return not mine
 
     # -- locks -----------------------------------------------------------------------
 

@@ -279,7 +279,8 @@ class RerouteService:
         return record
 
     def _view(self, record: Record) -> RerouteView:
-        position = self.scheduler.position(record.id)
+        queued = record.state is RerouteState.PENDING
+        position = self.scheduler.position(record.id) if queued else None
         view = reroute_view(record, self.journal.steps(record.id), position)
         if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:
             return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned

@@ -69,7 +69,7 @@ class Scheduler:
     @property
     def busy(self) -> bool:
         """A reroute is running or queued (here, or by any owner of the journal)."""
-        return bool(self._running) or bool(self.journal.pending() or self.journal.in_flight())
+        return bool(self._running) or self.journal.active()
 
     @property
     def running(self) -> int:
@@ -153,9 +153,9 @@ class Scheduler:
         may run it), or ``timeout``, or the scheduler stops."""
         deadline = asyncio.get_running_loop().time() + timeout
         changed = self.engine.lock.changed
-        while True:
+        while not event.is_set():
             record = self.journal.get(reroute_id)
-            if record is None or reached(record.state) or event.is_set():
+            if record is None or reached(record.state):
                 return
             if self.stopped and reroute_id not in self._running:
                 return
