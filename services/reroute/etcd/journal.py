@@ -20,8 +20,10 @@ the replica that runs a reroute is its only writer (fenced), so it keeps the rer
 and steps as it wrote them, with the row's revision, and writes without reading first (the
 transaction compares that revision: a change by anyone else is refused, never overwritten);
 the end of one batch of steps goes with the start of the next (or the checkpoint, or the
-finish) in one transaction. Ended reroutes never change again: the latest ones written here
-are answered from memory (``ENDED_KEPT``). Everything else is read from etcd.
+finish) in one transaction. While its lease surely lives (``leased``) no other replica can
+change such a reroute, so reading it answers from memory. Ended reroutes never change
+again: the latest ones written here are answered from memory (``ENDED_KEPT``). Everything
+else is read from etcd.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from services.reroute.etcd.client import (
@@ -72,6 +75,9 @@ class EtcdJournal:
         self.etcd = etcd
         self.prefix = prefix.rstrip("/") + "/"
         self.fence: list[Compare] = []  # compares every write of a running reroute makes
+        # this replica's lease surely lives: no other replica can have taken over (and
+        # changed) a reroute it runs, so that reroute is read from memory
+        self.leased: Callable[[], bool] = lambda: False
         self._steps: dict[str, dict[int, list[Any]]] = {}  # of reroutes running here
         self._live: dict[str, tuple[_Row, int]] = {}  # running here: row as written, revision
         self._seen: OrderedDict[str, tuple[_Row, int]] = OrderedDict()  # pending rows read
@@ -310,6 +316,8 @@ class EtcdJournal:
     def get(self, reroute_id: str) -> Record | None:
         if reroute_id in self._ended:
             return self._ended[reroute_id][0]
+        if reroute_id in self._live and self.leased():
+            return self._record(self._live[reroute_id][0])
         kv = self.etcd.get(self._key("reroutes", reroute_id))
         if kv is None:
             return None
