@@ -70,12 +70,15 @@ class Change:
     key: str
     revision: int  # of the transaction that changed it
     value: bytes  # its value; a deleted key's value before
+    deleted: bool
 
 
 def _change(event: Any) -> Change:
     deleted = event.type == event.DELETE
     value = event.prev_kv.value if deleted else event.kv.value
-    return Change(key=event.kv.key.decode(), revision=event.kv.mod_revision, value=value)
+    return Change(
+        key=event.kv.key.decode(), revision=event.kv.mod_revision, value=value, deleted=deleted
+    )
 
 
 def _kv(kv: Any) -> KV:

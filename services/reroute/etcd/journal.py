@@ -368,15 +368,26 @@ class EtcdJournal:
 
     def _indexed(self, kind: str) -> list[Record]:
         """The reroutes of an index (pending, running), in its order: one read for the
-        index, one transaction of reads for the reroutes."""
+        index, one transaction of reads for the reroutes (and one for the steps of those
+        run by other replicas)."""
         start = len(self._key(kind))
         ids = [kv.key[start:] for kv in self.etcd.get_prefix(self._key(kind))]
-        rows: list[_Row] = []
+        rows = [_Row.of(kv) for kv in self._many("reroutes", ids).values()]
+        theirs = [r.id for r in rows if r.state is not RerouteState.PENDING]
+        theirs = [i for i in theirs if i not in self._steps]
+        steps = {i: json.loads(kv.value) for i, kv in self._many("steps", theirs).items()}
+        loaded = {i: {s[0]: s for s in steps.get(i, [])} for i in theirs}
+        return [self._record(r, loaded.get(r.id)) for r in rows]
+
+    def _many(self, kind: str, ids: list[str]) -> dict[str, KV]:
+        """The keys of ``kind`` of reroutes ``ids`` that exist, in that order (one
+        transaction per ``PRUNE_CHUNK``)."""
+        out: dict[str, KV] = {}
         for first in range(0, len(ids), PRUNE_CHUNK):
             chunk = ids[first : first + PRUNE_CHUNK]
-            result = self._txn([], [get_op(self._key("reroutes", i)) for i in chunk])
-            rows += [_Row.of(kvs[0]) for kvs in result.ranges if kvs]
-        return [self._record(r) for r in rows]
+            result = self._txn([], [get_op(self._key(kind, i)) for i in chunk])
+            out |= {i: kvs[0] for i, kvs in zip(chunk, result.ranges, strict=True) if kvs}
+        return out
 
     def _record(self, row: _Row, steps: dict[int, list[Any]] | None = None) -> Record:
         steps = self._steps.get(row.id) if steps is None else steps

@@ -14,9 +14,10 @@ transaction, so two replicas never start one pending reroute. The revision of th
 transaction that took a device is its ``revision`` (fencing: OpenFlow's
 ``generation_id``, P4Runtime's election id).
 
-``changed`` is set on every change under the prefix (one watch) that another replica made:
-the scheduler wakes on it when another replica queues a reroute, lets resources go or dies
-(this replica's own changes wake it directly; each would otherwise cost a read of the queue).
+``changed`` is set on the changes under the prefix (one watch) that another replica made
+and that may let a reroute start: the scheduler wakes on it when another replica queues a
+reroute, starts or ends one, lets resources go or dies (this replica's own changes wake it
+directly; a key taken starts nothing; each wake costs a read of the queue).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
 RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
-# the changes that may let a waiting reroute start (not step records, not reroute rows)
-WAKING = ("pending/", "running/", "claims/", "locks/", "owners/")
+# the changes that may let a waiting reroute start (not step records, not reroute rows):
+# a reroute queued, or a key of these gone (let go, started, ended, died)
+QUEUED = "pending/"
+GONE = ("pending/", "running/", "claims/", "locks/", "owners/")
 
 
 class EtcdLocks:
@@ -149,7 +152,8 @@ class EtcdLocks:
         wake its scheduler directly: queued, let go, ended). Its own: a revision its client
         wrote, or a lock or claim whose value is this owner (an asyncio write may be seen
         here before its answer)."""
-        if not change.key[len(self.prefix) :].startswith(WAKING):
+        name = change.key[len(self.prefix) :]
+        if not (name.startswith(GONE) if change.deleted else name.startswith(QUEUED)):
             return False
         mine = change.revision in self.etcd.written or change.value == self.owner.encode()
         return not mine

@@ -293,7 +293,8 @@ def test_a_reroute_changed_by_another_replica_is_judged_as_it_is_now(
 
 
 def test_the_watch_wakes_a_replica_on_other_replicas_changes_only(cluster: EtcdCluster) -> None:
-    """Its own changes wake its scheduler directly (each wake costs a read of the queue)."""
+    """Its own changes wake its scheduler directly (each wake costs a read of the queue);
+    another replica's resources let go wake it."""
 
     async def main() -> None:
         universe = Universe.of(TOPO)
@@ -307,10 +308,10 @@ def test_the_watch_wakes_a_replica_on_other_replicas_changes_only(cluster: EtcdC
         await held.release()
         with pytest.raises(TimeoutError):  # none of those woke it
             await asyncio.wait_for(one.changed.wait(), 0.5)
-        other = await two.try_acquire(frozenset({"br4"}))
+        other = await two.try_acquire(frozenset({"br4"}))  # taken: starts nothing
         assert other is not None
-        await asyncio.wait_for(one.changed.wait(), 5)  # another replica's lock
         await other.release()
+        await asyncio.wait_for(one.changed.wait(), 5)  # let go by another replica
         for locks in (one, two):
             await locks.close()
             await locks.etcd.aclose()
