@@ -1,6 +1,8 @@
-"""Replicas on etcd: takeover after ``kill -9``, and the etcd store's cost per reroute.
+"""Replicas on etcd: takeover after ``kill -9``, the etcd store's cost per reroute, and
+reroutes per second with 1 and 3 replicas.
 
-Run as root: ``.venv/bin/python bench/replicas.py [--runs 5] [--moves 20]``.
+Run as root: ``.venv/bin/python bench/replicas.py [--runs 5] [--moves 20] [--pairs 6]
+[--rounds 8] [--parts latency,takeover,throughput]``.
 It builds its own fabric (``bench-repl``: seed 003's testbed, ``ngncs-ost``) and a 3-member
 etcd on loopback (``fabric/etcdcluster.py``), then measures:
 
@@ -14,6 +16,14 @@ etcd on loopback (``fabric/etcdcluster.py``), then measures:
   answer, with the SQLite store and with the etcd store (one service each, both running,
   asked in turn, so both see the same machine): the median of each and their difference
   (goal: at most +5 ms per reroute).
+- **throughput** (on a second fabric, ``bench-tput``: ``reroute topo generate leaf-spine
+  --racks 2P --spines 1 --ocs 3``, P = ``--pairs``): each rack pair's flow moves by
+  electronic MBB between its paths over OCS 1 and OCS 3 (both circuits are there from the
+  start: only the pair's two leaves are written, so the pairs' reroutes are disjoint),
+  ``--rounds`` times there and back, one client per pair, all pairs at once; with one
+  replica (every pair's requests to it) and then with three (pair i to replica i mod 3),
+  both on the etcd store: reroutes per second of each (done / span from the first request
+  to the last answer) and their ratio.
 
 Numbers, not pass/fail. Everything started is stopped.
 """
@@ -30,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,13 +48,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fabric import fabric
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
+from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
-from services.reroute.topology import load_topology
+from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]
 NAME = "bench-repl"
+TPUT = "bench-tput"
 TOKEN = "bench-operator-token-0123456789"
 FLOW = "10.0.0.2>10.0.0.3"
 TTL_S = 2
@@ -165,27 +178,113 @@ def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, 
     return out
 
 
+def tput_config(tmp: Path, topo_file: Path, fab: Fabric, name: str, store: str) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(
+        f"topology: {topo_file}\ninventory: {fab.state.inventory}\n"
+        f"journal: {tmp / (name + '.sqlite')}\ntokens: [{{token: {TOKEN}, role: operator}}]\n"
+        f"store: {store}\n"
+    )
+    return path
+
+
+def pair_flow(topo: Topology, a: int) -> str:
+    path = topo.paths[f"r{a}-{a + 1}-o1"]
+    return f"{path.src_ip}>{path.dst_ip}"
+
+
+def moves(replicas: list[Serve], topo: Topology, pairs: int, rounds: int) -> tuple[int, float]:
+    """Every pair's flow ``rounds`` times to OCS 3 and back, one client per pair, all pairs
+    at once (pair i to replica i mod n): reroutes done and the span (s)."""
+
+    def one_pair(i: int) -> int:
+        a = 2 * i + 1
+        client = replicas[i % len(replicas)].client
+        done = 0
+        for _ in range(rounds):
+            for to in (f"r{a}-{a + 1}-o3", f"r{a}-{a + 1}-o1"):
+                view = client.create([pair_flow(topo, a)], to, wait_s=60)
+                if view.state is not RerouteState.DONE:
+                    raise SystemExit(f"pair {a}: {view.state} {view.error}")
+                done += 1
+        return done
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(pairs) as pool:
+        done = sum(pool.map(one_pair, range(pairs)))
+    return done, time.perf_counter() - t0
+
+
+def throughput(tmp: Path, etcd: EtcdCluster, pairs: int, rounds: int) -> dict[int, float]:
+    """Reroutes per second with 1 and with 3 replicas (module docstring)."""
+    topo_file = tmp / f"{TPUT}.yaml"
+    topo_file.write_text(to_yaml(leaf_spine(racks=2 * pairs, spines=1, ocs=3, name=TPUT)))
+    topo = load_topology(topo_file)
+    fabric.down(TPUT)
+    fab = fabric.up(topo)
+    out: dict[int, float] = {}
+    try:
+        ends = ", ".join(etcd.endpoints)
+        for n in (1, 3):
+            store = f"{{kind: etcd, endpoints: [{ends}], prefix: /bench/tput{n}}}"
+            replicas = [
+                Serve(tput_config(tmp, topo_file, fab, f"t{n}-{i}", store), tmp / f"t{n}-{i}.log")
+                for i in range(n)
+            ]
+            try:
+                for i in range(pairs):  # the flows onto OCS 1 (from the spine, or already)
+                    a = 2 * i + 1
+                    replicas[0].client.create([pair_flow(topo, a)], f"r{a}-{a + 1}-o1", wait_s=60)
+                moves(replicas, topo, pairs, 1)  # warm-up: not counted
+                done, span = moves(replicas, topo, pairs, rounds)
+            finally:
+                for r in replicas:
+                    r.stop()
+            out[n] = done / span
+            print(f"  {n} replica(s): {done} reroutes in {span:.2f} s: {out[n]:.1f} reroutes/s",
+                  flush=True)  # fmt: skip
+    finally:
+        fabric.down(TPUT)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="takeovers")
     parser.add_argument("--moves", type=int, default=6, help="rounds of latency moves")
+    parser.add_argument("--pairs", type=int, default=6, help="rack pairs (throughput)")
+    parser.add_argument("--rounds", type=int, default=8, help="moves there and back per pair")
+    parser.add_argument("--parts", default="latency,takeover,throughput", help="what to run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd") as etcd:
+        if parts & {"latency", "takeover"}:
+            ngncs(Path(tmp), etcd, parts, args)
+        if "throughput" in parts:
+            rate = throughput(Path(tmp), etcd, args.pairs, args.rounds)
+            print(f"reroutes/s on disjoint devices: 1 replica {rate[1]:.1f}, 3 replicas "
+                  f"{rate[3]:.1f}: {rate[3] / rate[1]:.2f}x")  # fmt: skip
+    return 0
+
+
+def ngncs(tmp: Path, etcd: EtcdCluster, parts: set[str], args: argparse.Namespace) -> None:
+    """Latency and takeover, on seed 003's testbed."""
     topo = dataclasses.replace(load_topology(ROOT / "topologies" / "ngncs-ost.yaml"), name=NAME)
     fabric.down(NAME)
     fab = fabric.up(topo)
     try:
-        with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd") as etcd:
-            lat = latency(fab, Path(tmp), etcd, args.moves)
+        if "latency" in parts:
+            lat = latency(fab, tmp, etcd, args.moves)
             for name, ms in lat.items():
                 print(f"electronic MBB, {name} store: median {statistics.median(ms):.1f} ms "
                       f"(n={len(ms)}, min {min(ms):.1f}, max {max(ms):.1f})")  # fmt: skip
             extra = statistics.median(lat["etcd"]) - statistics.median(lat["sqlite"])
             print(f"etcd store adds {extra:+.1f} ms per electronic reroute (goal <= +5 ms)")
-            times = takeover(fab, Path(tmp), etcd, args.runs)
+        if "takeover" in parts:
+            times = takeover(fab, tmp, etcd, args.runs)
             print(f"takeover after kill -9 (TTL {TTL_S} s): {statistics.median(times):.0f} ms")
     finally:
         fabric.down(NAME)
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ where the driver declares ``atomic_batch``, else through ``guard`` (read back, a
 applied part undone when the batch fails), so every device's failed step leaves its table
 as before; VERIFY reads the device back (only the rules under the step's
 cookie) and requires every expected rule; DRAIN/WAIT sleep. Steps of a concurrent phase
-run at once. Before a step touches a device its start is committed to the journal. On any
+run at once. Before a step touches a device its start is committed to the journal (with
+how the previous batch ended: one write per batch boundary). On any
 failure the executor waits for the steps in flight, then undoes every started step, newest
 first (each step carries its inverse, computed by the planner), which returns every flow to
 the path it had before. A journal that can no longer be written (its disk filled up) is
@@ -37,7 +38,14 @@ from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
-from services.reroute.journal import JournalError, Journaling, LeaseLost, RerouteState, StepState
+from services.reroute.journal import (
+    Ended,
+    JournalError,
+    Journaling,
+    LeaseLost,
+    RerouteState,
+    StepState,
+)
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -207,12 +215,16 @@ class Executor:
         checkpoint = 0  # steps before this index are never undone (a checkpoint passed)
         rest = ""
         error: RerouteError | None = None
+        ended: Ended = ()  # how the last batch ended: written with the next write
         for phase in plan.phases:
             batches = [phase.steps] if phase.concurrent else [(s,) for s in phase.steps]
             for batch in batches:
                 index = range(first, first + len(batch))
-                # every start journaled (one write) before any step of the batch runs
-                error = self._leased() or self._write(self.journal.steps_started, reroute_id, index)
+                # every start journaled (one write, with the previous batch's end) before
+                # any step of the batch runs
+                error = self._leased() or self._write(
+                    self.journal.steps_started, reroute_id, index, ended
+                )
                 if isinstance(error, LeaseLost):
                     return self._abandoned(reroute_id, error, timings, started)
                 if error is not None:
@@ -220,20 +232,21 @@ class Executor:
                 first += len(batch)
                 if self._watch is None and any(s.kind is StepKind.CIRCUITS for s in batch):
                     self._watch = await self._watch_ports(_lock_ports(plan), self._stack)
-                error = await self._run_batch(reroute_id, batch, index, timings)
+                error, ended = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
                     break
                 if any(s.kind is StepKind.SHIFT for s in batch):
                     shifted = (self.clock() - started) * 1000
             if error is None and phase.rest:
-                error = self._write(self.journal.checkpoint, reroute_id, phase.rest)
+                error = self._write(self.journal.checkpoint, reroute_id, phase.rest, ended)
                 if error is None:
+                    ended = ()
                     checkpoint = first
                     rest = ", ".join(f"{len(f)} flow(s) on {p}" for p, f in phase.rest)
             if error is not None:
                 break
         else:
-            error = self._write(self.journal.finish, reroute_id, RerouteState.DONE)
+            error = self._write(self.journal.finish, reroute_id, RerouteState.DONE, None, ended)
             if error is None:
                 return Outcome(
                     reroute_id=reroute_id,
@@ -242,6 +255,8 @@ class Executor:
                     total_ms=(self.clock() - started) * 1000,
                     shifted_ms=shifted,
                 )
+        if ended:  # the steps' ends, before their undo (best effort, as the undo's records)
+            self._write(self.journal.steps_ended, reroute_id, ended)
         undo = list(range(checkpoint, first))
         state, story = await self.rollback(
             reroute_id, steps, undo, error, rest, undo_drain_s=plan.undo_drain_s
@@ -290,9 +305,10 @@ class Executor:
 
     async def _run_batch(
         self, reroute_id: str, batch: tuple[Step, ...], index: range, timings: list[StepTiming]
-    ) -> RerouteError | None:
+    ) -> tuple[RerouteError | None, Ended]:
         """Run steps at once (their starts journaled by the caller); the first error, after
-        all have finished."""
+        all have finished, and how each ended (the caller journals it with its next
+        write)."""
         for i, step in zip(index, batch, strict=True):
             self._emit(reroute_id, i, step, StepState.STARTED)
         results = await asyncio.gather(
@@ -309,7 +325,6 @@ class Executor:
                 raise result
             else:
                 ended.append((i, StepState.DONE, None))
-        error = self._write(self.journal.steps_ended, reroute_id, ended)  # one write
         for (i, state, text), step, result in zip(ended, batch, results, strict=True):
             if state is StepState.FAILED:
                 self._emit(reroute_id, i, step, state, error=text)
@@ -317,7 +332,7 @@ class Executor:
                 assert isinstance(result, float)
                 self._emit(reroute_id, i, step, state, ms=result)
                 timings.append(StepTiming(index=i + 1, description=step.describe(), ms=result))
-        return failed or error
+        return failed, ended
 
     def _emit(
         self,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -159,7 +160,7 @@ def encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
 def decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
     out = []
     for src, dst, proto, sport, dport in rows:
-        assert isinstance(src, list) and isinstance(dst, list)
+        assert isinstance(src, list | tuple) and isinstance(dst, list | tuple)  # JSON, or as made
         out.append(
             FlowSpec(
                 src=Prefix(*src),
@@ -207,10 +208,18 @@ def _intent_columns(intent: Intent) -> tuple[str, str]:
     return encode_intent(intent, names), json.dumps(names)
 
 
+# how steps run at once ended: (index, done or failed, error)
+Ended = Sequence[tuple[int, StepState, str | None]]
+
+
 class Journaling(Protocol):
     """What the engine, the executor and the service need of a journal: ``Journal``
     (SQLite, this module) or ``EtcdJournal`` (``services/reroute/etcd``). Writes raise
-    ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored."""
+    ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored.
+
+    ``ended`` (of ``steps_started``, ``checkpoint``, ``finish``): how the previous batch of
+    steps ended, stored in the same write (one durable write per batch boundary; what
+    recovery needs -- which steps started -- was written ahead of them)."""
 
     def create(
         self,
@@ -239,17 +248,26 @@ class Journaling(Protocol):
         self, reroute_id: str, idx: int, state: StepState, error: str | None = None
     ) -> None: ...
 
-    def steps_started(self, reroute_id: str, indexes: range) -> None: ...
+    def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None: ...
 
-    def steps_ended(
-        self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]
-    ) -> None: ...
+    def steps_ended(self, reroute_id: str, ended: Ended) -> None: ...
 
     def checkpoint(
-        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+        self,
+        reroute_id: str,
+        rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...],
+        ended: Ended = (),
     ) -> None: ...
 
-    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None: ...
+    def finish(
+        self,
+        reroute_id: str,
+        state: RerouteState,
+        error: str | None = None,
+        ended: Ended = (),
+    ) -> None: ...
+
+    def active(self) -> bool: ...
 
     def prune(self, keep: Retention, now: float | None = None) -> int: ...
 
@@ -278,6 +296,8 @@ class Journaling(Protocol):
     def close(self) -> None: ...
 
 
+_START = "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)"
+_END = "UPDATE steps SET state = ?, finished = ?, error = ? WHERE reroute_id = ? AND idx = ?"
 _COLUMNS = (
     "id, created, summary, state, error, plan_text, origins, touched, intent, step_names, "
     "started, finished, idem_key, fingerprint, owner, resources"
@@ -453,36 +473,52 @@ class Journal:
                 (state, time.time(), error, reroute_id, idx),
             )
 
-    def steps_started(self, reroute_id: str, indexes: range) -> None:
-        """Record that steps ``indexes`` start (one write for a batch run at once)."""
+    def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None:
+        """Record that steps ``indexes`` start (one write for a batch run at once, with how
+        the previous batch ``ended``)."""
         now = time.time()
-        self._many(
-            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)",
-            [(reroute_id, i, StepState.STARTED, now) for i in indexes],
-        )
+        starts = [(reroute_id, i, StepState.STARTED, now) for i in indexes]
+        self._many([*self._ends(reroute_id, ended), *((_START, row) for row in starts)])
 
-    def steps_ended(self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]) -> None:
+    def steps_ended(self, reroute_id: str, ended: Ended) -> None:
         """Record how steps run at once ended: (index, done or failed, error), one write."""
+        self._many(self._ends(reroute_id, ended))
+
+    @staticmethod
+    def _ends(reroute_id: str, ended: Ended) -> list[tuple[str, tuple[object, ...]]]:
         now = time.time()
-        self._many(
-            "UPDATE steps SET state = ?, finished = ?, error = ? WHERE reroute_id = ? AND idx = ?",
-            [(state, now, error, reroute_id, i) for i, state, error in ended],
-        )
+        return [(_END, (state, now, error, reroute_id, i)) for i, state, error in ended]
 
     def checkpoint(
-        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+        self,
+        reroute_id: str,
+        rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...],
+        ended: Ended = (),
     ) -> None:
         """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
-        self._write(
-            "UPDATE reroutes SET origins = ? WHERE id = ?",
-            (json.dumps({p: encode_flows(f) for p, f in rest}), reroute_id),
-        )
+        origins = json.dumps({p: encode_flows(f) for p, f in rest})
+        sql = "UPDATE reroutes SET origins = ? WHERE id = ?"
+        self._many([*self._ends(reroute_id, ended), (sql, (origins, reroute_id))])
 
-    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
+    def finish(
+        self,
+        reroute_id: str,
+        state: RerouteState,
+        error: str | None = None,
+        ended: Ended = (),
+    ) -> None:
         """Record a reroute's final state and error."""
-        self._write(
-            "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?",
-            (state, error, time.time(), reroute_id),
+        sql = "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?"
+        row = (state, error, time.time(), reroute_id)
+        self._many([*self._ends(reroute_id, ended), (sql, row)])
+
+    def active(self) -> bool:
+        """A reroute is pending or running (any owner)."""
+        return bool(
+            self.db.execute(
+                "SELECT 1 FROM reroutes WHERE state IN (?, ?) LIMIT 1",
+                (RerouteState.PENDING, RerouteState.RUNNING),
+            ).fetchone()
         )
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
@@ -491,14 +527,15 @@ class Journal:
         except sqlite3.OperationalError as exc:  # its disk filled up meanwhile
             raise self._unwritable(exc, then="") from exc
 
-    def _many(self, sql: str, rows: list[tuple[object, ...]]) -> None:
-        """``sql`` for each of ``rows``, in one transaction."""
-        if len(rows) == 1:
-            self._write(sql, rows[0])
+    def _many(self, statements: list[tuple[str, tuple[object, ...]]]) -> None:
+        """Each (sql, parameters) of ``statements``, in one transaction."""
+        if len(statements) <= 1:
+            for sql, row in statements:
+                self._write(sql, row)
             return
         try:
             self.db.execute("BEGIN")
-            for row in rows:
+            for sql, row in statements:
                 self.db.execute(sql, row)
             self.db.execute("COMMIT")
         except sqlite3.OperationalError as exc:

@@ -36,6 +36,7 @@ async def open_etcd(
         try:
             journal = EtcdJournal(etcd, spec.prefix)
             journal.fence = locks.fence()
+            journal.leased = lambda: locks.valid_for() > 0
             yield journal, locks
         finally:
             await locks.close()

@@ -17,6 +17,7 @@ unreachable, timed out).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from drivers.spec import SecretRef, TlsFiles, read_secret
 from services.reroute.journal import JournalError
 
 _T = TypeVar("_T")
+WRITTEN = 256  # own write revisions remembered (``Etcd.written``)
 Compare = Any  # rpc.Compare
 Op = Any  # rpc.RequestOp
 
@@ -59,6 +61,24 @@ def prefix_end(prefix: str) -> str:
     """The end of the key range of every key starting with ``prefix``."""
     raw = prefix.encode()
     return (raw[:-1] + bytes([raw[-1] + 1])).decode()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One key changed (a watch's event)."""
+
+    key: str
+    revision: int  # of the transaction that changed it
+    value: bytes  # its value; a deleted key's value before
+    deleted: bool
+
+
+def _change(event: Any) -> Change:
+    deleted = event.type == event.DELETE
+    value = event.prev_kv.value if deleted else event.kv.value
+    return Change(
+        key=event.kv.key.decode(), revision=event.kv.mod_revision, value=value, deleted=deleted
+    )
 
 
 def _kv(kv: Any) -> KV:
@@ -120,8 +140,19 @@ def delete(key: str, *, prefix: bool = False) -> Op:
     )
 
 
-def get_op(key: str) -> Op:
-    return rpc.RequestOp(request_range=rpc.RangeRequest(key=key.encode()))
+def get_op(key: str, *, prefix: bool = False, limit: int = 0) -> Op:
+    """Read ``key`` (``prefix``: every key starting with it, in creation order, at most
+    ``limit`` of them when given)."""
+    if not prefix:
+        return rpc.RequestOp(request_range=rpc.RangeRequest(key=key.encode()))
+    request = rpc.RangeRequest(
+        key=key.encode(),
+        range_end=prefix_end(key).encode(),
+        sort_target=rpc.RangeRequest.CREATE,
+        sort_order=rpc.RangeRequest.ASCEND,
+        limit=limit,
+    )
+    return rpc.RequestOp(request_range=request)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +185,8 @@ class Etcd:
         self._sync = [_channel(grpc, e, self._creds) for e in settings.endpoints]
         self._aio_channels: list[Any] = []  # made in the event loop that uses them
         self._at = 0  # the endpoint in use
+        # the revisions of this client's latest writes: a watcher tells them from others'
+        self.written: deque[int] = deque(maxlen=WRITTEN)
         self._metadata: tuple[tuple[str, str], ...] | None = None
 
     @property
@@ -212,7 +245,13 @@ class Etcd:
         self, compare: Sequence[Compare], success: Sequence[Op], failure: Sequence[Op] = ()
     ) -> TxnResult:
         request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
-        return _txn_result(self._call(rpc.KVStub, "Txn", request))
+        return self._wrote(_txn_result(self._call(rpc.KVStub, "Txn", request)), success)
+
+    def _wrote(self, result: TxnResult, success: Sequence[Op]) -> TxnResult:
+        """Remember the revision of a transaction that wrote (``written``)."""
+        if result.succeeded and any(op.WhichOneof("request") != "request_range" for op in success):
+            self.written.append(result.revision)
+        return result
 
     # -- asyncio -------------------------------------------------------------------------
 
@@ -242,7 +281,7 @@ class Etcd:
         self, compare: Sequence[Compare], success: Sequence[Op], failure: Sequence[Op] = ()
     ) -> TxnResult:
         request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
-        return _txn_result(await self._acall(rpc.KVStub, "Txn", request))
+        return self._wrote(_txn_result(await self._acall(rpc.KVStub, "Txn", request)), success)
 
     async def grant(self, ttl_s: int) -> int:
         """A new lease of ``ttl_s`` seconds; its id."""
@@ -275,10 +314,12 @@ class Etcd:
     async def revoke(self, lease: int) -> None:
         await self._acall(rpc.LeaseStub, "LeaseRevoke", rpc.LeaseRevokeRequest(ID=lease))
 
-    async def changes(self, prefix: str) -> AsyncIterator[list[str]]:
-        """The keys of each change under ``prefix``, as etcd reports them (a watch;
-        StoreUnavailable when the stream ends)."""
-        create = rpc.WatchCreateRequest(key=prefix.encode(), range_end=prefix_end(prefix).encode())
+    async def changes(self, prefix: str) -> AsyncIterator[list[Change]]:
+        """Each change under ``prefix``, as etcd reports them (a watch; StoreUnavailable
+        when the stream ends)."""
+        create = rpc.WatchCreateRequest(
+            key=prefix.encode(), range_end=prefix_end(prefix).encode(), prev_kv=True
+        )
         requests: asyncio.Queue[Any] = asyncio.Queue()
         requests.put_nowait(rpc.WatchRequest(create_request=create))
 
@@ -291,7 +332,7 @@ class Etcd:
             stream = rpc.WatchStub(self._aio[at]).Watch(send(), metadata=await self._auth(at))
             async for reply in stream:
                 if reply.events:
-                    yield [e.kv.key.decode() for e in reply.events]
+                    yield [_change(e) for e in reply.events]
         except grpc.RpcError as exc:
             self._at = (at + 1) % len(self._aio)
             raise self._unavailable(exc) from exc

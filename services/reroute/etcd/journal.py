@@ -14,12 +14,24 @@ that the replica's own key ``P/owners/<owner>`` still exists (``fence``): a repl
 lease expired -- paused, or cut off from etcd -- has its write-ahead records refused, so it
 stops before its next step (``JournalError``), while another replica recovers the reroute.
 Reads are linearizable (etcd's default): any replica answers what every other wrote.
+
+What each reroute costs in round trips to etcd (each a Raft round, fsynced on a quorum):
+the replica that runs a reroute is its only writer (fenced), so it keeps the reroute's row
+and steps as it wrote them, with the row's revision, and writes without reading first (the
+transaction compares that revision: a change by anyone else is refused, never overwritten);
+the end of one batch of steps goes with the start of the next (or the checkpoint, or the
+finish) in one transaction. While its lease surely lives (``leased``) no other replica can
+change such a reroute, so reading it answers from memory. Ended reroutes never change
+again: the latest ones written here are answered from memory (``ENDED_KEPT``). Everything
+else is read from etcd.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from services.reroute.etcd.client import (
@@ -36,6 +48,7 @@ from services.reroute.etcd.client import (
     unchanged,
 )
 from services.reroute.journal import (
+    Ended,
     JournalError,
     LeaseLost,
     Record,
@@ -53,6 +66,8 @@ from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING
 
 PRUNE_CHUNK = 40  # reroutes removed per transaction (etcd allows 128 operations)
+ENDED_KEPT = 64  # ended reroutes of this replica answered from memory
+SEEN_KEPT = 64  # pending rows read here, kept for ``create``'s compare
 
 
 class EtcdJournal:
@@ -60,7 +75,13 @@ class EtcdJournal:
         self.etcd = etcd
         self.prefix = prefix.rstrip("/") + "/"
         self.fence: list[Compare] = []  # compares every write of a running reroute makes
+        # this replica's lease surely lives: no other replica can have taken over (and
+        # changed) a reroute it runs, so that reroute is read from memory
+        self.leased: Callable[[], bool] = lambda: False
         self._steps: dict[str, dict[int, list[Any]]] = {}  # of reroutes running here
+        self._live: dict[str, tuple[_Row, int]] = {}  # running here: row as written, revision
+        self._seen: OrderedDict[str, tuple[_Row, int]] = OrderedDict()  # pending rows read
+        self._ended: OrderedDict[str, tuple[Record, list[StepRecord]]] = OrderedDict()
 
     def _key(self, kind: str, name: str = "") -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -110,10 +131,32 @@ class EtcdJournal:
         owner: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
     ) -> None:
+        seen = self._seen.pop(reroute_id, None)
+        try:
+            self._create(reroute_id, plan, owner, resources, seen or self._read(reroute_id))
+        except LeaseLost:
+            raise
+        except JournalError:
+            if seen is None:
+                raise
+            # the row changed since this replica read it: judged again on what it is now
+            self._create(reroute_id, plan, owner, resources, self._read(reroute_id))
+
+    def _read(self, reroute_id: str) -> tuple[_Row, int] | None:
         kv = self.etcd.get(self._key("reroutes", reroute_id))
+        return None if kv is None else (_Row.of(kv), kv.mod_revision)
+
+    def _create(
+        self,
+        reroute_id: str,
+        plan: Plan,
+        owner: str | None,
+        resources: frozenset[str],
+        base: tuple[_Row, int] | None,
+    ) -> None:
         now = time.time()
-        row = _Row.of(kv) if kv is not None else _Row(id=reroute_id, created=now)
-        if kv is not None and row.state is not RerouteState.PENDING:
+        row = _Row(**base[0].fields) if base is not None else _Row(id=reroute_id, created=now)
+        if base is not None and row.state is not RerouteState.PENDING:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
         text = plan.describe()
         row.update(
@@ -129,13 +172,14 @@ class EtcdJournal:
             owner=owner,
             resources=sorted(resources),
         )
-        compares = [unchanged(self._key("reroutes", reroute_id), kv.mod_revision if kv else 0)]
+        compares = [unchanged(self._key("reroutes", reroute_id), base[1] if base else 0)]
         ops = [
             self._put(row),
             delete(self._key("pending", reroute_id)),
             put(self._key("running", reroute_id), b""),
         ]
-        self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
+        revision = self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
+        self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = {}
 
     def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
@@ -152,7 +196,7 @@ class EtcdJournal:
         return self._update(reroute_id, changes, RerouteState.PENDING, extra, [claimed])
 
     def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
-        steps = self._steps_of(reroute_id)
+        steps = self._ends(reroute_id, ())
         now = time.time()
         if state is StepState.STARTED:
             steps[idx] = [idx, str(state), now, None, None]
@@ -161,35 +205,84 @@ class EtcdJournal:
             entry[1], entry[3], entry[4] = str(state), now, error
         self._write_steps(reroute_id, steps)
 
-    def steps_started(self, reroute_id: str, indexes: range) -> None:
-        steps = self._steps_of(reroute_id)
+    def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None:
+        steps = self._ends(reroute_id, ended)
         now = time.time()
         for i in indexes:
             steps[i] = [i, str(StepState.STARTED), now, None, None]
         self._write_steps(reroute_id, steps)
 
-    def steps_ended(self, reroute_id: str, ended: list[tuple[int, StepState, str | None]]) -> None:
-        steps = self._steps_of(reroute_id)
+    def steps_ended(self, reroute_id: str, ended: Ended) -> None:
+        self._write_steps(reroute_id, self._ends(reroute_id, ended))
+
+    def _ends(self, reroute_id: str, ended: Ended) -> dict[int, list[Any]]:
+        """A copy of the reroute's steps with how ``ended`` ended (kept once written)."""
+        steps = {i: list(s) for i, s in self._steps_of(reroute_id).items()}
         now = time.time()
         for i, state, error in ended:
             entry = steps.setdefault(i, [i, str(state), now, None, None])
             entry[1], entry[3], entry[4] = str(state), now, error
-        self._write_steps(reroute_id, steps)
+        return steps
 
     def checkpoint(
-        self, reroute_id: str, rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...]
+        self,
+        reroute_id: str,
+        rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...],
+        ended: Ended = (),
     ) -> None:
         origins = {p: encode_flows(f) for p, f in rest}
-        self._update(reroute_id, {"origins": origins}, None, fenced=True)
+        self._change(reroute_id, {"origins": origins}, [], ended)
 
-    def finish(self, reroute_id: str, state: RerouteState, error: str | None = None) -> None:
+    def finish(
+        self,
+        reroute_id: str,
+        state: RerouteState,
+        error: str | None = None,
+        ended: Ended = (),
+    ) -> None:
         changes = {"state": state, "error": error, "finished": time.time()}
         extra = [
             delete(self._key("running", reroute_id)),
             delete(self._key("pending", reroute_id)),
         ]
-        self._update(reroute_id, changes, None, extra, fenced=True)
-        self._steps.pop(reroute_id, None)
+        row = self._change(reroute_id, changes, extra, ended)
+        steps = self._steps.pop(reroute_id, None)
+        self._live.pop(reroute_id, None)
+        if row is not None and steps is not None:
+            self._keep(self._record(row, steps), _step_records(steps))
+
+    def _change(
+        self, reroute_id: str, changes: dict[str, Any], extra: list[Op], ended: Ended
+    ) -> _Row | None:
+        """A fenced change of a reroute (and its steps' ends, in the same transaction): of
+        the row as written here when it runs here, else read first. The row written."""
+        live = self._live.get(reroute_id)
+        if live is None:
+            if ended:
+                self._write_steps(reroute_id, self._ends(reroute_id, ended))
+            self._update(reroute_id, changes, None, extra, fenced=True)
+            return None
+        steps = self._ends(reroute_id, ended)
+        row, revision = live
+        row = _Row(**row.fields)
+        row.update(**changes)
+        key = self._key("reroutes", reroute_id)
+        ops = [self._put(row), self._steps_put(reroute_id, steps), *extra]
+        revision = self._fenced([unchanged(key, revision)], ops, f"reroute {reroute_id} changed")
+        self._live[reroute_id] = (row, revision)
+        self._steps[reroute_id] = steps
+        return row
+
+    def _keep(self, record: Record, steps: list[StepRecord]) -> None:
+        """An ended reroute written here (it never changes again but for ``prune``)."""
+        self._ended[record.id] = (record, steps)
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+
+    def active(self) -> bool:
+        """A reroute is pending or running (any owner): one linearizable read."""
+        ops = [get_op(self._key(kind), prefix=True, limit=1) for kind in ("pending", "running")]
+        return any(self._txn([], ops).ranges)
 
     def prune(self, keep: Retention, now: float | None = None) -> int:
         cutoff = (time.time() if now is None else now) - keep.days * 86400
@@ -200,6 +293,7 @@ class EtcdJournal:
             ops: list[Op] = []
             placed: dict[str, str] = {}
             for row in chunk:
+                self._ended.pop(row.id, None)
                 placed |= {str(f): p for f, p in row.record([]).placed().items()}
                 ops += [delete(self._key("reroutes", row.id)), delete(self._key("steps", row.id))]
                 if row.idem_key:
@@ -220,8 +314,19 @@ class EtcdJournal:
         return sum(len(kv.key) + len(kv.value) for kv in self.etcd.get_prefix(self.prefix))
 
     def get(self, reroute_id: str) -> Record | None:
+        if reroute_id in self._ended:
+            return self._ended[reroute_id][0]
+        if reroute_id in self._live and self.leased():
+            return self._record(self._live[reroute_id][0])
         kv = self.etcd.get(self._key("reroutes", reroute_id))
-        return None if kv is None else self._record(_Row.of(kv))
+        if kv is None:
+            return None
+        row = _Row.of(kv)
+        if row.state is RerouteState.PENDING:  # create compares it (its next write, often)
+            self._seen[reroute_id] = (row, kv.mod_revision)
+            while len(self._seen) > SEEN_KEPT:
+                self._seen.popitem(last=False)
+        return self._record(row)
 
     def by_key(self, idem_key: str) -> Record | None:
         kv = self.etcd.get(self._key("keys", idem_key))
@@ -250,10 +355,10 @@ class EtcdJournal:
         return [self._record(r) for r in (chosen if limit < 0 else chosen[:limit])]
 
     def steps(self, reroute_id: str) -> list[StepRecord]:
-        return [
-            StepRecord(index=i, state=StepState(st), started=t0, finished=t1, error=err)
-            for i, st, t0, t1, err in sorted(self._load_steps(reroute_id).values())
-        ]
+        if reroute_id in self._ended:
+            return self._ended[reroute_id][1]
+        steps = self._steps.get(reroute_id)
+        return _step_records(self._load_steps(reroute_id) if steps is None else steps)
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -263,18 +368,29 @@ class EtcdJournal:
 
     def _indexed(self, kind: str) -> list[Record]:
         """The reroutes of an index (pending, running), in its order: one read for the
-        index, one transaction of reads for the reroutes."""
+        index, one transaction of reads for the reroutes (and one for the steps of those
+        run by other replicas)."""
         start = len(self._key(kind))
         ids = [kv.key[start:] for kv in self.etcd.get_prefix(self._key(kind))]
-        rows: list[_Row] = []
+        rows = [_Row.of(kv) for kv in self._many("reroutes", ids).values()]
+        theirs = [r.id for r in rows if r.state is not RerouteState.PENDING]
+        theirs = [i for i in theirs if i not in self._steps]
+        steps = {i: json.loads(kv.value) for i, kv in self._many("steps", theirs).items()}
+        loaded = {i: {s[0]: s for s in steps.get(i, [])} for i in theirs}
+        return [self._record(r, loaded.get(r.id)) for r in rows]
+
+    def _many(self, kind: str, ids: list[str]) -> dict[str, KV]:
+        """The keys of ``kind`` of reroutes ``ids`` that exist, in that order (one
+        transaction per ``PRUNE_CHUNK``)."""
+        out: dict[str, KV] = {}
         for first in range(0, len(ids), PRUNE_CHUNK):
             chunk = ids[first : first + PRUNE_CHUNK]
-            result = self._txn([], [get_op(self._key("reroutes", i)) for i in chunk])
-            rows += [_Row.of(kvs[0]) for kvs in result.ranges if kvs]
-        return [self._record(r) for r in rows]
+            result = self._txn([], [get_op(self._key(kind, i)) for i in chunk])
+            out |= {i: kvs[0] for i, kvs in zip(chunk, result.ranges, strict=True) if kvs}
+        return out
 
-    def _record(self, row: _Row) -> Record:
-        steps = self._steps.get(row.id)
+    def _record(self, row: _Row, steps: dict[int, list[Any]] | None = None) -> Record:
+        steps = self._steps.get(row.id) if steps is None else steps
         if steps is None:
             steps = self._load_steps(row.id) if row.state is not RerouteState.PENDING else {}
         return row.record([i for i, s in steps.items() if s[1] != StepState.UNDONE])
@@ -289,8 +405,11 @@ class EtcdJournal:
         return {} if kv is None else {s[0]: s for s in json.loads(kv.value)}
 
     def _write_steps(self, reroute_id: str, steps: dict[int, list[Any]]) -> None:
-        value = json.dumps(sorted(steps.values())).encode()
-        self._fenced([], [put(self._key("steps", reroute_id), value)], "")
+        self._fenced([], [self._steps_put(reroute_id, steps)], "")
+        self._steps[reroute_id] = steps
+
+    def _steps_put(self, reroute_id: str, steps: dict[int, list[Any]]) -> Op:
+        return put(self._key("steps", reroute_id), json.dumps(sorted(steps.values())).encode())
 
     def _update(
         self,
@@ -316,10 +435,12 @@ class EtcdJournal:
             return True
         return self._txn(cmp, ops).succeeded
 
-    def _fenced(self, compares: list[Compare], ops: list[Op], changed: str) -> None:
-        """A write about a reroute this replica runs: refused once its lease expired."""
-        if self._txn([*compares, *self.fence], ops).succeeded:
-            return
+    def _fenced(self, compares: list[Compare], ops: list[Op], changed: str) -> int:
+        """A write about a reroute this replica runs: refused once its lease expired. The
+        revision it made."""
+        result = self._txn([*compares, *self.fence], ops)
+        if result.succeeded:
+            return result.revision
         if self.fence and not self._txn(self.fence, []).succeeded:
             raise LeaseLost(
                 "this replica's lease in etcd expired: its reroutes may have been taken "
@@ -335,6 +456,13 @@ class EtcdJournal:
 
     def _put(self, row: _Row) -> Op:
         return put(self._key("reroutes", row.id), row.encode())
+
+
+def _step_records(steps: dict[int, list[Any]]) -> list[StepRecord]:
+    return [
+        StepRecord(index=i, state=StepState(st), started=t0, finished=t1, error=err)
+        for i, st, t0, t1, err in sorted(steps.values())
+    ]
 
 
 class _Row:

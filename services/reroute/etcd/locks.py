@@ -19,8 +19,10 @@ prefix, and the token is ``epoch * 2**33 + revision``. A switch remembers the hi
 generation it saw for as long as it runs, and a rebuilt etcd counts its revisions from 1
 again: without the epoch, every claim of the new cluster would be refused as stale.
 
-``changed`` is set on every change under the prefix (one watch): the scheduler wakes on
-it when another replica queues a reroute, lets resources go or dies.
+``changed`` is set on the changes under the prefix (one watch) that another replica made
+and that may let a reroute start: the scheduler wakes on it when another replica queues a
+reroute, starts or ends one, lets resources go or dies (this replica's own changes wake it
+directly; a key taken starts nothing; each wake costs a read of the queue).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import time
 
 from services.reroute.etcd.client import (
+    Change,
     Compare,
     Etcd,
     Op,
@@ -47,8 +50,10 @@ from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
 RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
-# the changes that may let a waiting reroute start (not step records, not reroute rows)
-WAKING = ("pending/", "running/", "claims/", "locks/", "owners/")
+# the changes that may let a waiting reroute start (not step records, not reroute rows):
+# a reroute queued, or a key of these gone (let go, started, ended, died)
+QUEUED = "pending/"
+GONE = ("pending/", "running/", "claims/", "locks/", "owners/")
 EPOCH_BASE = 1577836800  # 2020-01-01T00:00:00Z: epochs count seconds from here
 REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
 
@@ -165,13 +170,24 @@ class EtcdLocks:
     async def _watch(self) -> None:
         while True:
             try:
-                async for keys in self.etcd.changes(self.prefix):
-                    if any(k[len(self.prefix) :].startswith(WAKING) for k in keys):
+                async for changes in self.etcd.changes(self.prefix):
+                    if any(self._waking(change) for change in changes):
                         self._changed.set()
             except StoreUnavailable as exc:
                 log.debug("watch: %s", exc)
             self._changed.set()  # something may have changed unseen
             await asyncio.sleep(RETRY_S)
+
+    def _waking(self, change: Change) -> bool:
+        """A change that may let a reroute start, made by another replica (this one's own
+        wake its scheduler directly: queued, let go, ended). Its own: a revision its client
+        wrote, or a lock or claim whose value is this owner (an asyncio write may be seen
+        here before its answer)."""
+        name = change.key[len(self.prefix) :]
+        if not (name.startswith(GONE) if change.deleted else name.startswith(QUEUED)):
+            return False
+        mine = change.revision in self.etcd.written or change.value == self.owner.encode()
+        return not mine
 
     # -- locks -----------------------------------------------------------------------
 

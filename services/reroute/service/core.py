@@ -7,7 +7,9 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
 2. the target (and ``via``) path must exist: else 422, nothing recorded;
 3. it is journaled ``pending`` with the resources it is expected to hold and queued for
    the scheduler (``scheduler.py``): while other reroutes run or wait, those come from a
-   plan on the devices now; when nothing runs it is planned alone (no extra read);
+   plan on the devices now; when nothing runs it is planned alone (no extra read). The
+   queue is read once per request (``busy``), before that plan; a reroute queued here
+   meanwhile counts as well;
 4. when nothing was running or queued, the answer waits until the scheduler has planned it
    (up to ``JUDGE_S``): it reads the devices' tables holding the devices and plans on
    them -- exactly the tables it runs on, read once -- and either runs the plan or, when
@@ -73,6 +75,7 @@ class RerouteService:
         self.metrics = Metrics(lambda: self.scheduler.queued, lambda: self.scheduler.running)
         self.scheduler = Scheduler(engine, journal, self.bus, self.metrics, settings.retention)
         self._admission = asyncio.Lock()
+        self._admitted = 0  # reroutes queued here
         self._stopping: asyncio.Task[None] | None = None
 
     async def start(self) -> list[str]:
@@ -116,12 +119,15 @@ class RerouteService:
         self._accepting()
         intent = request.intent()
         check_paths(self.engine, intent)
-        keys = await self._expected(intent, key, request)
+        admitted = self._admitted
+        busy = self.scheduler.busy  # the queue read once per request
+        keys = await self._expected(intent, key, request, busy)
         async with self._admission:
             old = self._replay(key, request) if key is not None else None
             if old is not None:
                 return old, False
-            idle = not self.scheduler.busy
+            # idle: nothing was queued or running, and nothing was queued here since
+            idle = not busy and admitted == self._admitted and not self.scheduler.running
             reroute_id = uuid.uuid4().hex[:12]
             self.journal.enqueue(
                 reroute_id,
@@ -130,16 +136,19 @@ class RerouteService:
                 fingerprint=request.fingerprint(),
                 resources=keys,
             )
+            self._admitted += 1
             self.scheduler.enqueue(reroute_id)
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
         if idle:
             await self.scheduler.judged(reroute_id, JUDGE_S)
         return self._record(reroute_id), True
 
-    async def _expected(self, intent: Intent, key: str | None, request: RerouteRequest) -> Keys:
+    async def _expected(
+        self, intent: Intent, key: str | None, request: RerouteRequest, busy: bool
+    ) -> Keys:
         """What the reroute is expected to hold: planned on the devices now while others
         run or wait (so disjoint ones run at once); else ``EVERYTHING`` (planned alone)."""
-        if not self.scheduler.busy or (key is not None and self._replay(key, request)):
+        if not busy or (key is not None and self._replay(key, request)):
             return frozenset({EVERYTHING})
         try:
             return await self.engine.expected(intent)
@@ -279,7 +288,8 @@ class RerouteService:
         return record
 
     def _view(self, record: Record) -> RerouteView:
-        position = self.scheduler.position(record.id)
+        queued = record.state is RerouteState.PENDING
+        position = self.scheduler.position(record.id) if queued else None
         view = reroute_view(record, self.journal.steps(record.id), position)
         if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:
             return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned

@@ -62,6 +62,7 @@ class Scheduler:
         self._recovering: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        self._waiting = True  # the last look at the queue left a reroute waiting (or failed)
         self._finished: dict[str, asyncio.Event] = {}
         self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
         self._loop_task: asyncio.Task[None] | None = None
@@ -69,7 +70,7 @@ class Scheduler:
     @property
     def busy(self) -> bool:
         """A reroute is running or queued (here, or by any owner of the journal)."""
-        return bool(self._running) or bool(self.journal.pending() or self.journal.in_flight())
+        return bool(self._running) or self.journal.active()
 
     @property
     def running(self) -> int:
@@ -153,9 +154,9 @@ class Scheduler:
         may run it), or ``timeout``, or the scheduler stops."""
         deadline = asyncio.get_running_loop().time() + timeout
         changed = self.engine.lock.changed
-        while True:
+        while not event.is_set():
             record = self.journal.get(reroute_id)
-            if record is None or reached(record.state) or event.is_set():
+            if record is None or reached(record.state):
                 return
             if self.stopped and reroute_id not in self._running:
                 return
@@ -206,12 +207,14 @@ class Scheduler:
             return True  # this replica's lease is not renewed now: it starts nothing
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
+        self._waiting = True  # until this look ends
         for record in self.journal.in_flight():
             if record.id in self._running:
                 continue
             blockers.append(record.resources)
             if not await self._alive(record):
                 retry |= not await self._take_over(record)
+        waiting = retry  # a takeover waits for resources, too
         for record in self.journal.pending():
             if self.stopping:
                 break
@@ -219,14 +222,16 @@ class Scheduler:
                 continue
             if _overlaps(record.resources, blockers):
                 blockers.append(record.resources)
+                waiting = True
                 continue
             blockers.append(record.resources)
             held = await self.engine.lock.try_acquire(record.resources, claim=record.id)
             if held is None:  # held by another owner, or claimed by another replica
-                retry = True
+                retry = waiting = True
                 continue
-            held = Waking(held, self._wake)
+            held = Waking(held, self._let_go)
             self._spawn(record.id, held, self._run(record.id, held))
+        self._waiting = waiting
         return retry
 
     async def _alive(self, record: Record) -> bool:
@@ -263,7 +268,16 @@ class Scheduler:
             self._ended += 1
             if self._ended % PRUNE_EVERY == 0:
                 self.prune()
-        self._wake.set()
+        if requeued:
+            self._wake.set()
+        else:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Resources were let go: look at the queue again if a reroute waits in it (one
+        queued since is seen anyway: queued here, or another replica's change)."""
+        if self._waiting:
+            self._wake.set()
 
     def prune(self) -> None:
         """Remove what the journal keeps beyond the retention (never running or pending)."""
@@ -387,7 +401,7 @@ class Scheduler:
 class Waking:
     """A ``Held`` that wakes the scheduler when it narrows: what it let go may start others."""
 
-    def __init__(self, held: Held, wake: asyncio.Event) -> None:
+    def __init__(self, held: Held, wake: Callable[[], None]) -> None:
         self._held = held
         self._wake = wake
 
@@ -400,7 +414,7 @@ class Waking:
 
     async def narrow(self, keys: Keys) -> None:
         await self._held.narrow(keys)
-        self._wake.set()
+        self._wake()
 
     async def release(self) -> None:
         await self._held.release()

@@ -6,13 +6,15 @@ without quorum the API answers 503 naming etcd, touching no device, until quorum
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
@@ -27,7 +29,7 @@ from services.reroute.store import EtcdStore
 from services.reroute.tables import tables_from
 from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
-from tests.unit.services.service.fakes import FakeFabric
+from tests.unit.services.service.fakes import FakeFabric, FakeSwitch
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
@@ -225,3 +227,126 @@ def test_overlapping_requests_to_three_replicas_never_run_at_once(
     assert {v.state for v in views} <= {
         RerouteState.DONE, RerouteState.REJECTED, RerouteState.ROLLED_BACK,
     }  # fmt: skip
+
+
+def test_each_step_is_in_etcd_before_its_device_is_written(
+    cluster: EtcdCluster, tmp_path: Path
+) -> None:
+    """At the moment a switch is written, a second client reads etcd: the reroute runs,
+    and a step on that switch is recorded started and not ended (written ahead, although
+    the end of each batch now goes with the start of the next)."""
+    fake = FakeFabric(TOPO)
+    prefix = "/test/ahead/"
+    reader = etcd_of(cluster)
+    seen: list[tuple[str, str, list[str]]] = []  # (device, state, its steps started, open)
+
+    def watched(switch: FakeSwitch) -> None:
+        apply = switch.apply
+
+        async def apply_read(changes: Sequence[FlowChange]) -> None:
+            (running,) = reader.get_prefix(prefix + "running/")
+            rid = running.key.rsplit("/", 1)[1]
+            row, steps = reader.get(prefix + "reroutes/" + rid), reader.get(prefix + "steps/" + rid)
+            assert row is not None and steps is not None
+            names = json.loads(row.value)["step_names"]
+            started = [names[s[0]] for s in json.loads(steps.value) if s[1] == "started"]
+            seen.append((switch.name, json.loads(row.value)["state"], started))
+            await apply(changes)
+
+        switch.apply = apply_read  # type: ignore[method-assign]
+
+    for switch in fake.switches.values():
+        watched(switch)
+    config = _replica(TOPO, tmp_path, cluster, prefix.rstrip("/"))
+    with ServerThread(config, fake.drivers) as srv:  # type: ignore[arg-type]
+        view = srv.client().create([str(FLOW)], "temporary", wait_s=10)
+        assert view.state is RerouteState.DONE, view.error
+    reader.close()
+    assert len(seen) >= 3  # make, shift, remove
+    for device, state, started in seen:
+        assert state == "running"
+        assert any(f" {device}:" in name for name in started), (device, started)
+
+
+def test_a_replica_whose_lease_expired_writes_no_batch_boundary(cluster: EtcdCluster) -> None:
+    """The combined writes (a batch's end with the next start, the checkpoint, the finish)
+    are fenced like the others: refused once the lease is gone, nothing of them stored."""
+
+    async def main() -> None:
+        etcd = etcd_of(cluster)
+        locks = await EtcdLocks(etcd, "/test/fence2", Universe.of(TOPO)).open()
+        journal = EtcdJournal(etcd, "/test/fence2")
+        journal.fence = locks.fence()
+        moved = plan(TOPO, START, Intent(flows=(FLOW,), to_path="temporary"), now=0.0)
+        journal.create("r", moved, owner=locks.owner)
+        journal.steps_started("r", range(1))
+        await etcd.revoke(locks.lease)  # as if it expired: paused, or cut off from etcd
+        done = [(0, StepState.DONE, None)]
+        with pytest.raises(LeaseLost, match="lease"):
+            journal.steps_started("r", range(1, 2), done)
+        with pytest.raises(LeaseLost, match="lease"):
+            journal.checkpoint("r", moved.origins, done)
+        with pytest.raises(LeaseLost, match="lease"):
+            journal.finish("r", RerouteState.DONE, None, done)
+        other = EtcdJournal(etcd_of(cluster), "/test/fence2")  # another replica reads
+        record = other.get("r")
+        assert record is not None and record.state is RerouteState.RUNNING
+        assert [(s.index, s.state) for s in other.steps("r")] == [(0, StepState.STARTED)]
+        assert [(s.index, s.state) for s in journal.steps("r")] == [(0, StepState.STARTED)]
+        other.etcd.close()
+        await locks.close()
+        await etcd.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_reroute_changed_by_another_replica_is_judged_as_it_is_now(
+    cluster: EtcdCluster,
+) -> None:
+    """``create`` compares the pending row this replica last read: changed since by another
+    replica (its resources), it is read again; cancelled, it is not run."""
+    one = EtcdJournal(etcd_of(cluster), "/test/seen")
+    two = EtcdJournal(etcd_of(cluster), "/test/seen")
+    moved = plan(TOPO, START, Intent(flows=(FLOW,), to_path="temporary"), now=0.0)
+    for rid in ("x", "y"):
+        one.enqueue(rid, Intent(flows=(FLOW,), to_path="temporary"))
+        assert one.get(rid) is not None  # read here: pending
+    assert two.cancel("x")
+    with pytest.raises(JournalError, match="not pending"):
+        one.create("x", moved, owner="one")
+    two.expect("y", frozenset({"br1"}))
+    one.create("y", moved, owner="one", resources=frozenset({"br2"}))
+    one.finish("y", RerouteState.DONE)
+    record = two.get("y")  # what one wrote, read by the other
+    assert record is not None and record.state is RerouteState.DONE and record.owner == "one"
+    assert record.resources == {"br2"}
+    assert two.get("x") is not None and two.get("x").state is RerouteState.CANCELLED  # type: ignore[union-attr]
+    one.etcd.close()
+    two.etcd.close()
+
+
+def test_the_watch_wakes_a_replica_on_other_replicas_changes_only(cluster: EtcdCluster) -> None:
+    """Its own changes wake its scheduler directly (each wake costs a read of the queue);
+    another replica's resources let go wake it."""
+
+    async def main() -> None:
+        universe = Universe.of(TOPO)
+        one = await EtcdLocks(etcd_of(cluster), "/test/wake", universe).open()
+        two = await EtcdLocks(etcd_of(cluster), "/test/wake", universe).open()
+        await asyncio.sleep(0.2)  # both watches started
+        one.changed.clear()
+        EtcdJournal(one.etcd, "/test/wake").enqueue("q", Intent(flows=(FLOW,), to_path="long"))
+        held = await one.try_acquire(frozenset({"br1"}), claim="q")
+        assert held is not None
+        await held.release()
+        with pytest.raises(TimeoutError):  # none of those woke it
+            await asyncio.wait_for(one.changed.wait(), 0.5)
+        other = await two.try_acquire(frozenset({"br4"}))  # taken: starts nothing
+        assert other is not None
+        await other.release()
+        await asyncio.wait_for(one.changed.wait(), 5)  # let go by another replica
+        for locks in (one, two):
+            await locks.close()
+            await locks.etcd.aclose()
+
+    asyncio.run(main())
