@@ -21,17 +21,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from experiments import backends as bk
 from experiments.twosite import run_failover
 from services.reroute.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = {
-    "ovs": "two-site-longhaul.yaml",
-    "dpctl": "two-site-dpctl.yaml",
-    "odl": "two-site-odl.yaml",
-    "ryu": "two-site-ryu.yaml",
-    "p4runtime": "two-site-p4.yaml",
-}
+# each way of driving the switches once (experiments/backends.py's table; not its variants
+# with extra flows or local monitors)
+BACKENDS = tuple(
+    b for b in bk.two_site_backends() if not bk.get(b).extra_flows and not bk.get(b).local
+)
 
 
 def main() -> int:
@@ -43,7 +42,7 @@ def main() -> int:
     print(f"{'backend':>8} {'runs':>5} {'detect ms':>10} {'trigger->standby ms':>20} "
           f"{'crossing->standby ms':>21} {'all done':>9}")  # fmt: skip
     for backend in args.backends.split(","):
-        topo = load_topology(ROOT / "topologies" / BACKENDS[backend])
+        topo = load_topology(ROOT / "topologies" / str(bk.get(backend).two_site))
         results = [run_failover(topo, args.degradation) for _ in range(args.runs)]
         sites = [s for r in results for s in r.sites]
         ok = all(s.state == "done" for s in sites) and all(r.restored for r in results)

@@ -29,6 +29,7 @@ class Backend:
     extra_flows: int = 0  # impulse-response: flows moved beside the measured one
     local: bool = False  # impulse-response: traffic and monitors on the controller hosts
     seed_000: str = ""  # seed 000 Table I configuration letters it plays (path, rtt)
+    impulse: bool = True  # with a two-site fabric: run by impulse-response (seed 000's)
 
 
 TABLE: tuple[Backend, ...] = (
@@ -46,6 +47,8 @@ TABLE: tuple[Backend, ...] = (
         about="through a Ryu ofctl_rest controller (seed 003's), the fabric's EMULATOR",
         colour="tab:cyan",
         ost="ngncs-ost-ryu.yaml",
+        two_site="two-site-ryu.yaml",  # bench/two_site_backends.py; not a seed 000 method
+        impulse=False,
     ),
     Backend(
         name="dpctl",
@@ -125,6 +128,11 @@ def ost_backends() -> tuple[str, ...]:
 def two_site_backends() -> tuple[str, ...]:
     """The backends the two-site fabric can be driven by."""
     return tuple(b.name for b in TABLE if b.two_site is not None)
+
+
+def impulse_backends() -> tuple[str, ...]:
+    """The backends impulse-response runs on: the two-site ones it measures."""
+    return tuple(b.name for b in TABLE if b.two_site is not None and b.impulse)
 
 
 def seed_000_letter(name: str, degradation: str) -> str:

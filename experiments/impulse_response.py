@@ -81,7 +81,7 @@ def label(name: str) -> str:
 class ImpulseResponse:
     name = "impulse-response"
     title = "trains of degradations, response means with bootstrap bands; seed 000 IV-V"
-    backends: tuple[str, ...] = bk.two_site_backends()
+    backends: tuple[str, ...] = bk.impulse_backends()
     config_model: type[Config] = ImpulseConfig
 
     def plan(self, opts: Options) -> list[Rep]:
@@ -144,7 +144,7 @@ def by_config(trains: Mapping[str, Raw]) -> dict[str, list[Raw]]:
     """Trains grouped by configuration (backend, degradation, extra flows), in the backends
     table's order."""
     found: dict[str, list[Raw]] = {}
-    for backend in bk.two_site_backends():
+    for backend in bk.impulse_backends():
         for deg, extra in configurations(backend):
             name = config_name(backend, deg, extra)
             rs = [r for k, r in sorted(trains.items()) if k.rsplit("-", 1)[0] == name]
