@@ -29,13 +29,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, Self
 
+from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import Results, RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric import fabric
 from fabric import state as fabric_state
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
-from fabric.polatis.emulator import EmulatorConfig
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
 from services.reroute.engine import Engine

@@ -170,6 +170,6 @@ def _is_ours(pid: int) -> bool:
         return False
     if any(os.path.basename(arg) in PEER_DAEMONS for arg in cmdline):
         return True
-    return any(arg.startswith(b"fabric.") for arg in cmdline) and os.path.basename(
+    return any(arg.startswith((b"fabric.", b"emulators.")) for arg in cmdline) and os.path.basename(
         cmdline[0]
     ).startswith(b"python")

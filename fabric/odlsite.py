@@ -1,5 +1,5 @@
 """Switches driven the seeds' "ODL method": the fabric's OpenDaylight-compatible northbound
-EMULATOR (``fabric.odl``) controls them over OpenFlow 1.3 on the management link, and the
+EMULATOR (``emulators.odl``) controls them over OpenFlow 1.3 on the management link, and the
 engine programs them through its RESTCONF northbound (``drivers.odl``).
 
 The emulator polls switch statistics every ``STATS_INTERVAL_S`` (ODL's default, 3 s): its
@@ -26,7 +26,7 @@ from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.odl"
+MODULE = "emulators.odl"
 STATS_INTERVAL_S = 3.0
 
 

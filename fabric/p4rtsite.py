@@ -1,4 +1,4 @@
-"""Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``fabric.p4rt``)
+"""Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``emulators.p4rt``)
 per bridge, running ``p4/reroute.p4`` with the bridge as its dataplane; the engine
 programs them through P4Runtime (``drivers.p4runtime``) and reads their port state from
 the bridge's management socket (P4Runtime has none).
@@ -23,7 +23,7 @@ from fabric.vswitch import OvsInstance, alive
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.p4rt"
+MODULE = "emulators.p4rt"
 DEVICE_ID = 1
 ELECTION_ID = 10  # the engine's: p4runtime-shell at a lower id can watch as a backup
 # the program's P4Info (drivers.p4runtime needs the p4rt extra: imported only when used)

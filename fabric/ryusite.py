@@ -1,6 +1,6 @@
 """Switches driven through Ryu, as in seed 003's testbed: real Ryu 4.34 running
 ``ryu.app.ofctl_rest`` (``fabric.ryupeer``, built by ``fabric.peers``) or the fabric's
-ofctl_rest EMULATOR (``fabric.ryu``) controls them over OpenFlow 1.3 on the management link,
+ofctl_rest EMULATOR (``emulators.ryu``) controls them over OpenFlow 1.3 on the management link,
 and the engine programs them through the REST application (``drivers.ryu_rest``).
 
 Which one (``fabric up --ryu``): ``real`` (fails naming what is missing when Ryu cannot be
@@ -28,11 +28,11 @@ from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.ryu"
+MODULE = "emulators.ryu"
 
 
 CHOICES = ("auto", "real", "emulator")
-EMULATOR = "the Ryu ofctl_rest EMULATOR (fabric.ryu)"
+EMULATOR = "the Ryu ofctl_rest EMULATOR (emulators.ryu)"
 
 
 def choose(choice: str) -> tuple[bool, str]:

@@ -55,9 +55,9 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
 
 
 EMULATORS = {  # an EMULATOR never reuses the code of the driver it is tested against
-    "fabric/p4rt": "drivers.p4runtime",
-    "fabric/odl": "drivers.odl",
-    "fabric/polatis": "drivers.polatis_scpi",
+    "emulators/p4rt": "drivers.p4runtime",
+    "emulators/odl": "drivers.odl",
+    "emulators/polatis": "drivers.polatis_scpi",
 }
 
 

@@ -22,9 +22,9 @@ import pytest
 from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix
 from drivers.p4runtime import P4RuntimeDriver
 from drivers.p4runtime.rpc import update_statuses
-from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
-from fabric.p4rt.proto import code_pb2, election, p4runtime_pb2, p4runtime_pb2_grpc
-from fabric.p4rt.table import Planned, Table
+from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
+from emulators.p4rt.proto import code_pb2, election, p4runtime_pb2, p4runtime_pb2_grpc
+from emulators.p4rt.table import Planned, Table
 from tests.drivers.p4rt_site import P4rtSite
 
 P4R = p4runtime_pb2

@@ -1,4 +1,4 @@
-"""The ``p4runtime`` driver and the P4Runtime switch EMULATOR (``fabric.p4rt``).
+"""The ``p4runtime`` driver and the P4Runtime switch EMULATOR (``emulators.p4rt``).
 
 Most tests run the emulator in process on a fake bridge (an in-memory flow table that can
 be told to refuse beyond a size, as OVS does with ``flow_limit``); the ``fabric`` ones run
@@ -46,9 +46,9 @@ from drivers.p4runtime.proto import (
 from drivers.p4runtime.rpc import update_statuses
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.spec import Expect, TlsFiles
-from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
-from fabric.p4rt.server import P4RuntimeEmulator, serve
-from fabric.p4rt.table import Table
+from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
+from emulators.p4rt.server import P4RuntimeEmulator, serve
+from emulators.p4rt.table import Table
 from fabric.run import run
 from tests.drivers.p4rt_site import NS, P4rtSite
 from tests.pki import Pki
