@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from drivers.ovs.ofp13_errors import error_name
 from emulators.odl import ofmsg
 from emulators.odl.flows import Counters, Flow, Port
 from emulators.odl.ofmsg import Command
 from emulators.odl.oskenapp import CONTEXT, LinkSlot
+from protocols.openflow13.errors import error_name
 
 log = logging.getLogger("reroute.emulators.odl")
 XID_BASE = 0x4F44_0000
