@@ -5,8 +5,8 @@ delay at run time, as the seeds did with curl ("rtt extension")."""
 
 from __future__ import annotations
 
-from emulators.delayline.client import DelayControl
 from fabric import daemons
+from fabric.delaycontrol import DelayControl
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from services.reroute.topology import LongHaul, Topology

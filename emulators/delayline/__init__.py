@@ -14,12 +14,13 @@ Parts:
     forward  Forwarder (one direction: a FIFO of frames with due times) and its loop
     line     DelayLine: two ports, two forwarders, a thread per direction
     control  the HTTP endpoint (loopback only): GET/PUT /delay, GET /stats, GET /healthz
-    client   DelayControl, the typed client of that endpoint
+    errors   DelayLineError, and Refused (a change refused, naming its field)
     __main__ the process: ``python -m emulators.delayline --netns NS --a IF --b IF ...``
+
+Its typed client is the fabric's (``fabric.delaycontrol``).
 """
 
-from emulators.delayline.client import DelayControl
 from emulators.delayline.line import DelayLine
 from emulators.delayline.model import DelayState, DirectionStats, LineStats
 
-__all__ = ["DelayControl", "DelayLine", "DelayState", "DirectionStats", "LineStats"]
+__all__ = ["DelayLine", "DelayState", "DirectionStats", "LineStats"]

@@ -21,12 +21,12 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from emulators.daemon import listen_address, write_ready
 from emulators.delayline.control import ControlServer
+from emulators.delayline.errors import DelayLineError
 from emulators.delayline.line import DEFAULT_MAX_QUEUE, DEFAULT_RT_PRIORITY, DelayLine
 from emulators.delayline.model import DelayState, update
-from fabric.daemons import listen_address, write_ready
-from fabric.netns import enter as enter_netns
-from services.reroute.errors import RerouteError
+from emulators.delayline.netns import enter as enter_netns
 
 log = logging.getLogger("reroute.emulators.delayline")
 
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = _stop_on_signals()
     try:
         _serve(args, stop)
-    except RerouteError as exc:
+    except DelayLineError as exc:
         log.error("%s", exc)
         return 1
     finally:

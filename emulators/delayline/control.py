@@ -22,9 +22,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Protocol, Self
 
-from drivers.errors import DeviceRejected
-from emulators.delayline.model import DEVICE, DelayState, LineStats, parse_update
-from fabric.errors import FabricError
+from emulators.delayline.errors import DelayLineError, Refused
+from emulators.delayline.model import DelayState, LineStats, parse_update
 
 log = logging.getLogger("reroute.emulators.delayline")
 MAX_BODY = 4096
@@ -82,8 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             new = self._apply(self._body())
-        except DeviceRejected as exc:
-            self._reply(HTTPStatus.BAD_REQUEST, {"error": str(exc), "field": exc.code})
+        except Refused as exc:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": str(exc), "field": exc.field})
             return
         log.info("delay set to %s", new.to_dict())
         self._reply(HTTPStatus.OK, new.to_dict())
@@ -91,7 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> bytes:
         length = self.headers.get("Content-Length", "")
         if not length.isdigit() or int(length) > MAX_BODY:
-            raise DeviceRejected(DEVICE, f"need a Content-Length of 0..{MAX_BODY}", "body")
+            raise Refused(f"need a Content-Length of 0..{MAX_BODY}", field="body")
         return self.rfile.read(int(length))
 
     def _apply(self, body: bytes) -> DelayState:
@@ -123,13 +122,13 @@ class ControlServer:
 
     @classmethod
     def bind(cls, host: str, port: int) -> Self:
-        """Listen on loopback ``host:port`` (0: any free port); FabricError otherwise."""
+        """Listen on loopback ``host:port`` (0: any free port); DelayLineError otherwise."""
         if not _is_loopback(host):
-            raise FabricError(f"the control endpoint listens on loopback only, not {host!r}")
+            raise DelayLineError(f"the control endpoint listens on loopback only, not {host!r}")
         try:
             server = _Server((host, port), _Handler, bind_and_activate=True)
         except OSError as exc:
-            raise FabricError(f"cannot listen on {host}:{port}: {exc}") from exc
+            raise DelayLineError(f"cannot listen on {host}:{port}: {exc}") from exc
         server.lock = threading.Lock()
         return cls(server)
 

@@ -48,7 +48,7 @@ class DelayLine:
         max_queue: int = DEFAULT_MAX_QUEUE,
         rt_priority: int = DEFAULT_RT_PRIORITY,
     ) -> Self:
-        """Open the ports on ``a`` and ``b`` (FabricError if one cannot be opened).
+        """Open the ports on ``a`` and ``b`` (DelayLineError if one cannot be opened).
 
         ``rt_priority`` > 0 runs the forwarding thread SCHED_FIFO (when allowed), so frames
         leave on time even while the endpoints keep every core busy; 0 leaves it normal."""

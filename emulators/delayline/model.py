@@ -1,7 +1,7 @@
 """The delay line's values: the delay of each direction, the counters, and PUT validation.
 
 Everything here is pure: :func:`parse_update` turns a PUT body and the current state into the
-new state, or raises :class:`DeviceRejected` whose ``code`` names the field at fault.
+new state, or raises :class:`Refused` whose ``field`` names the field at fault.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Self
 
-from services.reroute.errors import DeviceRejected
+from emulators.delayline.errors import Refused
 
-DEVICE = "delayline"
 MAX_DELAY_MS = 10_000.0
 BOTH = "delay_ms"
 A_TO_B, B_TO_A = "a_to_b", "b_to_a"
@@ -149,5 +148,5 @@ def _number(value: object, key: str) -> float:
     return float(value)
 
 
-def _rejected(field: str, message: str) -> DeviceRejected:
-    return DeviceRejected(DEVICE, message, code=field)
+def _rejected(field: str, message: str) -> Refused:
+    return Refused(message, field=field)

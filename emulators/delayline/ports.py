@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from fabric.errors import FabricError
+from emulators.delayline.errors import DelayLineError
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -40,7 +40,7 @@ def open_port(ifname: str, *, buffer_bytes: int = BUFFER_BYTES) -> socket.socket
         _configure(sock, ifname, buffer_bytes)
     except OSError as exc:
         sock.close()
-        raise FabricError(f"cannot open a packet socket on {ifname!r}: {exc}") from exc
+        raise DelayLineError(f"cannot open a packet socket on {ifname!r}: {exc}") from exc
     return sock
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from aiohttp import web
 
+from emulators.daemon import daemon_options, exit_now, listen_address, run_daemon
 from emulators.odl.controller import Controller
 from emulators.odl.northbound import Credentials, make_app
 from emulators.odl.serving import serve_over_osken
 from emulators.odl.southbound import Link
-from fabric.daemons import daemon_options, exit_now, listen_address, run_daemon
 
 
 def positive(text: str) -> float:

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from emulators.daemon import announce, listen_socket, stop_requested
 from emulators.odl.southbound import Link, SwitchEvents, start_osken
-from fabric.daemons import announce, listen_socket, stop_requested
 
 log = logging.getLogger("reroute.emulators.odl")
 

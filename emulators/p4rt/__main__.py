@@ -18,10 +18,10 @@ import logging
 from pathlib import Path
 
 from drivers.ovs import OvsDriver
+from emulators.daemon import announce, daemon_options, run_daemon, stop_requested
 from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from emulators.p4rt.server import P4RuntimeEmulator, serve
 from emulators.p4rt.table import Table
-from fabric.daemons import announce, daemon_options, run_daemon, stop_requested
 
 log = logging.getLogger("reroute.emulators.p4rt")
 

@@ -19,6 +19,7 @@ import logging
 import signal
 from collections.abc import Callable
 
+from emulators.daemon import announce, daemon_options, listen_address, run_daemon, stop_requested
 from emulators.polatis.emulator import (
     EmulatorConfig,
     FixedLock,
@@ -28,7 +29,6 @@ from emulators.polatis.emulator import (
     QuantileLock,
 )
 from emulators.polatis.server import EmulatorServer, PolatisEmulator
-from fabric.daemons import announce, daemon_options, listen_address, run_daemon, stop_requested
 
 log = logging.getLogger("reroute.emulators.polatis")
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import logging
 
+from emulators.daemon import daemon_options, exit_now, listen_address, run_daemon
 from emulators.odl.flows import Port
 from emulators.odl.serving import serve_over_osken
 from emulators.ryu.rest import make_app
-from fabric.daemons import daemon_options, exit_now, listen_address, run_daemon
 
 log = logging.getLogger("reroute.emulators.ryu")
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from emulators.delayline import DelayControl, DelayState, LineStats
+from emulators.delayline import DelayState, LineStats
 from fabric import netns
+from fabric.delaycontrol import DelayControl
 from fabric.run import run
 from fabric.traffic.iperf import run_iperf
 from services.reroute.errors import DeviceRejected
