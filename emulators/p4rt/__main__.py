@@ -17,8 +17,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from drivers.ovs import OvsDriver
 from emulators.daemon import announce, daemon_options, run_daemon, stop_requested
+from emulators.p4rt.bridge import Bridge
 from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from emulators.p4rt.server import P4RuntimeEmulator, serve
 from emulators.p4rt.table import Table
@@ -56,21 +56,20 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     stop = stop_requested()
-    async with OvsDriver("p4rt-dataplane", args.bridge_mgmt) as bridge:
-        table = Table(bridge, Pipeline.of(load(args.p4info)))
-        if args.warm and not args.no_pipeline:
-            log.info("warm start: %d entries from the bridge", await table.restore())
-        else:
-            await table.clear()
-        servicer = P4RuntimeEmulator(args.device_id, table, installed=not args.no_pipeline)
-        server, port = await serve(servicer, args.listen)
-        try:
-            log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
-            announce(args.ready_file, f"{port}\n")
-            await stop.wait()
-            log.info("stopping")
-        finally:
-            await server.stop(1.0)
+    table = Table(Bridge(args.bridge_mgmt), Pipeline.of(load(args.p4info)))
+    if args.warm and not args.no_pipeline:
+        log.info("warm start: %d entries from the bridge", await table.restore())
+    else:
+        await table.clear()
+    servicer = P4RuntimeEmulator(args.device_id, table, installed=not args.no_pipeline)
+    server, port = await serve(servicer, args.listen)
+    try:
+        log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
+        announce(args.ready_file, f"{port}\n")
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await server.stop(1.0)
     return 0
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drivers.base import Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
+from emulators.p4rt.bridge import FIELDS, PREFIXED, WHOLE, Flow
 from emulators.p4rt.program import Examined, Pipeline, short, value
 from emulators.p4rt.proto import p4runtime_pb2
 
@@ -31,16 +31,22 @@ TABLE = "MyIngress.reroute"
 ETH_IPV4 = 0x0800
 MAX_OPENFLOW_PRIORITY = 0xFFFF
 L4_PROTOS = (6, 17)  # TCP, UDP
-ROLES = {  # match field name -> FlowMatch field ($: a validity bit)
+ROLES = {  # match field name -> the bridge's field ($: a validity bit)
     "standard_metadata.ingress_port": "in_port",
     "hdr.vlan.$valid$": "$vlan",
-    "hdr.vlan.vid": "vlan_vid",
+    "hdr.vlan.vid": "dl_vlan",
     "hdr.ipv4.$valid$": "$ipv4",
-    "hdr.ipv4.srcAddr": "ipv4_src",
-    "hdr.ipv4.dstAddr": "ipv4_dst",
-    "hdr.ipv4.protocol": "ip_proto",
-    "meta.l4_src": "l4_src",
-    "meta.l4_dst": "l4_dst",
+    "hdr.ipv4.srcAddr": "nw_src",
+    "hdr.ipv4.dstAddr": "nw_dst",
+    "hdr.ipv4.protocol": "nw_proto",
+    "meta.l4_src": "tp_src",
+    "meta.l4_dst": "tp_dst",
+}
+ACTIONS = {  # the program's action -> the bridge's actions (their arguments by parameter)
+    "drop": (),
+    "forward": (("output", "port"),),
+    "push_vlan_forward": (("push_vlan", "vid"), ("output", "port")),
+    "pop_vlan_forward": (("pop_vlan", ""), ("output", "port")),
 }
 
 
@@ -79,51 +85,43 @@ class Dataplane:
             },
         )
 
-    def entry(self, flow: FlowRule) -> p4runtime_pb2.TableEntry:
+    def entry(self, flow: Flow) -> p4runtime_pb2.TableEntry:
         """The entry a flow of the bridge carries (``flow`` read backwards: a warm start
         takes the table from the bridge); Unrealisable for a flow no entry makes."""
         fields = {role: (i, ones) for i, (_, role, ones) in self.fields.items() if role}
         found = p4runtime_pb2.TableEntry(table_id=self.table_id, priority=flow.priority)
         found.metadata = flow.cookie.to_bytes(8, "big")
 
-        def add(role: str, v: int, mask: int | None = None) -> None:
-            """One ternary field of the entry (a whole one without ``mask``)."""
+        def add(role: str, v: int, mask: int = WHOLE) -> None:
+            """One ternary field of the entry (a whole one with mask ``WHOLE``)."""
             if role not in fields:
                 raise Unrealisable(f"the program has no field for {role}")
             field_id, ones = fields[role]
             fm = found.match.add(field_id=field_id)
             fm.ternary.value = short(v)
-            fm.ternary.mask = short(ones if mask is None else mask)
+            fm.ternary.mask = short(ones if mask == WHOLE else mask)
 
-        m = flow.match
-        for role in ("in_port", "ip_proto", "l4_src", "l4_dst"):
-            if (v := getattr(m, role)) is not None:
-                add(role, v)
-        if m.vlan_vid is not None:
-            add("$vlan", 1)
-            add("vlan_vid", m.vlan_vid)
-        if m.eth_type == ETH_IPV4:
-            add("$ipv4", 1)
-        elif m.eth_type is not None:
-            raise Unrealisable(f"eth_type {m.eth_type:#x}")
-        for role in ("ipv4_src", "ipv4_dst"):
-            if (net := getattr(m, role)) is not None:
-                add(role, net.addr, net.mask)
+        for name, v, mask in flow.match:
+            if name == "dl_type" and v != ETH_IPV4:
+                raise Unrealisable(f"eth_type {v:#x}")
+            if name == "dl_type":
+                add("$ipv4", 1)
+                continue
+            if name == "dl_vlan":
+                add("$vlan", 1)
+            add(name, v, mask)
         self._set_action(found, flow.actions)
         return found
 
-    def _set_action(self, found: p4runtime_pb2.TableEntry, actions: tuple[Action, ...]) -> None:
-        match actions:
-            case ():
-                name, params = "drop", {}
-            case (Output(port=port),):
-                name, params = "forward", {"port": port}
-            case (PushVlan(vid=vid), Output(port=port)):
-                name, params = "push_vlan_forward", {"vid": vid, "port": port}
-            case (PopVlan(), Output(port=port)):
-                name, params = "pop_vlan_forward", {"port": port}
-            case _:
-                raise Unrealisable(f"no action does {actions}")
+    def _set_action(
+        self, found: p4runtime_pb2.TableEntry, actions: tuple[tuple[str, int], ...]
+    ) -> None:
+        shape = tuple(name for name, _ in actions)
+        names = [a for a, bridge in ACTIONS.items() if tuple(n for n, _ in bridge) == shape]
+        if not names:
+            raise Unrealisable(f"no action does {actions}")
+        name = names[0]
+        params = {param: arg for (_, param), (_, arg) in zip(ACTIONS[name], actions, strict=True)}
         for action_id, (full_name, param_names) in self.actions.items():
             if full_name.rsplit(".", 1)[-1] == name:
                 found.action.action.action_id = action_id
@@ -132,82 +130,73 @@ class Dataplane:
                 return
         raise Unrealisable(f"the table has no action {name}")
 
-    def flow(self, entry: p4runtime_pb2.TableEntry, examined: Examined) -> FlowRule:
-        """The OpenFlow rule of a valid entry (``examine`` decoded its values)."""
+    def flow(self, entry: p4runtime_pb2.TableEntry, examined: Examined) -> Flow:
+        """The bridge's flow of a valid entry (``examine`` decoded its values)."""
         table_id, priority, match = examined.key
         if table_id != self.table_id:
             raise Unrealisable(f"only {TABLE} has a dataplane")
         if priority > MAX_OPENFLOW_PRIORITY:
             raise Unrealisable(f"priority {priority} (OpenFlow's end at 65535)")
-        return FlowRule(
-            match=self._match(match),
+        return Flow(
             priority=priority,
-            actions=self._actions(examined.action_id, examined.params),
             cookie=value(entry.metadata[-8:]),
+            match=self._match(match),
+            actions=self._actions(examined.action_id, examined.params),
         )
 
-    def _match(self, match: tuple[tuple[int, int, int], ...]) -> FlowMatch:
-        """The OpenFlow match of an entry's (field id, value, mask)s, one pass."""
+    def _match(self, match: tuple[tuple[int, int, int], ...]) -> tuple[tuple[str, int, int], ...]:
+        """The bridge's match of an entry's (field id, value, mask)s, one pass."""
         whole: dict[str, int] = {}
-        kwargs: dict[str, int | Prefix] = {}
+        found: dict[str, tuple[int, int]] = {}
         fields = self.fields
         for field_id, v, mask in match:
             name, role, all_ones = fields[field_id]
             if role is None:
                 raise Unrealisable(f"no OpenFlow match for {name}")
-            if role in ("ipv4_src", "ipv4_dst"):
-                kwargs[role] = _prefix(name, v, mask)
+            if role in PREFIXED:
+                found[role] = (v, _prefix(name, mask))
             elif mask != all_ones:
                 raise Unrealisable(f"{name}: mask {mask:#x} (OpenFlow here takes whole values)")
             elif role.startswith("$"):
                 whole[role] = v
             else:
-                kwargs[role] = v
+                found[role] = (v, WHOLE)
         vlan_valid = whole.get("$vlan")
-        if (vlan_valid, "vlan_vid" in kwargs) not in ((None, False), (1, True)):
+        if (vlan_valid, "dl_vlan" in found) not in ((None, False), (1, True)):
             raise Unrealisable("a VLAN match needs hdr.vlan.$valid$ 1 and a whole hdr.vlan.vid")
         ipv4_valid = whole.get("$ipv4")
         if ipv4_valid == 0:
             raise Unrealisable("hdr.ipv4.$valid$ 0 (non-IPv4 packets only)")
         if ipv4_valid == 1:
-            kwargs["eth_type"] = ETH_IPV4
-        _prerequisites(kwargs)
-        return FlowMatch(**kwargs)  # type: ignore[arg-type]
+            found["dl_type"] = (ETH_IPV4, WHOLE)
+        _prerequisites(found)
+        return tuple((n, *found[n]) for n in FIELDS if n in found)
 
-    def _actions(self, action_id: int, params: dict[int, int]) -> tuple[Action, ...]:
+    def _actions(self, action_id: int, params: dict[int, int]) -> tuple[tuple[str, int], ...]:
         name, param_names = self.actions[action_id]
         p = {param_names[i]: v for i, v in params.items()}
-        match name.rsplit(".", 1)[-1]:
-            case "forward":
-                return (Output(p["port"]),)
-            case "push_vlan_forward":
-                return (PushVlan(p["vid"]), Output(p["port"]))
-            case "pop_vlan_forward":
-                return (PopVlan(), Output(p["port"]))
-            case "drop":
-                return ()
-        raise Unrealisable(f"no OpenFlow actions for {name}")
+        bridge = ACTIONS.get(name.rsplit(".", 1)[-1])
+        if bridge is None:
+            raise Unrealisable(f"no OpenFlow actions for {name}")
+        return tuple((action, p.get(param, 0)) for action, param in bridge)
 
 
-def _prerequisites(kwargs: dict[str, int | Prefix]) -> None:
+def _prerequisites(found: dict[str, tuple[int, int]]) -> None:
     """OpenFlow's match prerequisites, checked here rather than left to the bridge: an
     IPv4 field needs eth_type 0x0800 (``hdr.ipv4.$valid$`` 1), an L4 port ip_proto 6 or
     17. Without them the entry is still a valid P4 entry, but the flow would be refused
     (and with them added silently, two distinct entries could become one flow)."""
-    ipv4 = "ipv4_src" in kwargs or "ipv4_dst" in kwargs or "ip_proto" in kwargs
-    if ipv4 and "eth_type" not in kwargs:
+    ipv4 = "nw_src" in found or "nw_dst" in found or "nw_proto" in found
+    if ipv4 and "dl_type" not in found:
         raise Unrealisable("an IPv4 field without hdr.ipv4.$valid$ 1 (OpenFlow needs it)")
-    if ("l4_src" in kwargs or "l4_dst" in kwargs) and kwargs.get("ip_proto") not in L4_PROTOS:
+    protocol = found.get("nw_proto", (None, WHOLE))[0]
+    if ("tp_src" in found or "tp_dst" in found) and protocol not in L4_PROTOS:
         raise Unrealisable("an L4 port without hdr.ipv4.protocol 6 or 17 (OpenFlow needs it)")
 
 
-def _action(pipeline: Pipeline, action_id: int) -> tuple[str, dict[int, str]]:
-    action = pipeline.actions[action_id]
-    return action.name, {i: name for i, (name, _) in action.params.items()}
-
-
-def _prefix(name: str, v: int, mask: int) -> Prefix:
+def _prefix(name: str, mask: int) -> int:
+    """``mask`` if it is an IPv4 prefix's (Unrealisable if not)."""
     plen = mask.bit_count()
     if mask != (0xFFFF_FFFF << (32 - plen)) & 0xFFFF_FFFF:
         raise Unrealisable(f"{name}: mask {mask:#x} is not a prefix")
-    return Prefix(v, plen)
+    return mask

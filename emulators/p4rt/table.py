@@ -3,7 +3,7 @@
 ``write`` checks each update against the installed P4Info (``program.examine``: the
 P4Runtime error codes per update; INSERT of an existing key ALREADY_EXISTS, MODIFY or
 DELETE of a missing one NOT_FOUND, a full table RESOURCE_EXHAUSTED), turns the valid ones
-into flow changes on the bridge (``dataplane``) and keeps the entries as written, in
+into flow changes on the bridge (``dataplane``, ``bridge``) and keeps the entries as written, in
 canonical form, for Read. Fast path: all of a Write's flow changes in one atomic OVS
 bundle. When the bridge refuses the bundle (nothing applied), they are applied one at a
 time, in order, so each refusal is reported on its own update and the others stay
@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from drivers import gcpause
-from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
-from drivers.errors import DeviceRejected
+from emulators.p4rt.bridge import BridgeRefused, Change, Flow, FlowTable
 from emulators.p4rt.dataplane import Dataplane, Unrealisable
 from emulators.p4rt.program import EntryKey, Failure, Pipeline, canonical, examine, key
 from emulators.p4rt.proto import code_pb2, p4runtime_pb2
@@ -29,7 +28,7 @@ Update = p4runtime_pb2.Update
 
 class Stored(NamedTuple):  # tuples: thousands are made per Write
     entry: p4runtime_pb2.TableEntry  # canonical
-    flow: FlowRule
+    flow: Flow
 
 
 class Planned(NamedTuple):
@@ -38,11 +37,11 @@ class Planned(NamedTuple):
 
     key: EntryKey
     stored: Stored | None
-    change: FlowChange
+    change: Change
 
 
 def ovs_code(code: str) -> int:
-    """The P4Runtime code of an OVS refusal (``OvsDriver``'s DeviceRejected code)."""
+    """The P4Runtime code of an OVS refusal (the OpenFlow error's name)."""
     if code.endswith("TABLE_FULL"):
         return int(code_pb2.RESOURCE_EXHAUSTED)
     if code.startswith(("OFPBMC_", "OFPBAC_", "OFPBIC_")) or not code:
@@ -53,7 +52,7 @@ def ovs_code(code: str) -> int:
 class Table:
     """The entries of a pipeline's tables; those of ``MyIngress.reroute`` are flows."""
 
-    def __init__(self, bridge: FlowProgrammer, pipeline: Pipeline) -> None:
+    def __init__(self, bridge: FlowTable, pipeline: Pipeline) -> None:
         self.bridge = bridge
         self.pipeline = pipeline
         self.dataplane = Dataplane.of(pipeline)
@@ -69,9 +68,7 @@ class Table:
 
     async def clear(self) -> None:
         """No entries, and no flows on the bridge (at start, and for a new pipeline)."""
-        flows = await self.bridge.read()
-        if flows:
-            await self.bridge.apply([FlowChange(op=FlowOp.DELETE, rule=r) for r in flows])
+        await self.bridge.clear()
         self.entries = {}
 
     async def restore(self) -> int:
@@ -109,7 +106,7 @@ class Table:
             return results
         try:
             await self.bridge.apply([p.change for _, p in planned])
-        except DeviceRejected:
+        except BridgeRefused:
             await self._one_by_one(updates, [i for i, _ in planned], results)
         else:
             self.entries = state
@@ -128,7 +125,7 @@ class Table:
                 continue
             try:
                 await self.bridge.apply([got.change])
-            except DeviceRejected as exc:
+            except BridgeRefused as exc:
                 log.info("update #%d refused by the bridge: %s", i, exc)
                 results[i] = Failure(code=ovs_code(exc.code), message=str(exc))
             else:
@@ -157,14 +154,14 @@ class Table:
             return Failure(code=code_pb2.NOT_FOUND, message="no such entry")
         if deleting:
             assert present is not None
-            change = FlowChange(op=FlowOp.DELETE, rule=present.flow)
+            change = Change(flow=present.flow, delete=True)
             return Planned(key=entry_key, stored=None, change=change)
         try:
             flow = self.dataplane.flow(entry, examined)
         except Unrealisable as exc:
             return Failure(code=code_pb2.UNIMPLEMENTED, message=f"the dataplane cannot: {exc}")
         stored = Stored(entry=entry if examined.canonical else canonical(entry), flow=flow)
-        return Planned(key=entry_key, stored=stored, change=FlowChange(op=FlowOp.ADD, rule=flow))
+        return Planned(key=entry_key, stored=stored, change=Change(flow=flow))
 
     def _size(self, entry: p4runtime_pb2.TableEntry) -> int:
         return self.pipeline.tables[entry.table_id].size or 1 << 31

@@ -89,7 +89,7 @@ def test_distinct_entries_are_distinct_flows_and_the_rest_is_refused_per_update(
     for fields, priority in itertools.product(matches(), (10, 11)):
         got = table.check(insert(entry(priority, **fields)), {})
         if isinstance(got, Planned):
-            assert flows.setdefault(got.change.rule.key, got.key) == got.key, fields
+            assert flows.setdefault(got.change.flow.key, got.key) == got.key, fields
             taken.append(fields)
         else:
             assert got.code == code_pb2.UNIMPLEMENTED, (fields, got)
