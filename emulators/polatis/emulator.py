@@ -304,6 +304,16 @@ def _split_params(text: str) -> list[str]:
     return params
 
 
+STATE_QUERY = ":OXC:SWIT:CONN:STAT?"  # the cross-connects: ``(@ingresses),(@egresses)``
+
+
+def read_connections(reply: str) -> dict[int, int]:
+    """The emulator's own answer to ``:OXC:SWIT:CONN:STAT?`` read back, for the fabric
+    (``fabric.restart`` restores its patches): ``(@1,2),(@19,18)`` -> ``{1: 19, 2: 18}``."""
+    ingress, egress = (_ports(param) for param in _split_params(reply))
+    return dict(zip(ingress, egress, strict=True))
+
+
 def _ports(param: str) -> list[int]:
     """``(@1,2,5:7)`` -> ``[1, 2, 5, 6, 7]``; ``(@)`` -> ``[]``."""
     text = param.replace(" ", "")

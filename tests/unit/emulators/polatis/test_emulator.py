@@ -31,7 +31,16 @@ from emulators.polatis import (
     serve,
 )
 from emulators.polatis.__main__ import main
-from emulators.polatis.emulator import TABLE_4_3_KNOTS, ArmLock, Patch, Signal, Unpatch, quantile
+from emulators.polatis.emulator import (
+    STATE_QUERY,
+    TABLE_4_3_KNOTS,
+    ArmLock,
+    Patch,
+    Signal,
+    Unpatch,
+    quantile,
+    read_connections,
+)
 
 ROOT = Path(__file__).resolve().parents[4]
 LOCK_MS = 500.0
@@ -54,6 +63,14 @@ def next_error(state: SwitchState) -> int:
 
 # --------------------------------------------------------------------------------------
 # the state machine
+
+
+@pytest.mark.parametrize("connections", [(), ((1, 19), (2, 18)), ((1, 17), (2, 18), (3, 19))])
+def test_the_fabric_reads_back_the_cross_connects_the_emulator_states(
+    connections: tuple[tuple[int, int], ...],
+) -> None:
+    reply = ask(switch(*connections), STATE_QUERY)
+    assert reply is not None and read_connections(reply) == dict(connections)
 
 
 def test_identity_and_size_come_from_the_config() -> None:
