@@ -214,7 +214,7 @@ def measure(
         "congestion": b.congestion,
         "capture": seen,
         "bystander": other.numbers(request_ns),
-        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.fabric.Peers)
+        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.player.Peers)
     }
 
 
