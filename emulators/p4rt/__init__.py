@@ -3,15 +3,17 @@
 A real gRPC server speaking P4Runtime v1 to its clients, for one device running the
 program of a P4Info file (``p4/reroute.p4``: the ternary table ``MyIngress.reroute``),
 whose dataplane is an Open vSwitch bridge: each table entry is one OpenFlow 1.3 flow
-(same priority, cookie = the entry's metadata), programmed with ``ovs-ofctl`` on the
-bridge's management socket, so packets really follow the entries. It shares no code with
+(same priority, cookie = the entry's metadata), programmed on the bridge's management
+socket (a Write as one OpenFlow bundle, read back with ``ovs-ofctl``), so packets really
+follow the entries. It shares no code with
 the drivers (``tests/test_layers.py``): it reads the P4Info itself and decodes entries by
 the names in it.
 
 - ``program``: the P4Info indexed by id, the P4Runtime checks of an entry (error codes
   per update), the canonical form a Read answers with;
-- ``dataplane``: an entry of ``MyIngress.reroute`` as a flow of the bridge, by field
-  and action names; ``bridge``: those flows through ``ovs-ofctl`` (bundles, dumps);
+- ``dataplane``: an entry of ``MyIngress.reroute`` as a flow of the bridge (``flow``), by
+  field and action names; ``bridge``: those flows on the bridge (``openflow``: the
+  bundles it writes; ``ovs-ofctl`` dumps for a warm start);
 - ``arbitration``: the StreamChannel's primary election (highest election id wins);
 - ``table``: the entries (the emulator's state, answered by Read), kept consistent with
   the bridge: an update the bridge refuses fails with a ``p4.v1.Error`` code

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     stop = stop_requested()
-    table = Table(Bridge(args.bridge_mgmt), Pipeline.of(load(args.p4info)))
+    bridge = Bridge(args.bridge_mgmt)
+    table = Table(bridge, Pipeline.of(load(args.p4info)))
     if args.warm and not args.no_pipeline:
         log.info("warm start: %d entries from the bridge", await table.restore())
     else:
@@ -70,6 +71,7 @@ async def _run(args: argparse.Namespace) -> int:
         log.info("stopping")
     finally:
         await server.stop(1.0)
+        await bridge.close()
     return 0
 
 

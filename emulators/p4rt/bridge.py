@@ -1,16 +1,17 @@
-"""The EMULATOR's dataplane: its Open vSwitch bridge, programmed with ``ovs-ofctl``.
+"""The EMULATOR's dataplane: its Open vSwitch bridge.
 
 The emulator plays a P4Runtime switch and is tested against ``drivers.p4runtime``; it uses
-none of the drivers' code (not the OVS driver's OpenFlow codec either), only the OVS tools:
+none of the drivers' code (not the OVS driver's OpenFlow codec either):
 
-- ``apply``: one ``ovs-ofctl --bundle add-flows TARGET -`` per batch, a line per change
-  (``add ...`` or ``delete_strict ...``), so a batch is one atomic bundle: all or nothing.
-  A refusal is ``BridgeRefused`` with the OpenFlow error's name (``OFPFMFC_TABLE_FULL``).
-- ``read``: ``ovs-ofctl dump-flows`` parsed back into ``Flow``s (a warm start).
+- ``apply``: the Write's flow changes as one ONF bundle on an OpenFlow connection kept
+  open (``openflow``: os-ken's encoder), all or nothing; a refusal is ``BridgeRefused``
+  with the OpenFlow error's name (``OFPFMFC_TABLE_FULL``);
+- ``read``: ``ovs-ofctl dump-flows`` parsed back into ``Flow``s (a warm start);
 - ``clear``: ``ovs-ofctl del-flows``.
 
-A ``Flow`` has only what the reroute program's flows use: the match fields of ``FIELDS``
-(IPv4 addresses as prefixes) and the actions push_vlan (a VID), pop_vlan and output.
+A ``Flow`` (``flow``) has only what the reroute program's flows use: the match fields of
+``FIELDS`` (IPv4 addresses as prefixes) and the actions push_vlan (a VID), pop_vlan and
+output.
 """
 
 from __future__ import annotations
@@ -20,61 +21,23 @@ import ipaddress
 import logging
 import re
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+
+from emulators.p4rt.flow import (
+    DEFAULT_PRIORITY,
+    FIELDS,
+    PREFIXED,
+    SHORTHANDS,
+    VID_PRESENT,
+    WHOLE,
+    BridgeError,
+    BridgeRefused,
+    Change,
+    Flow,
+)
+from emulators.p4rt.openflow import Channel
 
 log = logging.getLogger("reroute.emulators.p4rt")
-FIELDS = ("in_port", "dl_vlan", "dl_type", "nw_src", "nw_dst", "nw_proto", "tp_src", "tp_dst")
-PREFIXED = ("nw_src", "nw_dst")  # value/mask; every other field is matched whole
-SHORTHANDS = {"ip": (0x0800, None), "icmp": (0x0800, 1), "tcp": (0x0800, 6), "udp": (0x0800, 17)}
-DEFAULT_PRIORITY = 0x8000  # what ovs-ofctl leaves out of a dump
-VID_PRESENT = 0x1000
-WHOLE = -1  # the mask of a field matched whole
 ERROR_NAME = re.compile(r"\b(OFP(?!T_)[A-Z]+_[A-Z_]+|ONF[A-Z]+_[A-Z_]+)\b")
-
-
-class BridgeError(Exception):
-    """``ovs-ofctl`` failed without the bridge refusing anything (no bridge, say)."""
-
-
-class BridgeRefused(BridgeError):
-    """The bridge refused a batch (nothing of it applied); ``code`` names the error."""
-
-    def __init__(self, message: str, *, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Flow(NamedTuple):  # tuples: thousands are made per Write
-    """One flow: ``match`` is (field, value, mask) in ``FIELDS`` order (mask ``WHOLE`` but
-    for ``PREFIXED``); ``actions`` ("push_vlan", vid), ("pop_vlan", 0), ("output", port)
-    in order, none to drop."""
-
-    priority: int
-    cookie: int
-    match: tuple[tuple[str, int, int], ...]
-    actions: tuple[tuple[str, int], ...]
-
-    @property
-    def key(self) -> tuple[int, tuple[tuple[str, int, int], ...]]:
-        """What the bridge tells flows apart by: another flow with it replaces this one."""
-        return self.priority, self.match
-
-
-class Change(NamedTuple):
-    """Add (or replace) a flow, or delete the one with its key."""
-
-    flow: Flow
-    delete: bool = False
-
-
-class FlowTable(Protocol):
-    """What the emulator's table needs of a bridge (``Bridge``, or a test's in memory)."""
-
-    async def apply(self, changes: Sequence[Change]) -> None: ...
-
-    async def read(self) -> list[Flow]: ...
-
-    async def clear(self) -> None: ...
 
 
 class Bridge:
@@ -83,12 +46,16 @@ class Bridge:
     def __init__(self, target: str, *, ofctl: str = "ovs-ofctl") -> None:
         self.target = target
         self.ofctl = ofctl
+        self.channel = Channel(target)
 
     async def apply(self, changes: Sequence[Change]) -> None:
         """The changes in order, as one atomic bundle (BridgeRefused: none applied)."""
         if changes:
-            lines = "".join(f"{_command(c)}\n" for c in changes)
-            await self._run("--bundle", "add-flows", self.target, "-", stdin=lines)
+            await self.channel.apply(changes)
+
+    async def close(self) -> None:
+        """Close the OpenFlow connection."""
+        await self.channel.close()
 
     async def read(self) -> list[Flow]:
         """The bridge's flows; one ``Flow`` cannot say is logged and left out."""
@@ -126,18 +93,10 @@ class Bridge:
 
 
 def text(flow: Flow) -> str:
-    """``flow`` as ovs-ofctl writes it (without the command)."""
+    """``flow`` as ovs-ofctl writes it (what ``parse`` reads back; for logs and tests)."""
     fields = [f"priority={flow.priority}", f"cookie={flow.cookie:#x}"]
     fields += [_field(name, v, mask) for name, v, mask in flow.match]
     return f"{','.join(fields)} actions={_actions(flow.actions)}"
-
-
-def _command(change: Change) -> str:
-    if not change.delete:
-        return f"add {text(change.flow)}"
-    flow = change.flow
-    fields = [f"priority={flow.priority}", *(_field(n, v, m) for n, v, m in flow.match)]
-    return f"delete_strict {','.join(fields)}"
 
 
 def _field(name: str, v: int, mask: int) -> str:

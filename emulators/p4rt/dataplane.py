@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emulators.p4rt.bridge import FIELDS, PREFIXED, WHOLE, Flow
+from emulators.p4rt.flow import FIELDS, PREFIXED, WHOLE, Flow
 from emulators.p4rt.program import Examined, Pipeline, short, value
 from emulators.p4rt.proto import p4runtime_pb2
 

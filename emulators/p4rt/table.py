@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from drivers import gcpause
-from emulators.p4rt.bridge import BridgeRefused, Change, Flow, FlowTable
 from emulators.p4rt.dataplane import Dataplane, Unrealisable
+from emulators.p4rt.flow import BridgeRefused, Change, Flow, FlowTable
 from emulators.p4rt.program import EntryKey, Failure, Pipeline, canonical, examine, key
 from emulators.p4rt.proto import code_pb2, p4runtime_pb2
 

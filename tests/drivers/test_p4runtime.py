@@ -45,7 +45,7 @@ from drivers.p4runtime.proto import (
 from drivers.p4runtime.rpc import update_statuses
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.spec import Expect, TlsFiles
-from emulators.p4rt.bridge import BridgeRefused, Change, Flow
+from emulators.p4rt.flow import BridgeRefused, Change, Flow
 from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from emulators.p4rt.server import P4RuntimeEmulator, serve
 from emulators.p4rt.table import Table

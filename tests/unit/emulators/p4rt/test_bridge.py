@@ -1,10 +1,14 @@
-"""The P4Runtime EMULATOR's bridge flows as ovs-ofctl text, and back from its dumps."""
+"""The P4Runtime EMULATOR's bridge flows: as ovs-ofctl text and back from its dumps, and as
+the OpenFlow flow mods its channel sends."""
 
 from __future__ import annotations
 
 import pytest
+from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from emulators.p4rt.bridge import WHOLE, Change, Flow, _command, parse, text
+from emulators.p4rt.bridge import parse, text
+from emulators.p4rt.flow import WHOLE, Flow
+from emulators.p4rt.openflow import flow_mod
 
 TAGGED = Flow(
     priority=100,
@@ -61,8 +65,29 @@ def test_what_no_flow_of_ours_says_is_refused(line: str) -> None:
         parse(line)
 
 
+def test_a_flow_mod_carries_the_flow() -> None:
+    mod = flow_mod(TAGGED, delete=False)
+    assert (mod.command, mod.priority, mod.cookie, mod.table_id) == (ofp.OFPFC_ADD, 100, 0xB0, 0)
+    assert dict(mod.match.items()) == {
+        "in_port": 1,
+        "vlan_vid": 10 | 0x1000,
+        "eth_type": 0x0800,
+        "ipv4_dst": ("10.0.0.0", "255.255.255.0"),
+        "ip_proto": 6,
+        "tcp_dst": 80,
+    }
+    (instruction,) = mod.instructions
+    assert [type(a).__name__ for a in instruction.actions] == [
+        "OFPActionPopVlan",
+        "OFPActionOutput",
+    ]
+
+
 def test_a_delete_names_the_flow_by_priority_and_match_only() -> None:
-    assert _command(Change(flow=DROP, delete=True)) == "delete_strict priority=1,in_port=2"
-    assert _command(Change(flow=DROP)) == (
-        "add priority=1,cookie=0xffffffffffffffff,in_port=2 actions=drop"
-    )
+    mod = flow_mod(DROP, delete=True)
+    assert mod.command == ofp.OFPFC_DELETE_STRICT and mod.cookie_mask == 0
+    assert (mod.out_port, mod.out_group) == (ofp.OFPP_ANY, ofp.OFPG_ANY)
+    assert dict(mod.match.items()) == {"in_port": 2} and mod.instructions == []
+    mod.set_xid(7)
+    mod.serialize()  # OpenFlow 1.3 bytes
+    assert mod.buf[:2] == bytes([ofp.OFP_VERSION, ofp.OFPT_FLOW_MOD])
