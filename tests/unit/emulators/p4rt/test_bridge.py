@@ -1,14 +1,21 @@
-"""The P4Runtime EMULATOR's bridge flows: as ovs-ofctl text and back from its dumps, and as
-the OpenFlow flow mods its channel sends."""
+"""The P4Runtime EMULATOR's bridge flows: as ovs-ofctl text and back from its dumps, and the
+OpenFlow messages its channel sends, byte for byte as os-ken encodes them."""
 
 from __future__ import annotations
 
-import pytest
-from os_ken.ofproto import ofproto_v1_3 as ofp
+from ipaddress import IPv4Address
+from typing import Any
 
+import pytest
+from os_ken.ofproto import ofproto_protocol
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as P
+
+from emulators.p4rt import ofwire
 from emulators.p4rt.bridge import parse, text
 from emulators.p4rt.flow import WHOLE, Flow
-from emulators.p4rt.openflow import flow_mod
+
+DATAPATH = ofproto_protocol.ProtocolDesc(version=ofp.OFP_VERSION)
 
 TAGGED = Flow(
     priority=100,
@@ -65,29 +72,79 @@ def test_what_no_flow_of_ours_says_is_refused(line: str) -> None:
         parse(line)
 
 
-def test_a_flow_mod_carries_the_flow() -> None:
-    mod = flow_mod(TAGGED, delete=False)
-    assert (mod.command, mod.priority, mod.cookie, mod.table_id) == (ofp.OFPFC_ADD, 100, 0xB0, 0)
-    assert dict(mod.match.items()) == {
-        "in_port": 1,
-        "vlan_vid": 10 | 0x1000,
-        "eth_type": 0x0800,
-        "ipv4_dst": ("10.0.0.0", "255.255.255.0"),
-        "ip_proto": 6,
-        "tcp_dst": 80,
-    }
-    (instruction,) = mod.instructions
-    assert [type(a).__name__ for a in instruction.actions] == [
-        "OFPActionPopVlan",
-        "OFPActionOutput",
-    ]
+def osken_flow_mod(flow: Flow, xid: int, *, delete: bool) -> bytes:
+    """The same flow mod as os-ken's OpenFlow library encodes it (the oracle)."""
+    fields = {name: (v, mask) for name, v, mask in flow.match}
+    l4 = {6: ("tcp_src", "tcp_dst"), 17: ("udp_src", "udp_dst")}.get(
+        fields.get("nw_proto", (0,))[0]
+    )
+    names = {"in_port": "in_port", "dl_type": "eth_type", "nw_proto": "ip_proto"}
+    match: dict[str, Any] = {}
+    for name, (v, mask) in fields.items():
+        if name == "dl_vlan":
+            match["vlan_vid"] = v | 0x1000
+        elif name in ("nw_src", "nw_dst"):
+            addr = (str(IPv4Address(v)), str(IPv4Address(mask)))
+            match["ipv4_src" if name == "nw_src" else "ipv4_dst"] = addr
+        elif name in ("tp_src", "tp_dst"):
+            assert l4 is not None
+            match[l4[name == "tp_dst"]] = v
+        else:
+            match[names[name]] = v
+    actions: list[Any] = []
+    for name, arg in flow.actions:
+        if name == "push_vlan":
+            actions += [P.OFPActionPushVlan(0x8100), P.OFPActionSetField(vlan_vid=arg | 0x1000)]
+        else:
+            actions.append(P.OFPActionPopVlan() if name == "pop_vlan" else P.OFPActionOutput(arg))
+    apply = [P.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
+    mod = P.OFPFlowMod(
+        DATAPATH,
+        cookie=flow.cookie,
+        command=ofp.OFPFC_DELETE_STRICT if delete else ofp.OFPFC_ADD,
+        priority=flow.priority,
+        out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY,
+        match=P.OFPMatch(**match),
+        instructions=apply,
+    )
+    mod.set_xid(xid)
+    mod.serialize()
+    return bytes(mod.buf)
 
 
-def test_a_delete_names_the_flow_by_priority_and_match_only() -> None:
-    mod = flow_mod(DROP, delete=True)
-    assert mod.command == ofp.OFPFC_DELETE_STRICT and mod.cookie_mask == 0
-    assert (mod.out_port, mod.out_group) == (ofp.OFPP_ANY, ofp.OFPG_ANY)
-    assert dict(mod.match.items()) == {"in_port": 2} and mod.instructions == []
-    mod.set_xid(7)
-    mod.serialize()  # OpenFlow 1.3 bytes
-    assert mod.buf[:2] == bytes([ofp.OFP_VERSION, ofp.OFPT_FLOW_MOD])
+UDP = Flow(
+    priority=9,
+    cookie=1,
+    match=(
+        ("dl_type", 0x0800, WHOLE),
+        ("nw_src", 0x0A000001, 0xFFFFFFFF),
+        ("nw_proto", 17, WHOLE),
+        ("tp_src", 53, WHOLE),
+    ),
+    actions=(("output", 4),),
+)
+
+
+@pytest.mark.parametrize("flow", [TAGGED, PUSH, DROP, UDP])
+@pytest.mark.parametrize("delete", [False, True])
+def test_the_flow_mods_bytes_are_os_kens(flow: Flow, delete: bool) -> None:
+    assert ofwire.flow_mod(flow, 9, delete=delete) == osken_flow_mod(flow, 9, delete=delete)
+
+
+def test_the_bundle_messages_bytes_are_os_kens() -> None:
+    control = P.ONFBundleCtrlMsg(DATAPATH, 3, ofp.ONF_BCT_COMMIT_REQUEST, ofp.ONF_BF_ATOMIC, [])
+    control.set_xid(5)
+    control.serialize()
+    assert ofwire.bundle_control(3, ofwire.COMMIT_REQUEST, 5) == bytes(control.buf)
+    match = P.OFPMatch(in_port=2)
+    inner = P.OFPFlowMod(
+        DATAPATH, priority=1, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=match
+    )
+    inner.set_xid(6)
+    add = P.ONFBundleAddMsg(DATAPATH, 3, ofp.ONF_BF_ATOMIC, inner, [])
+    add.set_xid(6)
+    add.serialize()
+    assert ofwire.bundle_add(3, ofwire.flow_mod(DROP._replace(cookie=0), 6, delete=False), 6) == (
+        bytes(add.buf)
+    )
