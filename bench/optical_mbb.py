@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from emulators.polatis.emulator import EmulatorConfig
 from fabric import fabric
 from fabric.inventory import fabric_drivers
-from fabric.polatis.emulator import EmulatorConfig
 from fabric.state import FabricState
 from services.reroute.engine import plan_on_devices
 from services.reroute.executor import Executor, StepEvent

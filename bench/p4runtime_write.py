@@ -1,7 +1,7 @@
 """P4Runtime Write throughput: our driver versus p4runtime-shell, against the EMULATOR.
 
 Starts a private Open vSwitch (userspace datapath) in its own network namespace and the
-P4Runtime switch EMULATOR (``python -m fabric.p4rt``) on it, then for N in 1000, 10000
+P4Runtime switch EMULATOR (``python -m emulators.p4rt``) on it, then for N in 1000, 10000
 IPv4 host entries of ``MyIngress.reroute``, on an empty table each run:
 
 - ours: one ``P4RuntimeDriver.apply`` of N adds: the read of the table (the undo point),
@@ -104,7 +104,7 @@ def start_switch(ovs: OvsInstance, rundir: Path) -> str:
         "fail_mode=secure", "protocols=OpenFlow13",
     )  # fmt: skip
     args = ["--listen", "127.0.0.1:0", "--bridge-mgmt", ovs.mgmt(BRIDGE), "--log-level", "WARNING"]
-    spawned = daemons.spawn(rundir / "emulator", "p4rt", "fabric.p4rt", args, timeout=15.0)
+    spawned = daemons.spawn(rundir / "emulator", "p4rt", "emulators.p4rt", args, timeout=15.0)
     return f"127.0.0.1:{spawned.ready}"
 
 

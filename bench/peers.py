@@ -96,7 +96,7 @@ def site(workdir: Path) -> Iterator[list[Case]]:
         emulator = daemons.spawn(
             workdir,
             "ryuemu",
-            "fabric.ryu",
+            "emulators.ryu",
             ["--listen", "127.0.0.1:0", "--openflow", f"{HOST_IP}:0"],
         )
         emu_ports = json.loads(emulator.ready)

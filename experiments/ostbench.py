@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import Field
 
+from emulators.polatis.emulator import TABLE_4_3_KNOTS, quantile
 from experiments import capture, session
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
@@ -40,7 +41,6 @@ from experiments.runner import Say
 from fabric import fabric
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
-from fabric.polatis.emulator import TABLE_4_3_KNOTS, quantile
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
@@ -214,7 +214,7 @@ def measure(
         "congestion": b.congestion,
         "capture": seen,
         "bystander": other.numbers(request_ns),
-        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.fabric.Peers)
+        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.player.Peers)
     }
 
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
-from fabric.polatis.emulator import EmulatorConfig
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
 from services.reroute.engine import Engine

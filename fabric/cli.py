@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fabric import fabric, ryusite, state
 from fabric.errors import FabricError
+from fabric.player import Peers
 from fabric.run import in_netns
 from fabric.status import render
 from fabric.vswitch import OvsInstance
@@ -29,7 +30,7 @@ def _progress(message: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     print(f"fabric {topo.name}: bringing up {topo.file}", file=sys.stderr)
-    peers = fabric.Peers(ryu=args.ryu, hp_tool=args.hp_tool)
+    peers = Peers(ryu=args.ryu, hp_tool=args.hp_tool)
     fab = fabric.up(topo, progress=_progress, seed=args.seed, peers=peers)
     name = topo.name
     print(

@@ -4,8 +4,11 @@
 network namespace for the fabric's switches and one per host, a private OVS in the fabric
 namespace, veth pairs for every link (checksum offload off on both ends, or TCP through
 the userspace datapath fails), bridges with stable OpenFlow port numbers, host addresses
-with static neighbours, and the baseline flows of the initial paths. Any failure tears
-down what was made before the error is raised.
+with static neighbours, and the baseline flows of the initial paths; then each kind of
+packet switch the topology uses is played by its ``Player`` (``fabric.kinds``: start what
+it needs, install its baseline through its controller if it has one), and the inventory
+gets the entries they write. Any failure tears down what was made before the error is
+raised.
 """
 
 from __future__ import annotations
@@ -15,13 +18,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from drivers.hp_dpctl.tool import Dpctl
-from drivers.hp_dpctl.which import find_tool
-from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, p4rtsite, patchpanel, ryusite
-from fabric import peers as fabric_peers
+from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, patchpanel
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
-from fabric.hp import HP_LISTEN_PORT, play_hp
+from fabric.kinds import PLAYERS, player
+from fabric.player import Build, Peers
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
 from fabric.vswitch import OvsInstance
@@ -60,21 +61,6 @@ def veth_name(end: Endpoint) -> str:
 def host_mac(index: int) -> str:
     """The MAC address of host number ``index`` (locally administered)."""
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Peers:
-    """What plays the devices that have a real third-party implementation (``fabric.peers``):
-
-    - ``ryu``: ``auto`` (real Ryu 4.34 where it can be had, else the emulator, saying
-      why), ``real`` or ``emulator``: the controller of ``ryu_rest`` switches;
-    - ``hp_tool``: the tool the inventory gives ``hp_dpctl`` switches: ``auto`` (the
-      driver's choice: a reference dpctl on PATH, else ovs-ofctl), ``dpctl`` (the OpenFlow
-      1.0 reference, built from the peers) or ``ovs-ofctl``.
-    """
-
-    ryu: str = "auto"
-    hp_tool: str = "auto"
 
 
 HP_TOOLS = ("auto", "dpctl", "ovs-ofctl")
@@ -132,24 +118,10 @@ def up(
     return Fabric(state=done)
 
 
-# the driver kinds the fabric can give a packet switch (the topology node's ``driver``)
-EMULATED = {
-    "ovs": "an OVS bridge, OpenFlow 1.3 on its management socket",
-    "hp_dpctl": "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)",
-    "odl": "an OVS bridge controlled by the OpenDaylight northbound EMULATOR",
-    "ryu_rest": "an OVS bridge controlled by real Ryu 4.34's ofctl_rest, or its EMULATOR",
-    "p4runtime": "an OVS bridge as the dataplane of a P4Runtime switch EMULATOR (p4/reroute.p4)",
-}
-
-
 def _check_emulated(topo: Topology) -> None:
+    """Every packet switch of ``topo`` is of a kind the fabric plays (``fabric.kinds``)."""
     for s in topo.switches:
-        if s.driver not in EMULATED:
-            raise FabricError(
-                f"{topo.file}: node {s.name}: the emulated fabric cannot play a {s.driver} "
-                f"switch (it plays: {', '.join(EMULATED)}); real ones are reached through an "
-                "inventory"
-            )
+        player(s.driver, f"{topo.file}: node {s.name}: ")
 
 
 def _check_name_free(name: str) -> None:
@@ -188,53 +160,26 @@ def _build(
     progress("bridges and ports")
     _make_bridges(topo, fab.ovs)
     wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
-    hp = [s for s in topo.switches if s.driver == "hp_dpctl"]
-    odl = [s for s in topo.switches if s.driver == "odl"]
-    ryu = [s for s in topo.switches if s.driver == "ryu_rest"]
-    p4 = [s for s in topo.switches if s.driver == "p4runtime"]
+    kinds = {k: [s for s in topo.switches if s.driver == k] for k in PLAYERS}
+    players = [(PLAYERS[k], switches) for k, switches in kinds.items() if switches]
+    controlled = {s.name for p, switches in players if p.controlled for s in switches}
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
-        if bridge not in {s.name for s in odl + ryu + p4}:  # through their controller, P4Runtime
+        if bridge not in controlled:  # through their controller, P4Runtime
             push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
-    if hp or odl or ryu:
+    if any(p.management for p, _ in players):
         progress("management link (root namespace <-> fabric namespace)")
-        inside = mgmt.make(state.name, state.fabric_ns)
-    if hp:
-        progress(f"{', '.join(s.name for s in hp)} play HP switches (OpenFlow 1.0, dpctl)")
-        for n, switch in enumerate(hp):
-            port = HP_LISTEN_PORT + n
-            targets[switch.name] = play_hp(fab.ovs, switch.name, port, address=str(inside))
-        played["hp_dpctl"] = _hp_tool(peers.hp_tool)
-        progress(f"their tool: {played['hp_dpctl']}")
-    if odl:
-        progress(f"OpenDaylight northbound emulator controlling {', '.join(s.name for s in odl)}")
-        root_side = mgmt.addresses(state.name)[0]
-        targets |= odlsite.start(state, fab.ovs, odl, root_side, stats_s=odl_stats_s)
-        progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
-        odlsite.install_baseline(state, topo, odl, targets)
-    if ryu:
-        real, played["ryu_rest"] = ryusite.choose(peers.ryu)
-        progress(f"{played['ryu_rest']} controlling {', '.join(s.name for s in ryu)}")
-        root_side = mgmt.addresses(state.name)[0]
-        targets |= ryusite.start(state, fab.ovs, ryu, root_side, real=real)
-        progress("baseline flows of the Ryu switches, through ofctl_rest")
-        ryusite.install_baseline(topo, ryu, targets)
-    if p4:
-        progress(f"P4Runtime switch emulators (p4/reroute.p4) on {', '.join(s.name for s in p4)}")
-        targets |= p4rtsite.start(state, fab.ovs, p4)
-        progress("baseline flows of the P4Runtime switches, as table entries")
-        p4rtsite.install_baseline(topo, fab.ovs, p4, targets)
+        mgmt.make(state.name, state.fabric_ns)
+    build = Build(
+        topo=topo, state=state, ovs=fab.ovs, progress=progress, peers=peers, odl_stats_s=odl_stats_s
+    )
+    for p, switches in players:
+        started = p.start(build, switches)
+        targets |= started.targets
+        if started.played is not None:
+            played[p.kind] = started.played
+        p.install_baseline(build, switches, targets)
     return targets, played
-
-
-def _hp_tool(choice: str) -> str:
-    """What drives the HP switches (the reference dpctl is built here, once, when asked for
-    and not built yet)."""
-    if choice == "dpctl":
-        return f"the OpenFlow 1.0 reference dpctl at {fabric_peers.dpctl()} (--hp-tool dpctl)"
-    tool = find_tool(5.0, kind=choice)  # what the driver takes on this machine
-    name = "the OpenFlow 1.0 reference dpctl" if isinstance(tool, Dpctl) else "ovs-ofctl"
-    return f"{name} at {tool.path} (--hp-tool {choice})"
 
 
 def _switch_ends(topo: Topology, *, bridged: bool = False) -> Iterable[Endpoint]:

@@ -12,7 +12,15 @@ in a namespace, ``address`` must be an address of that namespace the driver can 
 
 from __future__ import annotations
 
+from typing import Any
+
+from drivers.hp_dpctl.tool import Dpctl
+from drivers.hp_dpctl.which import find_tool
+from fabric import mgmt, peers
+from fabric.player import Build, Started, recorded
+from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
+from services.reroute.topology import Switch
 
 HP_LISTEN_PORT = 6633
 
@@ -27,3 +35,56 @@ def play_hp(
         "--", "set-controller", bridge, f"ptcp:{port}:{address}",
     )  # fmt: skip
     return f"tcp:{address}:{port}"
+
+
+class HpPlayer:
+    kind = "hp_dpctl"
+    plays = "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)"
+    controlled = False
+    management = True
+    on_site = False
+
+    def start(self, build: Build, switches: list[Switch]) -> Started:
+        """Each bridge an HP switch listening on the management link's fabric side."""
+        names = ", ".join(s.name for s in switches)
+        build.progress(f"{names} play HP switches (OpenFlow 1.0, dpctl)")
+        inside = str(mgmt.addresses(build.state.name)[1])
+        targets = {
+            s.name: play_hp(build.ovs, s.name, HP_LISTEN_PORT + n, address=inside)
+            for n, s in enumerate(switches)
+        }
+        played = tool_description(build.peers.hp_tool)
+        build.progress(f"their tool: {played}")
+        return Started(targets=targets, played=played)
+
+    def install_baseline(
+        self, build: Build, switches: list[Switch], targets: dict[str, str]
+    ) -> None:
+        """Nothing: the fabric pushed it with the bridges' flows (no controller)."""
+
+    def inventory_entry(
+        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+    ) -> dict[str, Any]:
+        """The listener, and the tool ``fabric up --hp-tool`` chose."""
+        return {"driver": self.kind, "target": recorded(switch, target), **hp_tool(state.hp_tool)}
+
+
+def tool_description(choice: str) -> str:
+    """What drives the HP switches (the reference dpctl is built here, once, when asked for
+    and not built yet)."""
+    if choice == "dpctl":
+        return f"the OpenFlow 1.0 reference dpctl at {peers.dpctl()} (--hp-tool dpctl)"
+    tool = find_tool(5.0, kind=choice)  # what the driver takes on this machine
+    name = "the OpenFlow 1.0 reference dpctl" if isinstance(tool, Dpctl) else "ovs-ofctl"
+    return f"{name} at {tool.path} (--hp-tool {choice})"
+
+
+def hp_tool(choice: str) -> dict[str, str]:
+    """The ``tool`` keys of an hp_dpctl entry: ``dpctl`` is the OpenFlow 1.0 reference
+    built from the peers (``fabric.peers``), ``auto`` the driver's own choice."""
+    if choice == "dpctl":
+        return {"tool": "dpctl", "tool_path": str(peers.dpctl())}
+    return {} if choice == "auto" else {"tool": choice}
+
+
+PLAYER = HpPlayer()

@@ -2,17 +2,11 @@
 
 The engine, the service and the monitors reach the emulated devices exactly as they reach
 real ones: through an inventory (``services.reroute.inventory``). Each switch is listed with
-the driver the topology chose for it and the target the fabric made for it:
-
-- ``ovs``: the bridge's OpenFlow management socket (``unix:``);
-- ``hp_dpctl``: the bridge's passive OpenFlow 1.0 listener on the management link (``tcp:``),
-  and the tool ``fabric up --hp-tool`` chose (``dpctl``: the reference, from ``fabric.peers``);
-- ``odl``: the ODL northbound emulator's URL, the node id, the password file;
-- ``ryu_rest``: the URL of ofctl_rest (real Ryu 4.34, or the emulator) and the datapath id;
-- ``p4runtime``: the P4Runtime switch emulator's gRPC address, the P4Info file, and the
-  bridge's management socket for port state;
-- ``polatis_scpi``: the SCPI emulator's socket (``TCPIP0::127.0.0.1::PORT::SOCKET``);
-- any other kind: the target the fabric recorded for it (``state.targets``).
+the driver the topology chose for it and the target the fabric made for it, as the
+player of its kind writes it (``fabric.kinds``: ``ovs`` the bridge's management socket,
+``odl`` the northbound emulator's URL, node and password file, ...); any other kind, the
+target the fabric recorded for it (``state.targets``). Optical switches are the Polatis
+SCPI emulators' sockets (``TCPIP0::127.0.0.1::PORT::SOCKET``).
 
 The inventory's ``state_dir`` is the fabric's run directory: journals and device locks live
 and die with the fabric.
@@ -28,8 +22,8 @@ from typing import Any
 import yaml
 
 from drivers.base import Driver
-from fabric import p4rtsite, peers
-from fabric.errors import FabricError
+from fabric.kinds import PLAYERS
+from fabric.player import recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.inventory import load_inventory, open_drivers
@@ -55,35 +49,11 @@ def devices(topo: Topology, state: FabricState) -> dict[str, dict[str, Any]]:
 
 
 def _switch(switch: Switch, state: FabricState, ovs: OvsInstance) -> dict[str, Any]:
-    if switch.driver == "ovs":
-        return {"driver": "ovs", "target": ovs.mgmt(switch.name)}
     target = state.targets.get(switch.name)
-    if target is None:
-        raise FabricError(f"{switch.name}: the fabric made no {switch.driver} target for it")
-    if switch.driver == "odl":
-        return {
-            "driver": "odl",
-            "target": target.removeprefix("odl:"),
-            "api": "rfc8040",
-            "node": f"openflow:{switch.dpid}",
-            "password": {"file": "odl-password"},
-            "timeout_s": 10.0,
-        }
-    if switch.driver == "ryu_rest":
-        return {"driver": "ryu_rest", "target": target, "dpid": switch.dpid}
-    if switch.driver == "p4runtime":
-        return p4rtsite.inventory_entry(switch, target, ovs)
-    if switch.driver == "hp_dpctl":
-        return {"driver": "hp_dpctl", "target": target, **hp_tool(state.hp_tool)}
-    return {"driver": switch.driver, "target": target}
-
-
-def hp_tool(choice: str) -> dict[str, str]:
-    """The ``tool`` keys of an hp_dpctl entry: ``dpctl`` is the OpenFlow 1.0 reference
-    built from the peers (``fabric.peers``), ``auto`` the driver's own choice."""
-    if choice == "dpctl":
-        return {"tool": "dpctl", "tool_path": str(peers.dpctl())}
-    return {} if choice == "auto" else {"tool": choice}
+    found = PLAYERS.get(switch.driver)
+    if found is None:
+        return {"driver": switch.driver, "target": recorded(switch, target)}
+    return found.inventory_entry(switch, target, state, ovs)
 
 
 def write(topo: Topology, state: FabricState) -> Path:

@@ -1,4 +1,4 @@
-"""Long-haul nodes of a fabric: one delay line (``fabric.delayline``, an EMULATOR of the
+"""Long-haul nodes of a fabric: one delay line (``emulators.delayline``, an EMULATOR of the
 seeds' ANUE long-haul emulator) per node, bridging its two veths in the fabric namespace
 with the node's one-way delay. Its HTTP control port (loopback, root namespace) changes the
 delay at run time, as the seeds did with curl ("rtt extension")."""
@@ -6,12 +6,12 @@ delay at run time, as the seeds did with curl ("rtt extension")."""
 from __future__ import annotations
 
 from fabric import daemons
-from fabric.delayline.client import DelayControl
+from fabric.delaycontrol import DelayControl
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from services.reroute.topology import LongHaul, Topology
 
-MODULE = "fabric.delayline"
+MODULE = "emulators.delayline"
 
 
 def start(topo: Topology, state: FabricState) -> dict[str, int]:

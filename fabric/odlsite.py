@@ -1,5 +1,5 @@
 """Switches driven the seeds' "ODL method": the fabric's OpenDaylight-compatible northbound
-EMULATOR (``fabric.odl``) controls them over OpenFlow 1.3 on the management link, and the
+EMULATOR (``emulators.odl``) controls them over OpenFlow 1.3 on the management link, and the
 engine programs them through its RESTCONF northbound (``drivers.odl``).
 
 The emulator polls switch statistics every ``STATS_INTERVAL_S`` (ODL's default, 3 s): its
@@ -14,19 +14,21 @@ import secrets
 import time
 from ipaddress import IPv4Address
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from drivers.base import FlowChange, FlowOp
 from drivers.odl import OdlDriver
-from fabric import daemons
+from fabric import daemons, mgmt
 from fabric.errors import FabricError
+from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.odl"
+MODULE = "emulators.odl"
 STATS_INTERVAL_S = 3.0
 
 
@@ -109,3 +111,42 @@ def _wait_connected(url: str, nodes: list[str], password: str, timeout: float = 
             pass
         time.sleep(0.1)
     raise FabricError(f"switches never connected to the ODL emulator: {', '.join(missing)}")
+
+
+class OdlPlayer:
+    kind = "odl"
+    plays = "an OVS bridge controlled by the OpenDaylight northbound EMULATOR"
+    controlled = True
+    management = True
+    on_site = False
+
+    def start(self, build: Build, switches: list[Switch]) -> Started:
+        """The emulator, with the switches connected to it over the management link."""
+        names = ", ".join(s.name for s in switches)
+        build.progress(f"OpenDaylight northbound emulator controlling {names}")
+        root_side = mgmt.addresses(build.state.name)[0]
+        stats_s = build.odl_stats_s
+        return Started(targets=start(build.state, build.ovs, switches, root_side, stats_s=stats_s))
+
+    def install_baseline(
+        self, build: Build, switches: list[Switch], targets: dict[str, str]
+    ) -> None:
+        """Through the northbound."""
+        build.progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
+        install_baseline(build.state, build.topo, switches, targets)
+
+    def inventory_entry(
+        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+    ) -> dict[str, Any]:
+        """The northbound's URL, the node, the password file."""
+        return {
+            "driver": self.kind,
+            "target": recorded(switch, target).removeprefix("odl:"),
+            "api": "rfc8040",
+            "node": f"openflow:{switch.dpid}",
+            "password": {"file": password_file(state).name},
+            "timeout_s": 10.0,
+        }
+
+
+PLAYER = OdlPlayer()

@@ -1,4 +1,4 @@
-"""Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``fabric.p4rt``)
+"""Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``emulators.p4rt``)
 per bridge, running ``p4/reroute.p4`` with the bridge as its dataplane; the engine
 programs them through P4Runtime (``drivers.p4runtime``) and reads their port state from
 the bridge's management socket (P4Runtime has none).
@@ -15,15 +15,17 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from drivers.base import FlowChange, FlowOp
 from fabric import daemons
+from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance, alive
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.p4rt"
+MODULE = "emulators.p4rt"
 DEVICE_ID = 1
 ELECTION_ID = 10  # the engine's: p4runtime-shell at a lower id can watch as a backup
 # the program's P4Info (drivers.p4runtime needs the p4rt extra: imported only when used)
@@ -86,3 +88,33 @@ def inventory_entry(switch: Switch, target: str, ovs: OvsInstance) -> dict[str, 
         "p4info": str(P4INFO),
         "ports": ovs.mgmt(switch.name),
     }
+
+
+class P4rtPlayer:
+    kind = "p4runtime"
+    plays = "an OVS bridge as the dataplane of a P4Runtime switch EMULATOR (p4/reroute.p4)"
+    controlled = True
+    management = False
+    on_site = False
+
+    def start(self, build: Build, switches: list[Switch]) -> Started:
+        """One emulator per switch, its bridge the dataplane."""
+        names = ", ".join(s.name for s in switches)
+        build.progress(f"P4Runtime switch emulators (p4/reroute.p4) on {names}")
+        return Started(targets=start(build.state, build.ovs, switches))
+
+    def install_baseline(
+        self, build: Build, switches: list[Switch], targets: dict[str, str]
+    ) -> None:
+        """As table entries."""
+        build.progress("baseline flows of the P4Runtime switches, as table entries")
+        install_baseline(build.topo, build.ovs, switches, targets)
+
+    def inventory_entry(
+        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+    ) -> dict[str, Any]:
+        """The gRPC address, the P4Info, the bridge's socket for port state."""
+        return inventory_entry(switch, recorded(switch, target), ovs)
+
+
+PLAYER = P4rtPlayer()

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from drivers.base import DeviceUnreachable, FlowChange, FlowMatch, FlowOp, FlowRule, Output
 from drivers.ovs import OvsDriver
+from emulators.polatis.__main__ import main as polatis_main
 from fabric import daemons
 from fabric.errors import FabricError
 from fabric.forwarding import PATCH_PRIORITY
 from fabric.netlink import Links
-from fabric.polatis.__main__ import main as polatis_main
 from fabric.state import FabricState, load
 from fabric.vswitch import OvsInstance
 from services.reroute.topology import OpticalSwitch, Topology, load_topology

@@ -1,7 +1,8 @@
 """``ovs-vswitchd`` restarted under a running fabric, as its supervisor would (systemd's
 ``Restart=``): the daemon again on the same database, then what the fabric emulates below
 OpenFlow put back, since a real circuit survives a packet switch's restart: each optical
-switch's patches as its Polatis emulator's cross-connects stand now (read over SCPI).
+switch's patches as its Polatis emulator's cross-connects stand now (asked over SCPI, its
+answer read by the emulator's own code).
 
 The engine's rules are not the fabric's: the switches come back with empty tables and
 ``reroute recover --resync`` writes every flow's intended path again. Unless the
@@ -16,7 +17,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
-from drivers.polatis_scpi import scpi
+from emulators.polatis.emulator import STATE_QUERY, read_connections
 from fabric.fabric import Fabric, _switch_ends, push_flows, veth_name, wait_links_up
 from fabric.forwarding import patch_lines
 from services.reroute.topology import Topology
@@ -65,5 +66,5 @@ def _driver(topo: Topology, bridge: str) -> str:
 
 def _connections(port: int) -> dict[int, int]:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(f"{scpi.STATE}\n".encode())
-        return scpi.parse_connections(s.makefile().readline().strip())
+        s.sendall(f"{STATE_QUERY}\n".encode())
+        return read_connections(s.makefile().readline().strip())

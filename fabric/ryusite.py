@@ -1,6 +1,6 @@
 """Switches driven through Ryu, as in seed 003's testbed: real Ryu 4.34 running
 ``ryu.app.ofctl_rest`` (``fabric.ryupeer``, built by ``fabric.peers``) or the fabric's
-ofctl_rest EMULATOR (``fabric.ryu``) controls them over OpenFlow 1.3 on the management link,
+ofctl_rest EMULATOR (``emulators.ryu``) controls them over OpenFlow 1.3 on the management link,
 and the engine programs them through the REST application (``drivers.ryu_rest``).
 
 Which one (``fabric up --ryu``): ``real`` (fails naming what is missing when Ryu cannot be
@@ -16,23 +16,25 @@ import asyncio
 import json
 import time
 from ipaddress import IPv4Address
+from typing import Any
 
 import httpx
 
 from drivers.base import FlowChange, FlowOp
 from drivers.ryu_rest import RyuRestDriver
-from fabric import daemons, peers, ryupeer
+from fabric import daemons, mgmt, peers, ryupeer
 from fabric.errors import FabricError
+from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
-MODULE = "fabric.ryu"
+MODULE = "emulators.ryu"
 
 
 CHOICES = ("auto", "real", "emulator")
-EMULATOR = "the Ryu ofctl_rest EMULATOR (fabric.ryu)"
+EMULATOR = "the Ryu ofctl_rest EMULATOR (emulators.ryu)"
 
 
 def choose(choice: str) -> tuple[bool, str]:
@@ -111,3 +113,35 @@ def _wait_connected(url: str, dpids: list[int], timeout: float = 15.0) -> None:
         f"switches never connected to the Ryu controller at {url}: "
         f"{', '.join(f'{d:#x}' for d in missing)}"
     )
+
+
+class RyuPlayer:
+    kind = "ryu_rest"
+    plays = "an OVS bridge controlled by real Ryu 4.34's ofctl_rest, or its EMULATOR"
+    controlled = True
+    management = True
+    on_site = False
+
+    def start(self, build: Build, switches: list[Switch]) -> Started:
+        """Real Ryu or the emulator (``peers.ryu``), the switches connected to it."""
+        real, played = choose(build.peers.ryu)
+        build.progress(f"{played} controlling {', '.join(s.name for s in switches)}")
+        root_side = mgmt.addresses(build.state.name)[0]
+        targets = start(build.state, build.ovs, switches, root_side, real=real)
+        return Started(targets=targets, played=played)
+
+    def install_baseline(
+        self, build: Build, switches: list[Switch], targets: dict[str, str]
+    ) -> None:
+        """Through ofctl_rest."""
+        build.progress("baseline flows of the Ryu switches, through ofctl_rest")
+        install_baseline(build.topo, switches, targets)
+
+    def inventory_entry(
+        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+    ) -> dict[str, Any]:
+        """ofctl_rest's URL and the datapath id."""
+        return {"driver": self.kind, "target": recorded(switch, target), "dpid": switch.dpid}
+
+
+PLAYER = RyuPlayer()

@@ -25,6 +25,7 @@ from fabric import netns
 from fabric.errors import FabricError
 from fabric.fabric import TOOLS, Fabric, down, host_mac, push_flows, veth_name, wait_links_up
 from fabric.forwarding import baseline_flows
+from fabric.kinds import PLAYERS, player
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
 from services.reroute.inventory import load_inventory
@@ -100,8 +101,9 @@ def _border(topo: Topology, switch: str) -> Switch:
     if not isinstance(node, Switch):
         known = ", ".join(s.name for s in topo.switches)
         raise FabricError(f"{topo.file}: {switch!r} is not a packet switch (switches: {known})")
-    if node.driver != "ovs":
-        raise FabricError(f"{topo.file}: a site plays only ovs switches, not {node.driver}")
+    if not player(node.driver, f"{topo.file}: node {switch}: ").on_site:
+        sited = ", ".join(k for k, p in PLAYERS.items() if p.on_site)
+        raise FabricError(f"{topo.file}: a site plays only {sited} switches, not {node.driver}")
     return node
 
 
@@ -214,7 +216,9 @@ def _write_inventory(topo: Topology, border: Switch, state: FabricState, state_d
         "topology": topo.name,
         "state_dir": str(state_dir),
         "devices": {
-            border.name: {"driver": "ovs", "target": Fabric(state=state).ovs.mgmt(border.name)}
+            border.name: player(border.driver).inventory_entry(
+                border, None, state, Fabric(state=state).ovs
+            )
         },
     }
     header = f"# The inventory of site {border.name} of {topo.name} (`reroute fabric site`).\n"

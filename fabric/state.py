@@ -38,7 +38,7 @@ class FabricState:
     delay: dict[str, int] = field(default_factory=dict)  # long-haul node -> control port
     targets: dict[str, str] = field(default_factory=dict)  # switch -> driver target (non-ovs)
     peers: dict[str, str] = field(default_factory=dict)  # driver kind -> what plays its peer
-    hp_tool: str = "auto"  # the hp_dpctl switches' tool in the inventory (fabric.fabric.Peers)
+    hp_tool: str = "auto"  # the hp_dpctl switches' tool in the inventory (fabric.player.Peers)
     builder_pid: int = field(default_factory=os.getpid)
 
     @property

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Entry point of the longhaul container: the delay line (fabric.delayline) between its two
+# Entry point of the longhaul container: the delay line (emulators.delayline) between its two
 # data-plane interfaces, DELAY_MS each way; its HTTP control on this container's loopback
 # port 8090 (`docker exec longhaul ...`, README).
 set -euo pipefail
@@ -14,5 +14,5 @@ iface_of() {
 }
 west=$(iface_of "$WEST"); east=$(iface_of "$EAST")
 for i in "$west" "$east"; do ip addr flush dev "$i"; ethtool -K "$i" tx off >/dev/null || true; done
-exec .venv/bin/python -m fabric.delayline --a "$west" --b "$east" --delay-ms "$DELAY_MS" \
+exec .venv/bin/python -m emulators.delayline --a "$west" --b "$east" --delay-ms "$DELAY_MS" \
   --control 127.0.0.1:8090

@@ -34,7 +34,7 @@ from drivers.errors import (
 )
 from drivers.ovs import ofp13
 from drivers.ovs.ofp13 import HEADER, ErrorMsg, Message, MsgType, MultipartReply
-from drivers.ovs.ofp13_errors import code_name
+from protocols.openflow13.errors import code_name
 
 log = logging.getLogger("reroute.drivers.ovs")
 _XID_SPACE = 1 << 32

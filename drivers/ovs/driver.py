@@ -69,7 +69,6 @@ from drivers.errors import (
 from drivers.ovs import ofp13
 from drivers.ovs.channel import Channel, OpenFlowError, parse_target, tls_context
 from drivers.ovs.ofp13 import BundleCtrlType, ErrorMsg
-from drivers.ovs.ofp13_errors import code_name
 from drivers.ovs.ofp13_flow import (
     FlowModCommand,
     encode_flow_mod,
@@ -84,6 +83,7 @@ from drivers.ovs.ordered import apply_ordered
 from drivers.ovs.spec import OvsSpec
 from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
+from protocols.openflow13.errors import code_name
 
 log = logging.getLogger("reroute.drivers.ovs")
 

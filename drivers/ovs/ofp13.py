@@ -4,7 +4,7 @@ Covered: HELLO (version 4, with a version bitmap), ECHO, ERROR, BARRIER, FEATURE
 MULTIPART framing (flow stats request, PORT_DESC) and the ONF bundle extension that Open
 vSwitch speaks on OpenFlow 1.3 (experimenter ``0x4F4E4600``: ``ONFT_BUNDLE_CONTROL`` 2300,
 ``ONFT_BUNDLE_ADD_MESSAGE`` 2301). Flow entries (match, instructions, flow-mod, flow stats)
-live in ``ofp13_flow``; error names in ``ofp13_errors``.
+live in ``ofp13_flow``; error names in ``protocols.openflow13.errors``.
 
 Encoders return ``bytes`` ready for the wire; the caller chooses the xid. Parsers take the
 message body (the bytes after the 8-byte header) and return frozen dataclasses; they raise
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
-from drivers.ovs.ofp13_errors import ONF_EXPERIMENTER, error_name
+from protocols.openflow13.errors import ONF_EXPERIMENTER, error_name
 
 VERSION = 0x04
 HEADER = struct.Struct("!BBHI")

@@ -26,7 +26,7 @@ from drivers.errors import DeviceRejected, DriverError
 from drivers.ovs import ofp13
 from drivers.ovs.channel import Channel, OpenFlowError
 from drivers.ovs.ofp13 import ErrorMsg
-from drivers.ovs.ofp13_errors import code_name
+from protocols.openflow13.errors import code_name
 
 log = logging.getLogger("reroute.drivers.ovs")
 

@@ -1,5 +1,5 @@
 """``P4RuntimeDriver``: flows as entries of ``MyIngress.reroute`` (``program``) on a
-P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``fabric.p4rt``).
+P4Runtime v1 server (a switch's gRPC agent, or the EMULATOR in ``emulators.p4rt``).
 
 ``open``: a gRPC channel; ``Capabilities`` (the server answers); arbitration on the
 ``StreamChannel`` as the primary client (``stream``); then the program: the device's

@@ -1,4 +1,4 @@
-"""A controller EMULATOR (``python -m fabric.odl`` or ``fabric.ryu``) as a test peer, and a
+"""A controller EMULATOR (``python -m emulators.odl`` or ``emulators.ryu``) as a test peer, and a
 private OVS whose bridge it controls: what ``odl_site.py`` and ``ryu_site.py`` share.
 
 - ``Emulator``: the emulator in a subprocess (os-ken keeps global state: one per process),
@@ -35,7 +35,7 @@ DPID = 1
 class Layout:
     """Where one kind of site lives and which emulator controls it."""
 
-    kind: str  # the emulator's module under fabric/ (odl, ryu); also the veths' prefix
+    kind: str  # the emulator's module under emulators/ (odl, ryu); also the veths' prefix
     ns: str
     bridge: str
     mgmt_host: str
@@ -65,7 +65,7 @@ class Emulator:
         """The emulator of ``layout`` listening for switches on ``openflow_host`` (the
         management address, for the site's OVS)."""
         argv = ["--listen", "127.0.0.1:0", "--openflow", f"{openflow_host}:0", *args]
-        spawned = daemons.spawn(workdir, layout.kind, f"fabric.{layout.kind}", argv, WAIT_S)
+        spawned = daemons.spawn(workdir, layout.kind, f"emulators.{layout.kind}", argv, WAIT_S)
         ports = json.loads(spawned.ready)
         return cls(
             process=spawned.process,

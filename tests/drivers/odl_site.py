@@ -1,4 +1,4 @@
-"""The ODL northbound EMULATOR (``python -m fabric.odl``) as a test peer, and a private OVS
+"""The ODL northbound EMULATOR (``python -m emulators.odl``) as a test peer, and a private OVS
 whose bridge it controls (``controller_site``): network namespace ``NS``, bridge ``brodl``,
 node ``openflow:1``; its statistics poll every ``STATS_INTERVAL_S``."""
 

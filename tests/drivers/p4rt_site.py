@@ -1,4 +1,4 @@
-"""The P4Runtime switch EMULATOR (``python -m fabric.p4rt``) as a test peer, on a private OVS.
+"""The P4Runtime switch EMULATOR (``python -m emulators.p4rt``) as a test peer, on a private OVS.
 
 One OVS in network namespace ``NS`` with bridge ``brp4`` (OpenFlow 1.3, fail_mode secure,
 veth ports 1 and 2, whose far ends ``p4-1p`` / ``p4-2p`` stay in the namespace for
@@ -35,7 +35,7 @@ class P4rtEmulator:
     def start(cls, workdir: Path, bridge_mgmt: str) -> P4rtEmulator:
         args = ["--listen", "127.0.0.1:0", "--device-id", "1", "--bridge-mgmt", bridge_mgmt]
         args.append("--installed")  # deployed with the reroute program
-        spawned = daemons.spawn(workdir, "p4rt", "fabric.p4rt", args, timeout=WAIT_S)
+        spawned = daemons.spawn(workdir, "p4rt", "emulators.p4rt", args, timeout=WAIT_S)
         return cls(process=spawned.process, address=f"127.0.0.1:{spawned.ready}", log=spawned.log)
 
     def stop(self) -> int:

@@ -1,6 +1,6 @@
 """Ryu ofctl_rest as a test peer, controlling a private OVS bridge (``controller_site``):
 
-- the EMULATOR (``python -m fabric.ryu``): network namespace ``NS``, bridge ``brryu``;
+- the EMULATOR (``python -m emulators.ryu``): network namespace ``NS``, bridge ``brryu``;
 - real Ryu 4.34 (``fabric.ryupeer``, built by ``fabric.peers``): namespace
   ``rr-test-ryupeer``, bridge ``brryupeer``.
 

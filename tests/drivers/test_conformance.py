@@ -8,9 +8,9 @@ Each kind has a ``Harness`` (a registered kind without one fails the suite):
 - ``odl``: the ODL northbound EMULATOR controlling a private OVS bridge (conftest.py), once
   per northbound style (RFC 8040, draft RESTCONF, AD-SAL): a harness may run its kind in
   several ``variants``, each a set of driver options;
-- ``p4runtime``: the P4Runtime switch EMULATOR (``fabric.p4rt``) whose dataplane is a
+- ``p4runtime``: the P4Runtime switch EMULATOR (``emulators.p4rt``) whose dataplane is a
   private OVS bridge (conftest.py, p4rt_site.py);
-- ``ryu_rest``: the Ryu ofctl_rest EMULATOR (``fabric.ryu``) controlling a private OVS
+- ``ryu_rest``: the Ryu ofctl_rest EMULATOR (``emulators.ryu``) controlling a private OVS
   bridge (conftest.py, ryu_site.py).
 
 The checks are written once against a ``Side`` of the driver, one per interface it
@@ -86,7 +86,7 @@ from drivers.base import (
 from drivers.base import kind as registry_kind
 from drivers.p4runtime import P4RuntimeDriver
 from drivers.polatis_scpi import socket_resource
-from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
+from emulators.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 from fabric.vswitch import OvsInstance
 from services.reroute.planning.foreign import overlaps
 from tests import peers as need

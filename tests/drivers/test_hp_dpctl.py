@@ -41,7 +41,7 @@ from drivers.errors import ConfigError
 from drivers.hp_dpctl import HpDpctlDriver, cookies, flowtext
 from drivers.hp_dpctl.tool import Command, Dpctl, Ofctl, classify
 from drivers.hp_dpctl.which import find_tool
-from fabric.ofrelay import Relay, refuse_of10_port_desc
+from emulators.ofrelay import Relay, refuse_of10_port_desc
 from tests import peers as need
 from tests.drivers.conftest import OvsSite
 

@@ -1,4 +1,4 @@
-"""The ODL driver (drivers/odl) and the ODL northbound EMULATOR (fabric/odl).
+"""The ODL driver (drivers/odl) and the ODL northbound EMULATOR (emulators/odl).
 
 Without a switch (no root needed): the mapping both ways, the URL styles, what AD-SAL
 cannot say, and the emulator's status codes and the driver's error mapping against a
@@ -35,8 +35,8 @@ from drivers.odl import OdlDriver, Style, mapping, styles
 from drivers.odl.driver import _gone
 from drivers.odl.mapping import MappingError
 from drivers.odl.spec import OdlSpec
-from fabric.odl import adsal, restconf
-from fabric.odl.flows import Action, ActionKind, FlowError
+from emulators.odl import adsal, restconf
+from emulators.odl.flows import Action, ActionKind, FlowError
 from tests.drivers.odl_site import (
     AUTH,
     CONFIG_NODE,

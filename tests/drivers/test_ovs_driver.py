@@ -40,7 +40,6 @@ from drivers.base import (
 from drivers.ovs import OvsDriver, ofp13
 from drivers.ovs.channel import Channel
 from drivers.ovs.driver import _CHUNK
-from drivers.ovs.ofp13_errors import ONF_EXPERIMENTER, error_name
 from drivers.ovs.ofp13_flow import (
     FlowModCommand,
     decode_flow_mod,
@@ -52,6 +51,7 @@ from drivers.ovs.ofp13_flow import (
 from fabric import netns
 from fabric.run import run
 from fabric.vswitch import OvsInstance
+from protocols.openflow13.errors import ONF_EXPERIMENTER, error_name
 
 NS = "rr-test-ovsdrv"
 BRIDGE = "br0"

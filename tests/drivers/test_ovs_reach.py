@@ -1,7 +1,7 @@
 """OvsDriver reaching a switch as real equipment is reached: ``ssl:`` with certificates made
 here (tests/pki.py) against an OVS ``pssl:`` listener, the datapath id compared with the
 topology's, and a switch without the ONF bundle extension (an OpenFlow relay in front of
-OVS answers bundle messages with the error such a switch sends, fabric/ofrelay.py).
+OVS answers bundle messages with the error such a switch sends, emulators/ofrelay.py).
 
 Uses the conformance suite's OVS (tests/drivers/conftest.py, bridge ``br13``).
 """
@@ -32,7 +32,7 @@ from drivers.base import (
 from drivers.ovs import OvsDriver
 from drivers.ovs.spec import OvsSpec
 from drivers.spec import TlsFiles
-from fabric.ofrelay import Relay, ignore_bundles, refuse_bundles
+from emulators.ofrelay import Relay, ignore_bundles, refuse_bundles
 from tests.drivers.conftest import SWITCH_IP, OvsSite
 from tests.drivers.test_conformance import OF13_LAB
 from tests.pki import Pki

@@ -22,9 +22,9 @@ import pytest
 from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix
 from drivers.p4runtime import P4RuntimeDriver
 from drivers.p4runtime.rpc import update_statuses
-from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
-from fabric.p4rt.proto import code_pb2, election, p4runtime_pb2, p4runtime_pb2_grpc
-from fabric.p4rt.table import Planned, Table
+from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
+from emulators.p4rt.proto import code_pb2, election, p4runtime_pb2, p4runtime_pb2_grpc
+from emulators.p4rt.table import Planned, Table
 from tests.drivers.p4rt_site import P4rtSite
 
 P4R = p4runtime_pb2
@@ -89,7 +89,7 @@ def test_distinct_entries_are_distinct_flows_and_the_rest_is_refused_per_update(
     for fields, priority in itertools.product(matches(), (10, 11)):
         got = table.check(insert(entry(priority, **fields)), {})
         if isinstance(got, Planned):
-            assert flows.setdefault(got.change.rule.key, got.key) == got.key, fields
+            assert flows.setdefault(got.change.flow.key, got.key) == got.key, fields
             taken.append(fields)
         else:
             assert got.code == code_pb2.UNIMPLEMENTED, (fields, got)

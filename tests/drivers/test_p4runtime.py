@@ -1,4 +1,4 @@
-"""The ``p4runtime`` driver and the P4Runtime switch EMULATOR (``fabric.p4rt``).
+"""The ``p4runtime`` driver and the P4Runtime switch EMULATOR (``emulators.p4rt``).
 
 Most tests run the emulator in process on a fake bridge (an in-memory flow table that can
 be told to refuse beyond a size, as OVS does with ``flow_limit``); the ``fabric`` ones run
@@ -33,7 +33,6 @@ from drivers.base import (
     Prefix,
     PushVlan,
 )
-from drivers.batch import Key
 from drivers.p4runtime import P4RuntimeDriver, mapping, program
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
@@ -46,9 +45,10 @@ from drivers.p4runtime.proto import (
 from drivers.p4runtime.rpc import update_statuses
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.spec import Expect, TlsFiles
-from fabric.p4rt.program import DEFAULT_P4INFO, Pipeline, load
-from fabric.p4rt.server import P4RuntimeEmulator, serve
-from fabric.p4rt.table import Table
+from emulators.p4rt.flow import BridgeRefused, Change, Flow
+from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
+from emulators.p4rt.server import P4RuntimeEmulator, serve
+from emulators.p4rt.table import Table
 from fabric.run import run
 from tests.drivers.p4rt_site import NS, P4rtSite
 from tests.pki import Pki
@@ -169,25 +169,25 @@ class FakeBridge:
     name = "fake-bridge"
 
     def __init__(self) -> None:
-        self.flows: dict[Key, FlowRule] = {}
+        self.flows: dict[Any, Flow] = {}
         self.limit: int | None = None
 
-    async def apply(self, changes: Sequence[FlowChange]) -> None:
+    async def apply(self, changes: Sequence[Change]) -> None:
         state = dict(self.flows)
         for change in changes:
-            if change.op is FlowOp.ADD:
-                state[change.rule.key] = change.rule
+            if change.delete:
+                state.pop(change.flow.key, None)
             else:
-                state.pop(change.rule.key, None)
+                state[change.flow.key] = change.flow
         if self.limit is not None and len(state) > self.limit:
-            raise DeviceRejected(self.name, "table full", "OFPFMFC_TABLE_FULL")
+            raise BridgeRefused("table full", code="OFPFMFC_TABLE_FULL")
         self.flows = state
 
-    async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+    async def read(self) -> list[Flow]:
         return list(self.flows.values())
 
-    async def close(self) -> None:
-        return None
+    async def clear(self) -> None:
+        self.flows = {}
 
 
 class Recording(P4RuntimeEmulator):
@@ -696,7 +696,7 @@ def test_the_emulator_checks_each_update_against_its_p4info(change: str, code: i
     text_format.Merge(change, entry)
     update = P4R.Update(type=P4R.Update.INSERT, entity=P4R.Entity(table_entry=entry))
 
-    async def main() -> tuple[list[Any], list[FlowRule]]:
+    async def main() -> tuple[list[Any], list[Flow]]:
         async with emulator() as (_, bridge, address):
             async with raw_client(address, 2) as (stub, _, _):
                 with pytest.raises(grpc.aio.AioRpcError) as info:

@@ -11,8 +11,8 @@ import pytest
 
 from drivers.base import DeviceUnreachable
 from drivers.polatis_scpi import PolatisScpiDriver
-from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock
-from fabric.polatis.emulator import SwitchState
+from emulators.polatis import EmulatorConfig, EmulatorServer, FixedLock
+from emulators.polatis.emulator import SwitchState
 from tests.drivers.test_polatis_scpi import received
 from tests.drivers.test_polatis_scpi import run as run_driver
 

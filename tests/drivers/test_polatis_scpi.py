@@ -28,7 +28,7 @@ from drivers.base import (
 from drivers.polatis_scpi import PolatisScpiDriver, WireLine, scpi, socket_resource
 from drivers.polatis_scpi.driver import RECONNECTS, ScpiDeviceError
 from drivers.polatis_scpi.scpi import Identity
-from fabric.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
+from emulators.polatis import EmulatorConfig, EmulatorServer, FixedLock, serve
 
 T = TypeVar("T")
 ADD = b":OXC:SWIT:CONN:ADD "

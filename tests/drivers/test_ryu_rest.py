@@ -1,4 +1,4 @@
-"""The Ryu ofctl_rest driver (drivers/ryu_rest) and the ofctl_rest EMULATOR (fabric/ryu),
+"""The Ryu ofctl_rest driver (drivers/ryu_rest) and the ofctl_rest EMULATOR (emulators/ryu),
 each check of ofctl_rest's answers made against real Ryu 4.34 too (``fabric.peers``).
 
 Without a switch (no root needed): the mapping both ways, checked against the strings

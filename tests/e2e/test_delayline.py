@@ -1,7 +1,7 @@
 """The long-haul delay line: host A -- veth -- [p1 delay line p2] -- veth -- host B.
 
 Each of the three is a namespace of its own (``rr-tdl-<pid>-a|m|b``, never a project fabric's).
-The delay line runs as its real process (``python -m fabric.delayline``), started in the root
+The delay line runs as its real process (``python -m emulators.delayline``), started in the root
 namespace with ``--netns``; the tests drive it over HTTP and measure what the hosts see.
 """
 
@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
+from emulators.delayline import DelayState, LineStats
 from fabric import netns
-from fabric.delayline import DelayControl, DelayState, LineStats
+from fabric.delaycontrol import DelayControl
 from fabric.run import run
 from fabric.traffic.iperf import run_iperf
 from services.reroute.errors import DeviceRejected
@@ -65,7 +66,7 @@ def _build() -> None:
 
 def _start(ready_file: Path, log: Path) -> subprocess.Popen[bytes]:
     argv = [
-        *(sys.executable, "-m", "fabric.delayline", "--netns", NS_M, "--a", "p1", "--b", "p2"),
+        *(sys.executable, "-m", "emulators.delayline", "--netns", NS_M, "--a", "p1", "--b", "p2"),
         *("--delay-ms", "15", "--control", "127.0.0.1:0", "--ready-file", str(ready_file)),
     ]
     with log.open("wb") as out:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric import inventory, peers, ryupeer, ryusite
+from fabric import hp, peers, ryupeer, ryusite
 
 BUILD_DPCTL = """#!/usr/bin/env bash
 set -e
@@ -159,9 +159,9 @@ def test_the_fabric_takes_real_ryu_where_it_can_be_had(monkeypatch: pytest.Monke
 
 def test_the_hp_tool_the_fabric_gives_its_inventory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(peers, "dpctl", lambda: Path("/cache/dpctl-1/dpctl"))
-    assert inventory.hp_tool("dpctl") == {"tool": "dpctl", "tool_path": "/cache/dpctl-1/dpctl"}
-    assert inventory.hp_tool("ovs-ofctl") == {"tool": "ovs-ofctl"}
-    assert inventory.hp_tool("auto") == {}
+    assert hp.hp_tool("dpctl") == {"tool": "dpctl", "tool_path": "/cache/dpctl-1/dpctl"}
+    assert hp.hp_tool("ovs-ofctl") == {"tool": "ovs-ofctl"}
+    assert hp.hp_tool("auto") == {}
 
 
 def test_a_process_s_listening_ports_are_read_from_proc() -> None:

@@ -10,8 +10,8 @@ import pytest
 from google.protobuf import text_format
 
 from drivers.p4runtime import program
-from fabric.p4rt.dataplane import Dataplane
-from fabric.p4rt.program import Pipeline, load
+from emulators.p4rt.dataplane import Dataplane
+from emulators.p4rt.program import Pipeline, load
 from tests.unit.p4 import p4source
 
 ROOT = Path(__file__).resolve().parents[3]
