@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -188,7 +189,12 @@ async def _initial_circuits(topo: Topology, fab: Fabric) -> None:
                 await driver.connect(missing)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=200, help="probe datagrams/s per pair")

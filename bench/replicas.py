@@ -248,7 +248,12 @@ def throughput(tmp: Path, etcd: EtcdCluster, pairs: int, rounds: int) -> dict[in
     return out
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="takeovers")
     parser.add_argument("--moves", type=int, default=6, help="rounds of latency moves")

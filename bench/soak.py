@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import json
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,12 @@ def probe(fab: Fabric, seconds: float, rate: int) -> tuple[subprocess.Popen[str]
     return recv, send
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--keep", type=int, default=200, help="retention: reroutes kept")
