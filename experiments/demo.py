@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from experiments import demo_report as report
 from experiments.demo_report import Results
-from experiments.session import (
+from experiments.measuring import (
     DRAIN_S,
     LONG,
     PROBE_S,

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from experiments import cwnd, ostbench, plots, session
+from experiments import cwnd, measuring, ostbench, plots
 from experiments import markdown as md
 from experiments.config import Config, typed
 from experiments.runner import Options, Raw, Rep, Say, Skipped, Written
@@ -128,7 +128,7 @@ class Mptcp:
         """One stream through a failure or a reroute, for one case."""
         b, cfg = session
         p = rep.params
-        short = b.topo.paths[session.SHORT]
+        short = b.topo.paths[measuring.SHORT]
         spec = Stream(
             src_ns=b.fab.host_ns(short.src),
             dst_ns=b.fab.host_ns(short.dst),
@@ -141,7 +141,7 @@ class Mptcp:
             cwnd_interval_s=cfg.cwnd_interval_s,
             congestion=cfg.congestion,
         )
-        moves = (partial(_move, b, session.LONG), partial(_move, b, session.SHORT))
+        moves = (partial(_move, b, measuring.LONG), partial(_move, b, measuring.SHORT))
         doc = run_stream(spec, reroute=moves if spec.case.kind == "reroute" else None)
         say(
             f"{rep.key}: {doc['subflows']} subflow(s), during the failure"
@@ -216,11 +216,11 @@ def conclusions(raws: Mapping[str, Raw]) -> str:
 def _two_paths(say: Say, seed: int, cfg: MptcpConfig) -> Iterator[tuple[ostbench.Bench, Any]]:
     with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
         say("vm2 -> vm3 onto the short circuit (MBB via the temporary path)")
-        _move(b, session.SHORT)
-        temporary = b.topo.paths[session.TEMPORARY]
+        _move(b, measuring.SHORT)
+        temporary = b.topo.paths[measuring.TEMPORARY]
         src, dst = b.fab.host_ns(temporary.src), b.fab.host_ns(temporary.dst)
         second_address(src, dst, SECOND_ADDRESS)
-        say(f"second subflow path: {SECOND_ADDRESS} -> {temporary.dst_ip} on {session.TEMPORARY}")
+        say(f"second subflow path: {SECOND_ADDRESS} -> {temporary.dst_ip} on {measuring.TEMPORARY}")
         yield b, cfg
 
 
@@ -239,13 +239,13 @@ def second_address(src: str, dst: str, address: str) -> None:
 def _move(b: ostbench.Bench, to: str) -> None:
     """vm2 -> vm3 (subflow 1, or the TCP stream) moved by MBB via the temporary path; the
     second subflow's rules are written again after it (the engine owns the temporary path)."""
-    move = Intent(flows=b.flows, to_path=to, via=session.TEMPORARY, drain_s=session.DRAIN_S)
-    asyncio.run(session.reroute(b.topo, b.inv, move))
+    move = Intent(flows=b.flows, to_path=to, via=measuring.TEMPORARY, drain_s=measuring.DRAIN_S)
+    asyncio.run(measuring.reroute(b.topo, b.inv, move))
     _second_subflow_rules(b)
 
 
 def _second_subflow_rules(b: ostbench.Bench) -> None:
-    temporary = b.topo.paths[session.TEMPORARY]
+    temporary = b.topo.paths[measuring.TEMPORARY]
     second = FlowSpec.parse(f"{SECOND_ADDRESS}>{temporary.dst_ip}")
     for bridge, rules in path_rules(b.topo, temporary, [second]).items():
         push_flows(b.fab.ovs, bridge, [ofctl_line(r) for r in rules], "OpenFlow13")
@@ -282,7 +282,7 @@ def run_stream(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=str(session.ROOT),
+        cwd=str(measuring.ROOT),
     )
     send: subprocess.Popen[bytes] | None = None
     marks: dict[str, float] = {}
@@ -309,7 +309,7 @@ def run_stream(
                         spec.congestion,
                     ),
                 ),
-                cwd=str(session.ROOT),
+                cwd=str(measuring.ROOT),
             )
             t0 = time.monotonic()
             time.sleep(max(0.0, case.fail_at_s - (time.monotonic() - t0)))

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import Field
 
 from emulators.polatis.emulator import TABLE_4_3_KNOTS, quantile
-from experiments import capture, session
+from experiments import capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
@@ -48,7 +48,7 @@ from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import StepKind
 from services.reroute.topology import Topology, load_topology
 
-TOPOLOGY = session.ROOT / "topologies" / "ngncs-ost.yaml"
+TOPOLOGY = measuring.ROOT / "topologies" / "ngncs-ost.yaml"
 STRATEGIES = ("bbm", "mbb", "control")
 
 
@@ -85,7 +85,7 @@ def bench(
     """The demo fabric up, with its flows and inventory, for a series of measurements whose
     TCP senders use ``congestion``."""
     topo = load_topology(topology)
-    flows = session.demo_flows(topo)
+    flows = measuring.demo_flows(topo)
     say(f"bringing up {topo.name} (lock-time seed {seed})")
     fab = fabric.up(topo, seed=seed)
     for kind, what in fab.state.peers.items():  # real Ryu, or its emulator (fabric up --ryu)
@@ -103,14 +103,14 @@ def bench(
                 signal.signal(s, h)
 
 
-def intent(b: Bench, strategy: str, *, to: str = session.SHORT) -> Intent | None:
+def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | None:
     """The intent of ``strategy`` onto path ``to`` (None: nothing moved). MBB parks the
     traffic on the temporary path when the move reconfigures the optical switch."""
     if strategy == "bbm":
         return Intent(flows=b.flows, to_path=to, strategy=Strategy.BBM)
     if strategy == "mbb":
-        via = session.TEMPORARY if to == session.SHORT else None
-        return Intent(flows=b.flows, to_path=to, via=via, drain_s=session.DRAIN_S)
+        via = measuring.TEMPORARY if to == measuring.SHORT else None
+        return Intent(flows=b.flows, to_path=to, via=via, drain_s=measuring.DRAIN_S)
     if strategy == "control":
         return None
     raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
@@ -143,8 +143,8 @@ def measure(
     cfg: BenchConfig,
     say: Say,
     *,
-    frm: str = session.LONG,
-    to: str = session.SHORT,
+    frm: str = measuring.LONG,
+    to: str = measuring.SHORT,
     bystander: str | None = None,
 ) -> dict[str, Any]:
     """One repetition's raw document (see the module docstring): the flows moved from
@@ -152,8 +152,8 @@ def measure(
     short circuit)."""
     move = intent(b, strategy, to=to)
     path = b.topo.paths[frm]
-    drops = session.fabric_drops(b.fab)
-    traffic = session.Traffic(
+    drops = measuring.fabric_drops(b.fab)
+    traffic = measuring.Traffic(
         b.fab,
         path,
         rate=cfg.probe_pps,
@@ -175,7 +175,7 @@ def measure(
             stack.enter_context(traffic)
             time.sleep(cfg.baseline_s)
             request_wall, request_ns = time.time(), time.monotonic_ns()
-            done = None if move is None else asyncio.run(session.reroute(b.topo, b.inv, move))
+            done = None if move is None else asyncio.run(measuring.reroute(b.topo, b.inv, move))
             if done is not None:
                 request_ns = done.requested_ns
             probe, tcp = traffic.results()
@@ -190,18 +190,18 @@ def measure(
                 gap_window_s=cfg.gap_window_ms / 1000,
                 dropped=(dumps[0].dropped, dumps[1].dropped),
             )
-    drops = session.fabric_drops(b.fab) - drops
+    drops = measuring.fabric_drops(b.fab) - drops
     numbers = RunNumbers(
         strategy=strategy,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
-        tcp=TcpNumbers.from_iperf(tcp, session.INTERVAL_S),
-        timing=None if done is None else session.timing(b.fab, done),
+        tcp=TcpNumbers.from_iperf(tcp, measuring.INTERVAL_S),
+        timing=None if done is None else measuring.timing(b.fab, done),
         fabric_drops=drops,
     )
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))
-        if to == session.SHORT:
-            session.restore(b.topo, b.inv, b.flows)
+        if to == measuring.SHORT:
+            measuring.restore(b.topo, b.inv, b.flows)
     return {
         **numbers.to_dict(),
         "moved": [frm, to],
@@ -263,7 +263,7 @@ class _Bystander:
                 port=self.PORT,
                 duration_s=self.cfg.tcp_s,
                 bitrate_bps=self.cfg.tcp_mbps * 1_000_000,
-                interval_s=session.INTERVAL_S,
+                interval_s=measuring.INTERVAL_S,
                 server_netns=self.b.fab.host_ns(path.dst),
                 client_netns=self.b.fab.host_ns(path.src),
                 congestion=self.b.congestion,
@@ -280,13 +280,13 @@ class _Bystander:
         result = self._future.result(timeout=self.cfg.tcp_s + 20)
         return {
             "path": self.path,
-            "tcp": TcpNumbers.from_iperf(result, session.INTERVAL_S).to_dict(),
+            "tcp": TcpNumbers.from_iperf(result, measuring.INTERVAL_S).to_dict(),
             "tcp_loss_pct": tcp_loss_pct(result),
             "tcp_offset_ms": (request_ns - self.started_ns) / 1e6,
         }
 
 
-def circuits_ms(done: session.Done) -> float | None:
+def circuits_ms(done: measuring.Done) -> float | None:
     """When the optical switch's cross-connects were changed (ms after the request)."""
     steps = enumerate(done.plan.steps(), start=1)
     return next((done.ended_ms[i] for i, s in steps if s.kind is StepKind.CIRCUITS), None)
@@ -363,7 +363,7 @@ def rtt_summary(
 def set_rto_min(b: Bench, ms: int) -> str:
     """TCP ``rto_min`` of vm2's route to vm3 (the sender's side): ``ip route ... rto_min``
     (iproute2 locks the metric, which the kernel needs to use it). The route as read back."""
-    long = b.topo.paths[session.LONG]
+    long = b.topo.paths[measuring.LONG]
     ns, dst = b.fab.host_ns(long.src), f"{long.dst_ip}/32"
     run(["ip", "route", "replace", dst, "dev", "eth0", "rto_min", f"{ms}ms"], ns=ns)
     return run(["ip", "route", "show", dst], ns=ns).strip()

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from experiments import backends as bk
 from experiments import markdown as md
-from experiments import ostbench, plots, session
+from experiments import measuring, ostbench, plots
 from experiments.config import Config, typed
 from experiments.demo_report import UdpNumbers
 from experiments.runner import Options, Raw, Rep, Say, Written
@@ -42,7 +42,7 @@ SEED_TABLE_4_5 = {
     "p75": 21.9,
     "max": 78.0,
 }
-PATHS = (session.LONG, session.TEMPORARY)
+PATHS = (measuring.LONG, measuring.TEMPORARY)
 
 
 class SwitchingConfig(Config):
@@ -104,7 +104,7 @@ class SwitchingDelay:
 def _bench(backend: str, cfg: SwitchingConfig, say: Say, seed: int) -> Iterator[Any]:
     topology = ROOT / "topologies" / str(bk.get(backend).ost)
     with ostbench.bench(say, seed=seed, topology=topology) as b:
-        yield b, cfg, {"at": session.LONG}  # where the flows are
+        yield b, cfg, {"at": measuring.LONG}  # where the flows are
 
 
 def _intent(b: ostbench.Bench, strategy: str, to: str) -> Intent:
@@ -118,14 +118,14 @@ def measure(session: Any, strategy: str, frm: str, to: str) -> dict[str, Any]:
     """One move from ``frm`` to ``to`` under the probe; the raw document."""
     b, cfg, where = session
     if where["at"] != frm:  # a resumed run starts where the last session left the flows
-        asyncio.run(session.reroute(b.topo, b.inv, _intent(b, "mbb", frm)))
+        asyncio.run(measuring.reroute(b.topo, b.inv, _intent(b, "mbb", frm)))
         where["at"] = frm
     path = b.topo.paths[frm]
     move = _intent(b, strategy, to)
-    drops = session.fabric_drops(b.fab)
-    with session.Traffic(b.fab, path, rate=cfg.probe_pps, tcp_mbps=0, probe_s=cfg.probe_s) as t:
+    drops = measuring.fabric_drops(b.fab)
+    with measuring.Traffic(b.fab, path, rate=cfg.probe_pps, tcp_mbps=0, probe_s=cfg.probe_s) as t:
         time.sleep(cfg.baseline_s)
-        done = asyncio.run(session.reroute(b.topo, b.inv, move))
+        done = asyncio.run(measuring.reroute(b.topo, b.inv, move))
         where["at"] = to
         probe = t.probe_report()
     udp = UdpNumbers.from_probe(probe, request_ns=done.requested_ns)
@@ -141,7 +141,7 @@ def measure(session: Any, strategy: str, frm: str, to: str) -> dict[str, Any]:
         "delay_max_ms": (probe.get("delay") or {}).get("max_ms"),
         "reroute_ms": done.total_ms,
         "milestones": done.milestones(),
-        "fabric_drops": session.fabric_drops(b.fab) - drops,
+        "fabric_drops": measuring.fabric_drops(b.fab) - drops,
     }
 
 

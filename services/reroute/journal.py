@@ -476,17 +476,18 @@ class Journal:
     def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None:
         """Record that steps ``indexes`` start (one write for a batch run at once, with how
         the previous batch ``ended``)."""
-        now = time.time()
+        now = time.time()  # the previous batch ended as this one starts
         starts = [(reroute_id, i, StepState.STARTED, now) for i in indexes]
-        self._many([*self._ends(reroute_id, ended), *((_START, row) for row in starts)])
+        self._many([*self._ends(reroute_id, ended, now), *((_START, row) for row in starts)])
 
     def steps_ended(self, reroute_id: str, ended: Ended) -> None:
         """Record how steps run at once ended: (index, done or failed, error), one write."""
-        self._many(self._ends(reroute_id, ended))
+        self._many(self._ends(reroute_id, ended, time.time()))
 
     @staticmethod
-    def _ends(reroute_id: str, ended: Ended) -> list[tuple[str, tuple[object, ...]]]:
-        now = time.time()
+    def _ends(reroute_id: str, ended: Ended, now: float) -> list[tuple[str, tuple[object, ...]]]:
+        """The writes of how ``ended`` ended, at ``now`` (the time of the write that carries
+        them: no later than what it records next)."""
         return [(_END, (state, now, error, reroute_id, i)) for i, state, error in ended]
 
     def checkpoint(
@@ -498,7 +499,7 @@ class Journal:
         """A checkpoint passed: from now on recovery restores the flows to ``rest``."""
         origins = json.dumps({p: encode_flows(f) for p, f in rest})
         sql = "UPDATE reroutes SET origins = ? WHERE id = ?"
-        self._many([*self._ends(reroute_id, ended), (sql, (origins, reroute_id))])
+        self._many([*self._ends(reroute_id, ended, time.time()), (sql, (origins, reroute_id))])
 
     def finish(
         self,
@@ -509,8 +510,8 @@ class Journal:
     ) -> None:
         """Record a reroute's final state and error."""
         sql = "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?"
-        row = (state, error, time.time(), reroute_id)
-        self._many([*self._ends(reroute_id, ended), (sql, row)])
+        now = time.time()  # the last steps ended as the reroute does
+        self._many([*self._ends(reroute_id, ended, now), (sql, (state, error, now, reroute_id))])
 
     def active(self) -> bool:
         """A reroute is pending or running (any owner)."""

@@ -18,7 +18,7 @@ import pytest
 
 from drivers.odl.driver import SERVER_RETRIES
 from drivers.polatis_scpi import PolatisScpiDriver
-from experiments.session import fabric_drops
+from experiments.measuring import fabric_drops
 from fabric import odlsite
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path

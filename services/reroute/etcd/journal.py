@@ -206,8 +206,8 @@ class EtcdJournal:
         self._write_steps(reroute_id, steps)
 
     def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None:
-        steps = self._ends(reroute_id, ended)
-        now = time.time()
+        now = time.time()  # the previous batch ended as this one starts
+        steps = self._ends(reroute_id, ended, now)
         for i in indexes:
             steps[i] = [i, str(StepState.STARTED), now, None, None]
         self._write_steps(reroute_id, steps)
@@ -215,10 +215,13 @@ class EtcdJournal:
     def steps_ended(self, reroute_id: str, ended: Ended) -> None:
         self._write_steps(reroute_id, self._ends(reroute_id, ended))
 
-    def _ends(self, reroute_id: str, ended: Ended) -> dict[int, list[Any]]:
-        """A copy of the reroute's steps with how ``ended`` ended (kept once written)."""
+    def _ends(
+        self, reroute_id: str, ended: Ended, now: float | None = None
+    ) -> dict[int, list[Any]]:
+        """A copy of the reroute's steps with how ``ended`` ended at ``now`` (default: now;
+        the time of the write that carries them), kept once written."""
         steps = {i: list(s) for i, s in self._steps_of(reroute_id).items()}
-        now = time.time()
+        now = time.time() if now is None else now
         for i, state, error in ended:
             entry = steps.setdefault(i, [i, str(state), now, None, None])
             entry[1], entry[3], entry[4] = str(state), now, error
@@ -240,29 +243,36 @@ class EtcdJournal:
         error: str | None = None,
         ended: Ended = (),
     ) -> None:
-        changes = {"state": state, "error": error, "finished": time.time()}
+        now = time.time()  # the last steps ended as the reroute does
+        changes = {"state": state, "error": error, "finished": now}
         extra = [
             delete(self._key("running", reroute_id)),
             delete(self._key("pending", reroute_id)),
         ]
-        row = self._change(reroute_id, changes, extra, ended)
+        row = self._change(reroute_id, changes, extra, ended, now)
         steps = self._steps.pop(reroute_id, None)
         self._live.pop(reroute_id, None)
         if row is not None and steps is not None:
             self._keep(self._record(row, steps), _step_records(steps))
 
     def _change(
-        self, reroute_id: str, changes: dict[str, Any], extra: list[Op], ended: Ended
+        self,
+        reroute_id: str,
+        changes: dict[str, Any],
+        extra: list[Op],
+        ended: Ended,
+        now: float | None = None,
     ) -> _Row | None:
-        """A fenced change of a reroute (and its steps' ends, in the same transaction): of
-        the row as written here when it runs here, else read first. The row written."""
+        """A fenced change of a reroute (and its steps' ends at ``now``, in the same
+        transaction): of the row as written here when it runs here, else read first. The
+        row written."""
         live = self._live.get(reroute_id)
         if live is None:
             if ended:
-                self._write_steps(reroute_id, self._ends(reroute_id, ended))
+                self._write_steps(reroute_id, self._ends(reroute_id, ended, now))
             self._update(reroute_id, changes, None, extra, fenced=True)
             return None
-        steps = self._ends(reroute_id, ended)
+        steps = self._ends(reroute_id, ended, now)
         row, revision = live
         row = _Row(**row.fields)
         row.update(**changes)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.session import fabric_drops
+from experiments.measuring import fabric_drops
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from services.reroute.journal import RerouteState

@@ -290,3 +290,29 @@ def test_a_step_on_a_device_without_a_driver_is_refused_and_the_rest_undone() ->
     assert outcome.state is RerouteState.ROLLED_BACK
     assert "s9: has no driver here" in (outcome.error or "")
     assert sorted(switch.table.values()) == sorted(BEFORE)
+
+
+def test_each_step_ends_before_the_next_starts_and_the_last_before_the_reroute() -> None:
+    """A batch's end is journaled with the next write (the next start, or the finish): its
+    time is that write's, never later than what the write records next."""
+    switch = OneByOne("s1", BEFORE)
+    steps = tuple(
+        Step(kind=StepKind.INSTALL, device="s1", changes=tuple(add(rule(h))),
+             undo=tuple(delete(rule(h))))
+        for h in (4, 5, 6)
+    )  # fmt: skip
+    plan = Plan(
+        intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
+        from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
+        phases=tuple(Phase(name=f"p{i}", steps=(s,)) for i, s in enumerate(steps)),
+        planned_at=0.0,
+    )  # fmt: skip
+    journal = Journal(None)
+    outcome = asyncio.run(Executor({"s1": switch}, journal).run("r1", plan))
+    record, done = journal.get("r1"), journal.steps("r1")
+    assert outcome.state is RerouteState.DONE and record is not None
+    assert record.started is not None and record.finished is not None
+    assert [s.state for s in done] == [StepState.DONE] * 3
+    times = [t for s in done for t in (s.started, s.finished)]
+    assert times == sorted(times), times  # started, ended, started, ended...
+    assert record.started <= times[0] and times[-1] <= record.finished

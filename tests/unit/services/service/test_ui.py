@@ -198,9 +198,7 @@ def history_state(b: Browser, reroute_id: str) -> str | None:
 def ask(b: Browser, flow: str, to_path: str, via: str = "") -> None:
     """Fill the form and press the dry-run button."""
     b.wait(lambda: b.all(f'#flow-choices input[value="{flow}"]'), f"the flow {flow} to choose")
-    box = b.one(f'#flow-choices input[value="{flow}"]')
-    if not box.is_selected():
-        box.click()
+    b.wait(lambda: _chosen(b, flow), f"the flow {flow} chosen")
     b.driver.execute_script(
         "document.getElementById('to-path').value = arguments[0];"
         "document.getElementById('via').value = arguments[1];",
@@ -208,6 +206,15 @@ def ask(b: Browser, flow: str, to_path: str, via: str = "") -> None:
         via,
     )
     b.one("#dry-run").click()
+
+
+def _chosen(b: Browser, flow: str) -> bool:
+    """Tick the flow's box, as a person does (again if the page redrew the list under the
+    click: a live page refreshes its flows as reroutes end); whether it is ticked."""
+    box = b.one(f'#flow-choices input[value="{flow}"]')  # stale: ``wait`` tries again
+    if not box.is_selected():
+        box.click()
+    return bool(b.one(f'#flow-choices input[value="{flow}"]').is_selected())
 
 
 def confirm(b: Browser) -> str:
