@@ -215,16 +215,7 @@ def conclusions(by: Mapping[int, Sequence[Raw]], line: float) -> str:
 
 
 def _fig_throughput(by: Mapping[int, Sequence[Raw]], out: Path, line: float) -> str:
-    n = len(by)
-    cols = min(3, n) or 1
-    rows = (n + cols - 1) // cols or 1
-    fig = plots.figure(
-        rows,
-        cols,
-        size=(4.2 * cols, 2.8 * rows + 0.5),
-        seed="003 Figure 4.6",
-        title="throughput at different data rates",
-    )
+    fig = plots.grid(len(by), seed="003 Figure 4.6", title="throughput at different data rates")
     for k, (ax, (rate, runs)) in enumerate(zip(plots.axes(fig), by.items(), strict=False)):
         for r in runs:
             got = _series_100ms(r)
@@ -240,16 +231,7 @@ def _fig_throughput(by: Mapping[int, Sequence[Raw]], out: Path, line: float) -> 
 
 
 def _fig_rtt(by: Mapping[int, Sequence[Raw]], out: Path) -> str:
-    n = len(by)
-    cols = min(3, n) or 1
-    rows = (n + cols - 1) // cols or 1
-    fig = plots.figure(
-        rows,
-        cols,
-        size=(4.2 * cols, 2.8 * rows + 0.5),
-        seed="003 Figure 4.7",
-        title="RTT at different data rates",
-    )
+    fig = plots.grid(len(by), seed="003 Figure 4.7", title="RTT at different data rates")
     for k, (ax, (rate, runs)) in enumerate(zip(plots.axes(fig), by.items(), strict=False)):
         for r in runs[:1]:
             trace = (r.get("capture") or {}).get("trace")

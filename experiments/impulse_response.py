@@ -265,14 +265,8 @@ def conclusions(responses: Mapping[str, list[ia.Impulse]]) -> str:
 
 def _plot_single(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
     names = list(responses)
-    cols = min(3, len(names)) or 1
-    rows = (len(names) + cols - 1) // cols or 1
-    fig = plots.figure(
-        rows,
-        cols,
-        size=(4.2 * cols, 2.8 * rows + 0.4),
-        seed="000 Figure 8",
-        title="impulse responses of single degradations",
+    fig = plots.grid(
+        len(names), seed="000 Figure 8", title="impulse responses of single degradations", head=0.4
     )
     for ax, name in zip(plots.axes(fig), names, strict=False):
         for imp in responses[name]:

@@ -42,6 +42,13 @@ def figure(
     return fig
 
 
+def grid(n: int, *, seed: str, title: str, head: float = 0.5) -> Figure:
+    """A figure of ``n`` small panels, three to a row (``head``: inches for the title)."""
+    cols = min(3, n) or 1
+    rows = (n + cols - 1) // cols or 1
+    return figure(rows, cols, size=(4.2 * cols, 2.8 * rows + head), seed=seed, title=title)
+
+
 def axes(fig: Figure) -> list[Axes]:
     """The figure's axes."""
     return list(fig.axes)
