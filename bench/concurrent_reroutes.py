@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.base import CrossConnectSwitch
-from fabric import fabric
+from fabric import fabric, signals
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from services.reroute.generate import leaf_spine, to_yaml
@@ -189,12 +189,8 @@ async def _initial_circuits(topo: Topology, fab: Fabric) -> None:
                 await driver.connect(missing)
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, signals.interrupt)  # unwinds: services and fabric stopped
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=200, help="probe datagrams/s per pair")

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabric import fabric
+from fabric import fabric, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from services.reroute.generate import leaf_spine, to_yaml
@@ -248,12 +248,8 @@ def throughput(tmp: Path, etcd: EtcdCluster, pairs: int, rounds: int) -> dict[in
     return out
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, signals.interrupt)  # unwinds: services and fabric stopped
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="takeovers")
     parser.add_argument("--moves", type=int, default=6, help="rounds of latency moves")

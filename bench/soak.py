@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import demo_report
-from fabric import fabric
+from fabric import fabric, signals
 from fabric.fabric import Fabric
 from fabric.run import run
 from services.reroute.journal import RerouteState
@@ -80,12 +80,8 @@ def probe(fab: Fabric, seconds: float, rate: int) -> tuple[subprocess.Popen[str]
     return recv, send
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)  # SIGTERM unwinds: the services and fabric are stopped
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, signals.interrupt)  # unwinds: services and fabric stopped
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--keep", type=int, default=200, help="retention: reroutes kept")

@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn
 
 from experiments import demo_report as report
 from experiments.demo_report import Results
@@ -36,7 +31,7 @@ from experiments.measuring import (
     optical_names,
     restore,
 )
-from fabric import fabric
+from fabric import fabric, signals
 from fabric import state as fabric_state
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
@@ -87,24 +82,6 @@ def _runs(
     return Results(bbm=bbm, mbb=mbb, control=control), restored
 
 
-Handler = Callable[[int, FrameType | None], object] | signal.Handlers
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def _signals(handler: Handler, *signums: signal.Signals) -> Iterator[None]:
-    """``signums`` handled by ``handler`` inside, as before outside."""
-    before = {s: signal.signal(s, handler) for s in signums}
-    try:
-        yield
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
-
-
 def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     topo = load_topology(args.topology)
@@ -121,7 +98,7 @@ def _demo(args: argparse.Namespace) -> int:
             results, restored = _runs(topo, fab, load_inventory(fab.state.inventory), args, flows)
         finally:
             _stage(6, f"tearing down {topo.name}")
-            with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):  # no half teardown
+            with signals.shielded():  # no half teardown
                 fabric.down(topo.name)
     wall_s = time.monotonic() - started
     _stage(7, f"results: {optical_names(topo)} reconfigured {LONG} -> {SHORT} under traffic")
@@ -154,7 +131,7 @@ def _hops(path: TopoPath) -> str:
 def _run(args: argparse.Namespace) -> int:
     # SIGTERM unwinds like Ctrl-C, and Ctrl-C interrupts at once (also inside asyncio.run,
     # whose own handler only cancels the running task): either way the fabric comes down
-    with _signals(_raise_interrupt, signal.SIGINT, signal.SIGTERM):
+    with signals.unwinding():
         return _demo(args)
 
 

@@ -38,7 +38,7 @@ from experiments import capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
-from fabric import fabric
+from fabric import fabric, signals
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
@@ -95,12 +95,8 @@ def bench(
         yield Bench(topo=topo, fab=fab, inv=inv, flows=flows, congestion=congestion)
     finally:
         say(f"tearing down {topo.name}")
-        before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with signals.shielded():
             fabric.down(topo.name)
-        finally:
-            for s, h in before.items():
-                signal.signal(s, h)
 
 
 def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | None:

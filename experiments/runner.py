@@ -23,19 +23,18 @@ import gzip
 import json
 import os
 import shlex
-import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from experiments import markdown as md
 from experiments.config import Config, as_doc, differences, resolve
 from experiments.envinfo import environment, git_head
+from fabric import signals
 from services.reroute.errors import ConfigError, RerouteError
 
 Say = Callable[[str], None]
@@ -262,7 +261,7 @@ def run(
     if todo:
         record_env(exp, out, opts, argv)
         try:
-            with _signals(), progress(len(plan), len(plan) - len(todo)) as bar:
+            with signals.unwinding(), progress(len(plan), len(plan) - len(todo)) as bar:
                 done = len(plan) - len(todo)
                 ran = _repetitions(exp, opts, out, todo, bar, seed=opts.seed * 1000 + done)
         except KeyboardInterrupt:
@@ -375,19 +374,3 @@ def load_sentence(raws: Mapping[str, Raw], sessions: Sequence[Mapping[str, Any]]
 
 def _unique(items: Iterator[str] | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def _signals() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C (the session's teardown runs), as before outside."""
-    signums = (signal.SIGINT, signal.SIGTERM)
-    before = {s: signal.signal(s, _interrupt) for s in signums}
-    try:
-        yield
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
