@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux, proc(5))
 
 
-async def _apply_all(drivers: dict[str, Any], rules: dict[str, list[Any]], op: FlowOp) -> None:
+async def _apply_all(drivers: Mapping[str, Any], rules: dict[str, list[Any]], op: FlowOp) -> None:
     await asyncio.gather(
         *(drivers[b].apply([FlowChange(op=op, rule=r) for r in rs]) for b, rs in rules.items())
     )

@@ -14,7 +14,7 @@ and die with the fabric.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ def write(topo: Topology, state: FabricState) -> Path:
 @asynccontextmanager
 async def fabric_drivers(
     topo: Topology, state: FabricState, scope: frozenset[str] | None = None
-) -> AsyncIterator[dict[str, Driver]]:
+) -> AsyncIterator[Mapping[str, Driver]]:
     """Connected drivers for the switches of a running fabric (those in ``scope``), built
     from the inventory ``fabric up`` wrote: the path real equipment takes."""
     async with open_drivers(load_inventory(state.inventory), topo, scope) as drivers:

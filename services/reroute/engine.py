@@ -10,63 +10,122 @@ else about the devices.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from drivers.base import CrossConnectSwitch, FlowProgrammer, ForeignEntry
+from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule, ForeignEntry, Survey
 from drivers.gcpause import gc_paused
-from services.reroute.errors import PlanError, RerouteError
+from services.reroute.errors import DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, Journaling, Record, RerouteState
 from services.reroute.locks import Held, Locks, Universe, file_or_memory, holding
 from services.reroute.model import Intent
 from services.reroute.planning import capable, foreign, plan
-from services.reroute.planning.plan import Plan
+from services.reroute.planning.electronic import gc_steps
+from services.reroute.planning.plan import Disruption, Phase, Plan, StepKind
 from services.reroute.planning.restore import plan_restore
+from services.reroute.reach import DEVICE_TIMEOUT_S, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
 from services.reroute.resync import resync
-from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
+from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, directions, path_tag, tag_of
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology
+from services.reroute.topology import Path as TopoPath
 
+log = logging.getLogger("reroute.engine")
 EXTEND_TRIES = 3  # a plan that needs more than is held: re-planned after taking more, this often
 
 
-async def read_tables(drivers: Mapping[str, Driver]) -> Tables:
-    """Our rules (by cookie) on every packet switch."""
-    names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
-    reads = await asyncio.gather(
-        *(_flows(drivers[n]).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK) for n in names)
-    )
-    return tables_from(dict(zip(names, reads, strict=True)))
+async def read_tables(
+    drivers: Mapping[str, Driver],
+    names: Iterable[str] | None = None,
+    timeout: float | None = None,
+) -> Tables:
+    """Our rules (by cookie) on every packet switch (of ``names``); the first device error
+    is raised (a device that does not answer within ``timeout``: ``DeviceTimeout``)."""
+    tables, failed = await read_some(drivers, _packet(drivers, names), timeout)
+    _raise_first(failed)
+    return tables
+
+
+async def read_some(
+    drivers: Mapping[str, Driver], names: Iterable[str], timeout: float | None
+) -> tuple[Tables, dict[str, DriverError]]:
+    """Our rules on the packet switches ``names``, each read within ``timeout``; the
+    switches that failed apart, with their errors."""
+    calls = {n: _reader(drivers[n]) for n in _packet(drivers, names)}
+    reads, failed = await ask_each(drivers, calls, timeout or math.inf)
+    return tables_from(reads), failed
+
+
+def _reader(driver: Driver) -> Callable[[], Awaitable[list[FlowRule]]]:
+    return lambda: _flows(driver).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
 
 
 async def survey_tables(
     drivers: Mapping[str, Driver],
-) -> tuple[Tables, dict[str, list[ForeignEntry]]]:
-    """Our rules on every packet switch, and every other writer's entries there (one read
-    of each table: ``FlowProgrammer.survey``)."""
-    names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
-    surveys = await asyncio.gather(
-        *(_flows(drivers[n]).survey(COOKIE_BASE, COOKIE_MASK) for n in names)
-    )
-    tables = tables_from({n: s.ours for n, s in zip(names, surveys, strict=True)})
-    return tables, {n: s.foreign for n, s in zip(names, surveys, strict=True) if s.foreign}
+    names: Iterable[str] | None = None,
+    timeout: float | None = None,
+) -> tuple[Tables, dict[str, list[ForeignEntry]], dict[str, DriverError]]:
+    """Our rules on every packet switch (of ``names``), every other writer's entries there
+    (one read of each table: ``FlowProgrammer.survey``), and the switches that failed to
+    answer within ``timeout``, with their errors."""
+    calls = {
+        n: _surveyor(drivers[n]) for n in _packet(drivers, names)
+    }  # fmt: skip
+    surveys, failed = await ask_each(drivers, calls, timeout or math.inf)
+    tables = tables_from({n: s.ours for n, s in surveys.items()})
+    return tables, {n: s.foreign for n, s in surveys.items() if s.foreign}, failed
 
 
-async def read_optics(drivers: Mapping[str, Driver]) -> frozenset[Circuit]:
-    """The current cross-connects of every optical switch."""
-    names = [n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch)]
-    maps = await asyncio.gather(*(_optical(drivers[n]).connections() for n in names))
-    return frozenset(
-        Circuit(switch=n, ingress=i, egress=e)
-        for n, m in zip(names, maps, strict=True)
-        for i, e in m.items()
+def _surveyor(driver: Driver) -> Callable[[], Awaitable[Survey]]:
+    return lambda: _flows(driver).survey(COOKIE_BASE, COOKIE_MASK)
+
+
+async def read_optics(
+    drivers: Mapping[str, Driver],
+    names: Iterable[str] | None = None,
+    timeout: float | None = None,
+) -> frozenset[Circuit]:
+    """The current cross-connects of every optical switch (of ``names``); the first device
+    error is raised."""
+    circuits, failed = await read_optics_some(drivers, _optical_names(drivers, names), timeout)
+    _raise_first(failed)
+    return circuits
+
+
+async def read_optics_some(
+    drivers: Mapping[str, Driver], names: Iterable[str], timeout: float | None
+) -> tuple[frozenset[Circuit], dict[str, DriverError]]:
+    """The cross-connects of the optical switches ``names``, each read within ``timeout``,
+    and the switches that failed apart."""
+    calls = {n: _optical(drivers[n]).connections for n in _optical_names(drivers, names)}
+    maps, failed = await ask_each(drivers, calls, timeout or math.inf)
+    circuits = frozenset(
+        Circuit(switch=n, ingress=i, egress=e) for n, m in maps.items() for i, e in m.items()
     )
+    return circuits, failed
+
+
+def _packet(drivers: Mapping[str, Driver], names: Iterable[str] | None) -> list[str]:
+    wanted = drivers if names is None else [n for n in names if n in drivers]
+    return [n for n in wanted if isinstance(drivers[n], FlowProgrammer)]
+
+
+def _optical_names(drivers: Mapping[str, Driver], names: Iterable[str] | None) -> list[str]:
+    wanted = drivers if names is None else [n for n in names if n in drivers]
+    return [n for n in wanted if isinstance(drivers[n], CrossConnectSwitch)]
+
+
+def _raise_first(failed: Mapping[str, DriverError]) -> None:
+    for exc in failed.values():
+        raise exc
 
 
 def _flows(driver: Driver) -> FlowProgrammer:
@@ -79,21 +138,106 @@ def _optical(driver: Driver) -> CrossConnectSwitch:
     return driver
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Needs:
+    """The devices a reroute reads. ``needed``: those of its new and temporary paths and
+    the optical switches of their circuits (each must answer, or the reroute is refused);
+    ``spare``: those only on the other paths between the same hosts, where its flows may
+    be now (a dead one is the failure being routed around)."""
+
+    needed: Mapping[str, str]  # device -> why it is needed (for refusals)
+    spare: frozenset[str]
+
+    @property
+    def devices(self) -> frozenset[str]:
+        """Every device to read."""
+        return frozenset(self.needed) | self.spare
+
+
+def needs(topo: Topology, intent: Intent, managed: Iterable[str]) -> Needs:
+    """What ``intent`` reads of the ``managed`` devices (PlanError for an unknown path)."""
+    have = frozenset(managed)
+    to = topo.paths[_known(topo, intent.to_path)]
+    roles = [(to, "the new path")]
+    if intent.via is not None:
+        roles.append((topo.paths[_known(topo, intent.via)], "the temporary path"))
+    needed: dict[str, str] = {}
+    for path, role in roles:
+        for node in _path_devices(path):
+            if node in have:
+                needed.setdefault(node, f"on {path.name}, {role}")
+    ends = {to.src, to.dst}
+    others = [p for p in topo.paths.values() if {p.src, p.dst} == ends]
+    spare = {n for p in others for n in _path_devices(p) if n in have} - set(needed)
+    return Needs(needed=needed, spare=frozenset(spare))
+
+
+def _known(topo: Topology, name: str) -> str:
+    path_tag(topo, name)  # PlanError listing the paths
+    return name
+
+
+def _path_devices(path: TopoPath) -> list[str]:
+    """The packet switches of ``path`` and the optical switches of its circuits."""
+    nodes = [h.node for h in path.hops] + sorted({c.switch for c in path.circuits})
+    return list(dict.fromkeys(nodes))
+
+
+def refuse_needed(failed: Mapping[str, DriverError], need: Needs) -> None:
+    """PlanError naming every needed device that failed and what it did (nothing changed)."""
+    down = [(n, e) for n, e in failed.items() if n in need.needed]
+    if not down:
+        return
+    said = "; ".join(f"{n} ({need.needed[n]}) {what_it_did(e)}" for n, e in down)
+    raise PlanError(
+        f"refused, nothing changed: {said}. Wait until it answers (GET /v1/health shows "
+        "each device), or choose a path that does not cross it"
+    )
+
+
+def debt_of(topo: Topology, the_plan: Plan, failed: Iterable[str]) -> tuple[str, ...]:
+    """The packet switches of ``failed`` on a path whose rules ``the_plan`` cleans up: they
+    keep those rules until they return."""
+    cleaned = {
+        tag_of(c.rule)
+        for s in the_plan.steps()
+        if s.kind is StepKind.REMOVE
+        for c in s.changes
+    }  # fmt: skip
+    names = list(topo.paths)
+    paths = [topo.paths[names[t - 1]] for t in cleaned if t is not None and 0 < t <= len(names)]
+    gone = set(failed)
+    return tuple(sorted({h.node for p in paths for h in p.hops if h.node in gone}))
+
+
 async def plan_on_devices(
     topo: Topology,
     drivers: Mapping[str, Driver],
     intent: Intent,
     scope: frozenset[str] | None = None,
+    *,
+    timeout: float = DEVICE_TIMEOUT_S,
 ) -> Plan:
-    """Read the devices' flow tables and circuits, then plan ``intent`` on them; PlanError
-    when another writer's entry would shadow a rule the plan writes (``planning.foreign``)
-    or a step needs what its device lacks (``planning.capable``: the lock gates fitted to
-    the signals the devices have)."""
-    (tables, others), optics = await asyncio.gather(survey_tables(drivers), read_optics(drivers))
+    """Read the tables and circuits of the devices ``intent`` crosses (``needs``: each read
+    within ``timeout``), then plan it on them. PlanError when a device it needs does not
+    answer (naming it and what it did), when another writer's entry would shadow a rule the
+    plan writes (``planning.foreign``) or a step needs what its device lacks
+    (``planning.capable``: the lock gates fitted to the signals the devices have). A device
+    only on the paths the flows leave that does not answer is left out: its cleanup is the
+    plan's ``debt``."""
+    need = needs(topo, intent, drivers)
+    (tables, others, failed), (optics, lost) = await asyncio.gather(
+        survey_tables(drivers, need.devices, timeout),
+        read_optics_some(drivers, need.devices, timeout),
+    )
+    failed |= lost
+    refuse_needed(failed, need)
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
     the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
     foreign.check(the_plan, others)
-    return capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
+    fitted = capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
+    debt = debt_of(topo, fitted, failed)
+    return replace(fitted, debt=debt) if debt else fitted
 
 
 async def recover(
@@ -127,7 +271,9 @@ async def restore(
 ) -> None:
     """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
     each restore plan (default: a plain one on ``drivers``)."""
-    tables = await read_tables(drivers)
+    paths = [topo.paths[p] for p in (*record.touched, *record.origins) if p in topo.paths]
+    crossed = {n for p in paths for n in _path_devices(p)} if paths else None
+    tables = await read_tables(drivers, crossed)
     plans = plan_restore(topo, tables, record.origins, record.touched, now=time.time(), scope=scope)
     scratch = Journal(None)
     try:
@@ -193,6 +339,7 @@ class Engine:
     step_timeout: float = 10.0
     lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
     locks: Locks | None = None  # default: files in lock_dir, else within this process
+    device_timeout_s: float = DEVICE_TIMEOUT_S  # one device read while planning (reach.py)
 
     def __post_init__(self) -> None:
         if self.locks is None:
@@ -229,6 +376,7 @@ class Engine:
             scope=scope,
             step_timeout=step_timeout,
             lock_dir=inv.lock_dir,
+            device_timeout_s=inv.device_timeout_s,
         )
 
     async def close(self) -> None:
@@ -262,7 +410,9 @@ class Engine:
 
     async def plan(self, intent: Intent) -> Plan:
         """The plan on the devices' current state (a dry run: nothing changes)."""
-        return await plan_on_devices(self.topo, self.drivers, intent, self.scope)
+        return await plan_on_devices(
+            self.topo, self.drivers, intent, self.scope, timeout=self.device_timeout_s
+        )
 
     async def expected(self, intent: Intent) -> Keys:
         """What ``intent`` is expected to hold, from a plan on the devices now (which may
@@ -316,6 +466,9 @@ class Engine:
             outcome = await executor.run(
                 reroute_id, the_plan, owner=self.lock.owner, resources=keys
             )
+        if the_plan.debt and outcome.state is RerouteState.DONE:
+            self.journal.owe(the_plan.debt, reroute_id)
+            outcome = replace(outcome, debt=the_plan.debt)
         return the_plan, outcome
 
     async def _plan_within(self, intent: Intent, held: Held) -> Plan:
@@ -355,6 +508,64 @@ class Engine:
         """Recover every reroute whose owner died, holding every device."""
         async with holding(self.lock, frozenset({EVERYTHING})):
             return await self._recover_dead()
+
+    async def settle(self) -> dict[str, str]:
+        """Remove the rules reroutes left on devices that did not answer (the journal's
+        debts) from those that answer now: our transit rules of paths no ingress rule uses
+        any more. Device -> what was done; a device still down, or whose paths' ingress
+        switches do not answer, stays owed. A device is asked first without holding
+        anything: one still hung holds no reroute back."""
+        owed = [d for d in self.journal.debts() if d in self.managed]
+        answering = [d for d in owed if await self._answers(d)]
+        if not answering:
+            return {}
+        done: dict[str, str] = {}
+        async with holding(self.lock, frozenset({EVERYTHING})):
+            for device in answering:
+                try:
+                    done[device] = await self._settle(device)
+                except DriverError as exc:
+                    log.info("cleanup of %s still pending: %s", device, exc)
+                    continue
+                self.journal.paid(device)
+                log.warning("%s: cleanup done: %s", device, done[device])
+        return done
+
+    async def _answers(self, device: str) -> bool:
+        try:
+            await read_tables(self.drivers, [device], self.device_timeout_s)
+        except DriverError:
+            return False
+        return True
+
+    async def _settle(self, device: str) -> str:
+        timeout = self.device_timeout_s
+        tables = await read_tables(self.drivers, [device], timeout)
+        tags = {t for r in tables.get(device, {}).values() if (t := tag_of(r)) is not None}
+        names = list(self.topo.paths)
+        paths = [self.topo.paths[names[t - 1]] for t in tags if 0 < t <= len(names)]
+        ingress = {d.hops[0].node for p in paths for d in directions(p)} - {device}
+        tables = {**tables, **await read_tables(self.drivers, ingress, timeout)}
+        steps = [s for s in gc_steps(self.topo, tables, sorted(tags)) if s.device == device]
+        if not steps:
+            return "nothing left to remove"
+        the_plan = Plan(
+            intent=Intent(flows=(), to_path="", drain_s=0.0),
+            from_paths=(),
+            to_path="",
+            disruption=Disruption.HITLESS,
+            phases=(Phase(name="clean", steps=tuple(steps)),),
+            planned_at=time.time(),
+        )
+        scratch = Journal(None)
+        try:
+            outcome = await self.executor(scratch).run(f"settle-{device}", the_plan)
+        finally:
+            scratch.close()
+        if outcome.state is not RerouteState.DONE:
+            raise DriverError(device, f"cleanup failed: {outcome.error}")
+        removed = sum(len(s.changes) for s in steps)
+        return f"removed {removed} rule(s) of paths no flow uses"
 
     async def resync(self) -> tuple[list[str], Outcome | None]:
         """Recover the interrupted reroutes, then write every flow's intended path where the

@@ -70,6 +70,7 @@ class Outcome:
     total_ms: float
     error: str | None = None
     shifted_ms: float | None = None  # from start until the last shift step finished
+    debt: tuple[str, ...] = ()  # devices whose cleanup waits until they answer (Plan.debt)
 
     def describe(self) -> str:
         """The outcome as lines: state, timings and the steps that ran."""
@@ -79,6 +80,11 @@ class Outcome:
         lines += [f"  {t.index:>3}. {t.ms:8.2f} ms  {t.description}" for t in self.timings]
         if self.error:
             lines.append(f"  error: {self.error}")
+        if self.debt:
+            lines.append(
+                f"  cleanup pending on {', '.join(self.debt)}: not answering; its rules of the "
+                "old path are removed when it returns"
+            )
         return "\n".join(lines)
 
 

@@ -30,10 +30,11 @@ from typing import Annotated, Any, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from drivers import base
-from drivers.base import CrossConnectSwitch, DeviceSpec, Driver, Expect, FlowProgrammer, Session
+from drivers.base import DeviceSpec, Expect, Session
 from drivers.errors import ConfigError, DeviceRejected, DeviceTimeout, DriverError
 from services.reroute import runtime
 from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
+from services.reroute.reach import DEVICE_TIMEOUT_S, Devices
 from services.reroute.topology import OpticalSwitch, Switch, Topology
 from services.reroute.yamlfile import (
     Document,
@@ -58,6 +59,9 @@ class Inventory:
     state_dir: Path
     devices: Mapping[str, DeviceSpec]
     doc: Document | None = None  # the file as read: the lines errors name
+    # the deadline of one device read while a reroute is planned (reach.py): a device that
+    # does not answer within it is taken as hung
+    device_timeout_s: float = DEVICE_TIMEOUT_S
 
     def at(self, *loc: str) -> str:
         """``FILE:LINE`` of the key ``loc`` (``FILE`` when its line is unknown)."""
@@ -100,6 +104,17 @@ def file_model() -> type[BaseModel]:
         devices=(
             dict[Annotated[str, Field(pattern=NODE)], device],
             Field(description="switching node of the topology -> how to reach it"),
+        ),
+        device_timeout_s=(
+            float,
+            Field(
+                default=DEVICE_TIMEOUT_S,
+                gt=0,
+                le=60,
+                description="deadline of one device read while a reroute is planned: a "
+                "device that does not answer within it is taken as hung, and a reroute "
+                "that needs it is refused",
+            ),
         ),
     )
     return model
@@ -157,6 +172,7 @@ def parse_inventory(text: str, file: Path) -> Inventory:
         state_dir=_rooted(state, here) if state else runtime.default_state_dir(parsed.topology),
         devices=devices,
         doc=doc,
+        device_timeout_s=parsed.device_timeout_s,
     )
 
 
@@ -282,23 +298,32 @@ def build_drivers(
 
 @asynccontextmanager
 async def open_drivers(
-    inv: Inventory, topo: Topology, scope: Iterable[str] | None = None, *, shared: bool = False
-) -> AsyncIterator[dict[str, Driver]]:
-    """Connected drivers for the switching nodes in ``scope``; each device is opened within
-    its own ``timeout_s``. On any failure every driver opened is closed and the error names
-    the inventory file and the device. Nothing is changed on any device by opening.
-    ``shared``: one replica of several (etcd store): a device that elects its writer is
-    opened without being taken (``MasterElection.share``); each reroute claims it."""
+    inv: Inventory,
+    topo: Topology,
+    scope: Iterable[str] | None = None,
+    *,
+    shared: bool = False,
+    background: bool = False,
+) -> AsyncIterator[Devices]:
+    """The drivers of the switching nodes in ``scope``; each device is opened within its
+    own ``timeout_s``. Nothing is changed on any device by opening.
+    ``background``: a device that does not open is opened again in the background
+    (``reach.Devices``) and the block runs without it; a call on it raises its error until
+    it opens (the service, ``reroute apply``: a failover runs with devices down). Else any
+    failure closes every driver opened and is raised, naming the inventory file and the
+    device. ``shared``: one replica of several (etcd store): a device that elects its
+    writer is opened without being taken (``MasterElection.share``); each reroute claims it."""
     drivers = build_drivers(inv, topo, scope)
     if shared:
         for driver in drivers.values():
             if isinstance(driver, base.MasterElection):
                 driver.share()
+    devices = Devices(drivers, lambda n, d: _open(inv, n, d))
+    await devices.open_all(background=background, wait=inv.device_timeout_s)
     try:
-        await asyncio.gather(*(_open(inv, n, d) for n, d in drivers.items()))
-        yield {n: _as_driver(d) for n, d in drivers.items()}
+        yield devices
     finally:
-        await asyncio.gather(*(d.close() for d in drivers.values()), return_exceptions=True)
+        await devices.close()
 
 
 async def _open(inv: Inventory, name: str, driver: Session) -> None:
@@ -316,11 +341,6 @@ async def _open(inv: Inventory, name: str, driver: Session) -> None:
 def _own(exc: DriverError) -> str:
     """The error's message without the ``device:`` prefix DriverError adds."""
     return str(exc).removeprefix(f"{exc.device}: ")
-
-
-def _as_driver(driver: Session) -> Driver:
-    assert isinstance(driver, FlowProgrammer | CrossConnectSwitch), driver
-    return driver
 
 
 def resolve(file: Path | None, topo: Topology) -> Inventory:

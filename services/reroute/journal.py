@@ -4,7 +4,8 @@ Tables: ``reroutes`` (one row per reroute: summary, the intent and the plan, the
 -- the path each moved flow was on, as JSON -- the paths it touched, state, error, times,
 an optional idempotency key) and ``steps`` (one row per step started: state, times,
 error). A reroute row is committed before its first step and a step row before the step
-touches a device.
+touches a device. ``debts``: devices that did not answer while a reroute left their paths,
+whose rules of those paths are removed when they return (``Engine.settle``).
 
 States: ``pending`` (queued by the service; no plan yet, nothing touched) -> ``running``
 (``create``: planned, executing) -> ``done`` | ``rolled_back`` | ``failed``. A pending
@@ -49,6 +50,7 @@ CREATE TABLE IF NOT EXISTS steps (
   started REAL NOT NULL, finished REAL, error TEXT, PRIMARY KEY (reroute_id, idx)
 );
 CREATE TABLE IF NOT EXISTS settled (flow TEXT PRIMARY KEY, path TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS debts (device TEXT PRIMARY KEY, reroute_id TEXT NOT NULL);
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS reroutes_state ON reroutes (state);
@@ -272,6 +274,12 @@ class Journaling(Protocol):
     def prune(self, keep: Retention, now: float | None = None) -> int: ...
 
     def settled(self) -> dict[FlowSpec, str]: ...
+
+    def owe(self, devices: Sequence[str], reroute_id: str) -> None: ...
+
+    def debts(self) -> dict[str, str]: ...
+
+    def paid(self, device: str) -> None: ...
 
     def size(self) -> int: ...
 
@@ -585,6 +593,20 @@ class Journal:
         """Where the pruned reroutes left their flows (``prune``)."""
         rows = self.db.execute("SELECT flow, path FROM settled").fetchall()
         return {FlowSpec.parse(f): p for f, p in rows}
+
+    def owe(self, devices: Sequence[str], reroute_id: str) -> None:
+        """Reroute ``reroute_id`` left its old paths' rules on ``devices`` (they did not
+        answer): their cleanup is owed until ``paid``."""
+        sql = "INSERT OR REPLACE INTO debts (device, reroute_id) VALUES (?, ?)"
+        self._many([(sql, (d, reroute_id)) for d in devices])
+
+    def debts(self) -> dict[str, str]:
+        """The devices whose cleanup is owed, each with the (last) reroute that left it."""
+        return dict(self.db.execute("SELECT device, reroute_id FROM debts").fetchall())
+
+    def paid(self, device: str) -> None:
+        """The cleanup of ``device`` is done."""
+        self._many([("DELETE FROM debts WHERE device = ?", (device,))])
 
     def size(self) -> int:
         """Bytes the journal takes on disk (database and write-ahead log; 0 in memory)."""

@@ -59,8 +59,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 async def _plan_on(topo: Topology, inv: Inventory, intent: Intent) -> Plan:
     """The plan ``apply`` would run now, refused as it would be (changes nothing)."""
-    async with open_drivers(inv, topo) as drivers:
-        return await plan_on_devices(topo, drivers, intent)
+    async with open_drivers(inv, topo, background=True) as drivers:
+        return await plan_on_devices(topo, drivers, intent, timeout=inv.device_timeout_s)
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -80,7 +80,7 @@ def _apply(args: argparse.Namespace) -> int:
 async def _apply_async(
     topo: Topology, inv: Inventory, journal: Journal, intent: Intent, timeout: float
 ) -> tuple[Plan, Outcome]:
-    async with open_drivers(inv, topo) as drivers:
+    async with open_drivers(inv, topo, background=True) as drivers:
         engine = Engine.of(topo, inv, drivers, journal, step_timeout=timeout)
         return await engine.apply(intent)
 
@@ -106,13 +106,19 @@ def _recover(args: argparse.Namespace) -> int:
 async def _resync_async(
     topo: Topology, inv: Inventory, journal: Journal
 ) -> tuple[list[str], Outcome | None]:
-    async with open_drivers(inv, topo) as drivers:
+    async with open_drivers(inv, topo, background=True) as drivers:
         return await Engine.of(topo, inv, drivers, journal).resync()
 
 
 async def _recover_async(topo: Topology, inv: Inventory, journal: Journal) -> list[str]:
-    async with open_drivers(inv, topo) as drivers:
-        return await Engine.of(topo, inv, drivers, journal).recover()
+    async with open_drivers(inv, topo, background=True) as drivers:
+        engine = Engine.of(topo, inv, drivers, journal)
+        recovered = await engine.recover()
+        for device, what in (await engine.settle()).items():
+            print(f"cleanup of {device} (left while it did not answer): {what}")
+        for device, reroute_id in journal.debts().items():
+            print(f"cleanup of {device} still pending (reroute {reroute_id}): it does not answer")
+        return recovered
 
 
 def _devices(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ Keys under the store's prefix ``P``:
   values; the queue's order is the keys' creation order, etcd's global one);
 - ``P/keys/<idempotency key>``: the reroute created with it;
 - ``P/settled/<flow>``: where pruned reroutes left a flow (``Journal.prune``).
+- ``P/debts/<device>``: a device whose cleanup a reroute left (it did not answer): the reroute.
 
 Every write is one transaction. A write about a reroute this replica runs also compares
 that the replica's own key ``P/owners/<owner>`` still exists (``fence``): a replica whose
@@ -31,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from services.reroute.etcd.client import (
@@ -318,6 +319,18 @@ class EtcdJournal:
         kvs = self.etcd.get_prefix(self._key("settled"))
         start = len(self._key("settled"))
         return {FlowSpec.parse(kv.key[start:]): kv.value.decode() for kv in kvs}
+
+    def owe(self, devices: Sequence[str], reroute_id: str) -> None:
+        if devices:
+            self.etcd.txn([], [put(self._key("debts", d), reroute_id.encode()) for d in devices])
+
+    def debts(self) -> dict[str, str]:
+        kvs = self.etcd.get_prefix(self._key("debts"))
+        start = len(self._key("debts"))
+        return {kv.key[start:]: kv.value.decode() for kv in kvs}
+
+    def paid(self, device: str) -> None:
+        self.etcd.txn([], [delete(self._key("debts", device))])
 
     def size(self) -> int:
         """The bytes of this journal's keys and values (etcd's own files are etcd's)."""

@@ -91,6 +91,9 @@ class Plan:
     # a rollback that undoes a shift waits this long before undoing what came before it
     # (the make of the path the traffic just left: its packets in flight arrive first)
     undo_drain_s: float = 0.0
+    # devices only on the paths left that did not answer (the failure routed around): their
+    # rules of those paths stay until they come back, then are removed (``Engine.settle``)
+    debt: tuple[str, ...] = ()
 
     def steps(self) -> list[Step]:
         """Every step, in plan order."""
@@ -111,4 +114,9 @@ class Plan:
             for step in phase.steps:
                 n += 1
                 lines.append(f"    {n:>2}. {step.describe()}")
+        if self.debt:
+            lines.append(
+                f"  cleanup pending on {', '.join(self.debt)} (not answering): its rules of "
+                f"{','.join(self.from_paths)} are removed when it returns"
+            )
         return "\n".join(lines)

@@ -28,6 +28,7 @@ from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
 from services.reroute.journal import JournalError
 from services.reroute.locks import Universe
+from services.reroute.reach import DEVICE_TIMEOUT_S
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
@@ -71,12 +72,15 @@ def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> F
     return app
 
 
-def inventory_drivers(settings: Settings) -> AbstractAsyncContextManager[dict[str, Driver]]:
-    """The drivers of the switches in scope, built from the settings' inventory."""
+def inventory_drivers(settings: Settings) -> AbstractAsyncContextManager[Mapping[str, Driver]]:
+    """The drivers of the switches in scope, built from the settings' inventory; a device
+    that does not answer at start is opened in the background (the service serves)."""
     if settings.inventory is None:
         raise ConfigError("no inventory: say inventory: FILE in the service config")
     shared = isinstance(settings.store, EtcdStore)  # replicas: each reroute claims devices
-    return open_drivers(settings.inventory, settings.topo, settings.scope, shared=shared)
+    return open_drivers(
+        settings.inventory, settings.topo, settings.scope, shared=shared, background=True
+    )
 
 
 def journal_file(settings: Settings) -> Path:
@@ -86,6 +90,12 @@ def journal_file(settings: Settings) -> Path:
     if settings.inventory is None:
         raise ConfigError("no journal: say journal: FILE (or inventory: FILE) in the config")
     return settings.inventory.journal
+
+
+def _device_timeout(settings: Settings) -> float:
+    """The inventory's deadline of one device read while planning."""
+    inv = settings.inventory
+    return inv.device_timeout_s if inv is not None else DEVICE_TIMEOUT_S
 
 
 def _lock_dir(settings: Settings) -> Path | None:
@@ -120,6 +130,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     scope=settings.scope,
                     step_timeout=settings.step_timeout_s,
                     locks=locks,
+                    device_timeout_s=_device_timeout(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
                 async with svc.bus.subscribe() as events:  # before the scheduler starts

@@ -30,8 +30,8 @@ import logging
 import uuid
 
 from drivers.base import CrossConnectSwitch
-from services.reroute.engine import Engine, read_optics, read_tables
-from services.reroute.errors import ApiError, DriverError, PlanError
+from services.reroute.engine import Engine, read_optics_some, read_some
+from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
 from services.reroute.journal import Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
@@ -53,6 +53,7 @@ from services.reroute.service.schemas import (
 from services.reroute.service.views import flows_view, optics_view, plan_view, reroute_view
 
 log = logging.getLogger("reroute.service")
+SETTLE_S = 2.0  # how often the reconciler looks for devices back whose cleanup is owed
 JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan before answering
 HEALTH_S = 2.0  # the longest a health report waits for one device
 
@@ -77,6 +78,7 @@ class RerouteService:
         self._admission = asyncio.Lock()
         self._admitted = 0  # reroutes queued here
         self._stopping: asyncio.Task[None] | None = None
+        self._reconciler: asyncio.Task[None] | None = None
 
     async def start(self) -> list[str]:
         """Recover reroutes a crash interrupted, queue the pending ones, start scheduling."""
@@ -95,7 +97,23 @@ class RerouteService:
         except DriverError as exc:  # serve all the same: the pages say what cannot be read
             log.warning("warm-up: %s", exc)
         self.scheduler.start()
+        self._reconciler = asyncio.create_task(self._reconcile(), name="reroute-reconciler")
         return recovered
+
+    async def _reconcile(self) -> None:
+        """Every ``SETTLE_S``: the cleanup owed on devices that did not answer, done once
+        they answer (``Engine.settle``), announced as ``cleanup`` events."""
+        while not self.draining:
+            await asyncio.sleep(SETTLE_S)
+            if self.draining or not self.journal.debts():
+                continue
+            try:
+                done = await self.engine.settle()
+            except RerouteError as exc:  # the store or a lock: tried again next time
+                log.warning("reconciler: %s", exc)
+                continue
+            for device, what in done.items():
+                self.bus.publish("cleanup", {"device": device, "done": what})
 
     async def warm_up(self) -> None:
         """Run the request path once before serving, changing nothing: read the tables (the
@@ -203,18 +221,27 @@ class RerouteService:
             except PlanError as exc:
                 raise FieldError(("query", "flow"), str(exc)) from exc
             flows = (spec, spec.reverse())
-        return [self._view(r) for r in self.journal.history(limit, state=state, flows=flows)]
+        debts = self.journal.debts()
+        records = self.journal.history(limit, state=state, flows=flows)
+        return [self._view(r, debts) for r in records]
 
     async def flows(self) -> FlowsView:
-        """Which flows each path carries, read from the switches."""
-        tables = await read_tables(self.engine.drivers)  # the optical switches are not needed
+        """Which flows each path carries, read from the switches that answer (each within
+        the device timeout; a switch that does not is left out, and logged)."""
+        drivers = self.engine.drivers  # the optical switches are not needed
+        tables, failed = await read_some(drivers, drivers, self.engine.device_timeout_s)
+        for exc in failed.values():
+            log.info("flows: %s", exc)
         return flows_view(self.engine.topo, tables, self.engine.scope)
 
     async def optics(self) -> OpticsView:
         """Each optical switch's cross-connects, read from the devices this instance manages."""
         drivers = self.engine.drivers
-        read = frozenset(n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch))
-        return optics_view(self.engine.topo, await read_optics(drivers), read)
+        names = [n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch)]
+        circuits, failed = await read_optics_some(drivers, names, self.engine.device_timeout_s)
+        for exc in failed.values():
+            log.info("optics: %s", exc)
+        return optics_view(self.engine.topo, circuits, frozenset(names) - set(failed))
 
     def health(self) -> Health:
         """The service's health: draining or ok, queue length, running reroute."""
@@ -277,6 +304,9 @@ class RerouteService:
     async def stop(self) -> None:
         """Drain (the running reroutes finish, no new one starts) and wait for them."""
         self.begin_drain()
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            await asyncio.gather(self._reconciler, return_exceptions=True)
         assert self._stopping is not None
         await self._stopping
         self.bus.close()
@@ -287,10 +317,14 @@ class RerouteService:
             raise ApiError(404, f"no reroute {reroute_id!r}")
         return record
 
-    def _view(self, record: Record) -> RerouteView:
+    def _view(self, record: Record, debts: dict[str, str] | None = None) -> RerouteView:
         queued = record.state is RerouteState.PENDING
         position = self.scheduler.position(record.id) if queued else None
         view = reroute_view(record, self.journal.steps(record.id), position)
+        debts = self.journal.debts() if debts is None else debts
+        owed = [d for d, r in debts.items() if r == record.id]
+        if owed:
+            view = view.model_copy(update={"cleanup_pending": sorted(owed)})
         if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:
             return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned
         return view

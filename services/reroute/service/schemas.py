@@ -105,6 +105,11 @@ class RerouteView(BaseModel):
     started: float | None
     finished: float | None
     queue_position: int | None = Field(description="pending: how many run before it")
+    cleanup_pending: list[str] = Field(
+        default=[],
+        description="devices that did not answer while the flows left their paths: their "
+        "rules of those paths are removed when they answer again",
+    )
 
 
 class RerouteList(BaseModel):
