@@ -20,7 +20,7 @@ from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule, ForeignEntry, Survey
 from drivers.gcpause import gc_paused
-from services.reroute.errors import DriverError, PlanError, RerouteError
+from services.reroute.errors import DeviceTimeout, DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, Journaling, Record, RerouteState
@@ -30,7 +30,7 @@ from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.electronic import gc_steps
 from services.reroute.planning.plan import Disruption, Phase, Plan, StepKind
 from services.reroute.planning.restore import plan_restore
-from services.reroute.reach import DEVICE_TIMEOUT_S, ask_each, what_it_did
+from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
 from services.reroute.resync import resync
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, directions, path_tag, tag_of
@@ -39,6 +39,7 @@ from services.reroute.topology import Circuit, Topology
 from services.reroute.topology import Path as TopoPath
 
 log = logging.getLogger("reroute.engine")
+SPARE_GRACE_S = 0.1  # an old path's switch may answer this long after the new path's did
 EXTEND_TRIES = 3  # a plan that needs more than is held: re-planned after taking more, this often
 
 
@@ -142,8 +143,9 @@ def _optical(driver: Driver) -> CrossConnectSwitch:
 class Needs:
     """The devices a reroute reads. ``needed``: those of its new and temporary paths and
     the optical switches of their circuits (each must answer, or the reroute is refused);
-    ``spare``: those only on the other paths between the same hosts, where its flows may
-    be now (a dead one is the failure being routed around)."""
+    ``spare``: the packet switches only on the other paths between the same hosts, where
+    its flows may be now (a dead one is the failure being routed around); the circuits of
+    an optical switch there do not matter to the move."""
 
     needed: Mapping[str, str]  # device -> why it is needed (for refusals)
     spare: frozenset[str]
@@ -168,7 +170,7 @@ def needs(topo: Topology, intent: Intent, managed: Iterable[str]) -> Needs:
                 needed.setdefault(node, f"on {path.name}, {role}")
     ends = {to.src, to.dst}
     others = [p for p in topo.paths.values() if {p.src, p.dst} == ends]
-    spare = {n for p in others for n in _path_devices(p) if n in have} - set(needed)
+    spare = {h.node for p in others for h in p.hops if h.node in have} - set(needed)
     return Needs(needed=needed, spare=frozenset(spare))
 
 
@@ -224,20 +226,55 @@ async def plan_on_devices(
     plan writes (``planning.foreign``) or a step needs what its device lacks
     (``planning.capable``: the lock gates fitted to the signals the devices have). A device
     only on the paths the flows leave that does not answer is left out: its cleanup is the
-    plan's ``debt``."""
+    plan's ``debt``; one that is slow is not waited for beyond ``SPARE_GRACE_S`` after the
+    needed ones answered (``_spare_reads``)."""
     need = needs(topo, intent, drivers)
-    (tables, others, failed), (optics, lost) = await asyncio.gather(
-        survey_tables(drivers, need.devices, timeout),
-        read_optics_some(drivers, need.devices, timeout),
-    )
-    failed |= lost
-    refuse_needed(failed, need)
+    spare = {
+        n: asyncio.ensure_future(ask(drivers, n, _surveyor(drivers[n]), timeout))
+        for n in _packet(drivers, need.spare)
+    }  # fmt: skip
+    try:
+        (tables, others, failed), (optics, lost) = await asyncio.gather(
+            survey_tables(drivers, need.needed, timeout),
+            read_optics_some(drivers, need.needed, timeout),
+        )
+        failed |= lost
+        refuse_needed(failed, need)
+        read, missed = await _spare_reads(spare)
+    finally:
+        for task in spare.values():
+            task.cancel()
+    tables = {**tables, **tables_from({n: s.ours for n, s in read.items()})}
+    others |= {n: s.foreign for n, s in read.items() if s.foreign}
+    failed |= missed
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
     the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
     foreign.check(the_plan, others)
     fitted = capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
     debt = debt_of(topo, fitted, failed)
     return replace(fitted, debt=debt) if debt else fitted
+
+
+async def _spare_reads(
+    tasks: Mapping[str, asyncio.Future[Survey]],
+) -> tuple[dict[str, Survey], dict[str, DriverError]]:
+    """The surveys of the old paths' switches that answered by the time the new path's
+    did, or within ``SPARE_GRACE_S`` after: a failover waits for no dead switch. A switch
+    that answered later is cleaned later (it is owed)."""
+    if tasks:
+        await asyncio.wait(list(tasks.values()), timeout=SPARE_GRACE_S)
+    read: dict[str, Survey] = {}
+    failed: dict[str, DriverError] = {}
+    for name, task in tasks.items():
+        if not task.done():
+            failed[name] = DeviceTimeout(name, "no answer by the time the new path's devices did")
+        elif isinstance(exc := task.exception(), DriverError):
+            failed[name] = exc
+        elif exc is not None:
+            raise exc
+        else:
+            read[name] = task.result()
+    return read, failed
 
 
 async def recover(

@@ -14,6 +14,7 @@ The inventory names the relay instead of the device; the relay then plays the ne
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
@@ -106,10 +107,8 @@ class FaultRelay:
         self._reset()
 
     def _unlisten(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        except OSError:
-            pass
         self._server.close()
 
     def heal(self) -> None:
@@ -123,11 +122,9 @@ class FaultRelay:
         with self._lock:
             socks, self._socks = self._socks, []
         for sock in socks:
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()
-            except OSError:
-                pass
 
     def close(self) -> None:
         """Stop: the listener and every connection closed."""

@@ -37,40 +37,11 @@ from services.reroute.topology import Topology, load_topology
 from tests.e2e.conftest import Probe, running, wait_arriving
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.faultrelay import FaultRelay
+from tests.unit.services.test_degraded_plan import DIAMOND
 
 pytestmark = pytest.mark.fabric
 TIMEOUT_S = 1.0  # the inventory's device_timeout_s here
-INITIAL = {"initial": True}
 FLOW = FlowSpec.parse("10.0.0.1>10.0.0.2")
-DIAMOND = {
-    "name": "diamond",
-    "topology": {
-        "subnets": ["10.0.0.0/24"],
-        "kinds": {"ovs": {"protocols": ["OpenFlow13"]}},
-        "nodes": {
-            "h1": {"kind": "host", "interfaces": {"eth0": "10.0.0.1/24"}},
-            "h2": {"kind": "host", "interfaces": {"eth0": "10.0.0.2/24"}},
-            **{f"s{i}": {"kind": "ovs", "dpid": i} for i in range(1, 5)},
-        },
-        "links": [
-            {"endpoints": ["h1:eth0", "s1:p1"]},
-            {"endpoints": ["h2:eth0", "s3:p1"]},
-            {"endpoints": ["s1:p2", "s2:p1"]},
-            {"endpoints": ["s2:p2", "s3:p2"]},
-            {"endpoints": ["s1:p3", "s4:p1"]},
-            {"endpoints": ["s4:p2", "s3:p3"]},
-        ],
-        "paths": {
-            "upper": {
-                "src": "h1",
-                "dst": "h2",
-                "via": ["s1:p2", "s2:p2", "s3:p1"],
-                "initial": True,
-            },
-            "lower": {"src": "h1", "dst": "h2", "via": ["s1:p3", "s4:p2", "s3:p1"]},
-        },
-    },
-}
 
 
 class Diamond:
