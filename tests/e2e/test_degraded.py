@@ -37,6 +37,7 @@ from services.reroute.topology import Topology, load_topology
 from tests.e2e.conftest import Probe, running, wait_arriving
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.faultrelay import FaultRelay
+from tests.unit.services.service.conftest import OPERATOR, ServeProcess
 from tests.unit.services.test_degraded_plan import DIAMOND
 
 pytestmark = pytest.mark.fabric
@@ -186,3 +187,52 @@ async def _settle(d: Diamond) -> dict[str, str]:
                 await engine.close()
     finally:
         journal.close()
+
+
+def test_the_service_starts_with_a_device_down_and_routes_around_it(
+    diamond: Diamond, tmp_path: Path
+) -> None:
+    """``reroute serve`` with the other path's switch refusing at start: it serves; a
+    reroute that needs that switch is rejected naming it; once it listens the next one runs
+    without a restart. Then that switch hangs while the flows leave it: done, its cleanup
+    pending, and done by the service's reconciler once it answers again."""
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        f"topology: {diamond.topo.file}\ninventory: {diamond.file}\n"
+        f"journal: {tmp_path / 'journal.sqlite'}\n"
+        f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
+    )
+    flow, tags = str(FLOW), {"upper": {"4097"}, "lower": {"4098"}}
+    here = next(p for p, t in tags.items() if diamond.tags() == t)
+    there = "lower" if here == "upper" else "upper"
+    switch = {"upper": "s2", "lower": "s4"}[there]  # only on path there
+    diamond.relays[switch].refuse()
+    serve = ServeProcess(config)  # healthy: it answers /healthz with the switch down
+    try:
+        client = serve.client()
+        refused = client.create([flow], there, wait_s=30)
+        assert refused.state is RerouteState.REJECTED, refused
+        assert switch in (refused.error or "") and "unreachable" in (refused.error or "")
+        assert diamond.tags() == tags[here]
+        diamond.relays[switch].heal()
+        deadline = time.monotonic() + 20
+        while (moved := client.create([flow], there, wait_s=30)).state is not RerouteState.DONE:
+            assert time.monotonic() < deadline, moved.error
+            time.sleep(0.5)
+        assert diamond.tags() == tags[there]
+
+        diamond.relays[switch].hang()
+        try:
+            back = client.create([flow], here, wait_s=30)
+            assert back.state is RerouteState.DONE, back.error
+            assert back.cleanup_pending == (switch,), back
+            assert diamond.tags() == tags[here] and diamond.ours(switch)
+        finally:
+            diamond.relays[switch].heal()
+        deadline = time.monotonic() + 30
+        while client.get(back.id).cleanup_pending:
+            assert time.monotonic() < deadline, "the reconciler never cleaned up"
+            time.sleep(0.5)
+        assert diamond.ours(switch) == []
+    finally:
+        assert serve.stop() == 0

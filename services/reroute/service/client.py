@@ -53,6 +53,7 @@ class RerouteView:
     finished: float | None
     queue_position: int | None
     status: int = 200  # the HTTP status it came with (201/202: created by this call)
+    cleanup_pending: tuple[str, ...] = ()  # devices its old paths' rules wait on (down)
 
     @property
     def final(self) -> bool:
@@ -378,6 +379,7 @@ def _reroute(data: Mapping[str, Any], status: int = 200) -> RerouteView:
         finished=data["finished"],
         queue_position=data["queue_position"],
         status=status,
+        cleanup_pending=tuple(data.get("cleanup_pending", ())),
     )
 
 
