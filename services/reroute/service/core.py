@@ -30,7 +30,7 @@ import logging
 import uuid
 
 from drivers.base import CrossConnectSwitch
-from services.reroute.engine import Engine, read_optics_some, read_some
+from services.reroute.engine import Engine, read_optics, read_some
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
 from services.reroute.journal import Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
@@ -237,11 +237,9 @@ class RerouteService:
     async def optics(self) -> OpticsView:
         """Each optical switch's cross-connects, read from the devices this instance manages."""
         drivers = self.engine.drivers
-        names = [n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch)]
-        circuits, failed = await read_optics_some(drivers, names, self.engine.device_timeout_s)
-        for exc in failed.values():
-            log.info("optics: %s", exc)
-        return optics_view(self.engine.topo, circuits, frozenset(names) - set(failed))
+        read = [n for n, d in drivers.items() if isinstance(d, CrossConnectSwitch)]
+        circuits = await read_optics(drivers, read, self.engine.device_timeout_s)
+        return optics_view(self.engine.topo, circuits, frozenset(read))
 
     def health(self) -> Health:
         """The service's health: draining or ok, queue length, running reroute."""
