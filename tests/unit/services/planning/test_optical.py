@@ -189,6 +189,24 @@ def test_mbb_from_the_temporary_path_needs_no_park(extra: list[FlowSpec]) -> Non
     assert all(not delivered(NGNCS, final, initial_optics(NGNCS), f) for f in moved)
 
 
+def test_a_lock_that_never_comes_rolls_back_with_the_flows_where_they_were() -> None:
+    """Every prefix up to the lock wait, undone step by step (the circuits put back dark:
+    they relock later), keeps the flows delivered on temporary and restores the tables."""
+    tables = on(tables_with([]), (LONG,), "temporary")
+    p = plan(NGNCS, tables, Intent(flows=(LONG,), to_path="short"), now=0.0)
+    steps = p.steps()
+    locked = [s.kind for s in steps].index(StepKind.AWAIT_LOCK)
+    for k in range(locked + 1):
+        state, lit = tables, initial_optics(NGNCS)
+        for step in steps[:k]:
+            state = apply_changes(state, step.device, step.changes)
+            lit = lit - set(step.disconnect)
+        for step in reversed(steps[:k]):
+            state = apply_changes(state, step.device, step.undo)
+            assert delivered(NGNCS, state, lit, LONG) and delivered(NGNCS, state, lit, DIRECT)
+        assert {b: t for b, t in state.items() if t} == {b: t for b, t in tables.items() if t}
+
+
 def test_flows_partly_parked_already_take_the_via_the_refusal_names() -> None:
     """Some flows on ``temporary``, one on ``long`` (which the change cuts): refused, naming
     ``via=temporary``; with it, the one on ``long`` is parked and no flow is ever lost."""
