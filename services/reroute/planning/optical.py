@@ -141,7 +141,7 @@ def _mbb(
                   rest_at=parked_at, rest=rest),
         *_renamed("park", park_phases, ("drain",)),  # in flight on the old path: arrived
         Phase(name="circuits", steps=circuits, concurrent=True),
-        # staged while the transceivers lock: off the critical path
+        # staged while the new circuit's transceivers lock: off the critical path
         *_renamed("park", park_phases, ("clean",)),
         *_renamed("swap", swap_phases, ("make", "verify-make")),
         Phase(name="await-lock", steps=(lock,)),
