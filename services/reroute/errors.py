@@ -7,6 +7,8 @@ Every error raised across a module boundary is one of these, chained with ``from
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from drivers.errors import (
@@ -21,6 +23,7 @@ from drivers.errors import (
 )
 
 __all__ = [
+    "OPTIONS",
     "ApiError",
     "ConfigError",
     "DeviceRejected",
@@ -33,6 +36,8 @@ __all__ = [
     "RerouteError",
     "TopologyError",
     "UnknownDriver",
+    "field_word",
+    "option",
 ]
 
 
@@ -62,8 +67,44 @@ class HostError(RerouteError):
     an interface's counters."""
 
 
+OPTIONS = frozenset(
+    {"flows", "to_path", "strategy", "via", "drain_ms", "bbm_gap_ms", "lock_timeout_ms"}
+)
+"""The options of a reroute a ``PlanError`` may name, by the API's field names."""
+_OPTION = re.compile(r"\{(" + "|".join(sorted(OPTIONS)) + r")(?:=([^{}]*))?\}")
+
+
+def option(name: str, value: str = "") -> str:
+    """A reroute option in a ``PlanError`` message, for each front end to word: ``name``
+    (one of ``OPTIONS``) set to ``value`` (empty: the option itself, any value)."""
+    assert name in OPTIONS, name
+    return f"{{{name}={value}}}" if value else f"{{{name}}}"
+
+
+def field_word(name: str, value: str) -> str:
+    """An option as the API and the engine name it: ``via=temporary``, ``via``."""
+    return f"{name}={value}" if value else name
+
+
 class PlanError(RerouteError):
-    """An intent cannot be planned (unknown path, flows not on the source path, ...)."""
+    """An intent cannot be planned (unknown path, flows not on the source path, ...).
+
+    The message is neutral: the options it names (what would work) are written with
+    ``option`` and worded by each front end (``worded``): the CLI as its flags, the API by
+    its field names, which ``str()`` uses. ``options`` lists them as (name, value)."""
+
+    def __init__(self, message: str) -> None:
+        self.template = message
+        super().__init__(_OPTION.sub(lambda m: field_word(m[1], m[2] or ""), message))
+
+    @property
+    def options(self) -> tuple[tuple[str, str], ...]:
+        """The options the message names, (name, value) in order (value "": any)."""
+        return tuple((m[1], m[2] or "") for m in _OPTION.finditer(self.template))
+
+    def worded(self, word: Callable[[str, str], str]) -> PlanError:
+        """This error with its options worded by ``word(name, value)`` (a front end's)."""
+        return PlanError(_OPTION.sub(lambda m: word(m[1], m[2] or ""), self.template))
 
 
 class ApiError(RerouteError):

@@ -7,12 +7,14 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from services.reroute import runtime
 from services.reroute.cli import flowarg
 from services.reroute.cli.flowarg import parse_flows
 from services.reroute.engine import Engine, plan_on_devices
+from services.reroute.errors import PlanError
 from services.reroute.executor import Outcome
 from services.reroute.inventory import Inventory, open_drivers, resolve
 from services.reroute.journal import Journal, RerouteState
@@ -22,6 +24,35 @@ from services.reroute.planning.plan import Plan
 from services.reroute.rules import initial_rules
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Topology, load_topology
+
+FLAGS = {
+    "flows": "--flow",
+    "to_path": "--to",
+    "strategy": "--strategy",
+    "via": "--via",
+    "drain_ms": "--drain-ms",
+    "bbm_gap_ms": "--gap-ms",
+    "lock_timeout_ms": "--lock-timeout-ms",
+}
+"""The reroute options a ``PlanError`` names (``errors.OPTIONS``) as this command's flags."""
+
+
+def flag_word(name: str, value: str) -> str:
+    """An option a ``PlanError`` names, as ``plan``/``apply`` take it: ``--via temporary``;
+    the bare flag when the message names the option itself (``leave out --via``)."""
+    return f"{FLAGS[name]} {value}" if value else FLAGS[name]
+
+
+def _in_flags(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` with its plan errors worded in this command's flags."""
+
+    def worded(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except PlanError as exc:
+            raise exc.worded(flag_word) from exc
+
+    return worded
 
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
@@ -172,7 +203,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``plan``, ``apply`` and ``recover`` to the ``reroute`` parser."""
     p = sub.add_parser("plan", help="show the plan of a reroute (dry run, changes nothing)")
     _common(p)
-    p.set_defaults(func=_plan)
+    p.set_defaults(func=_in_flags(_plan))
     a = sub.add_parser("apply", help="execute a reroute on the inventory's devices")
     _common(a)
     a.add_argument(
@@ -184,7 +215,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "before it fails and the reroute rolls back (default 10; the drain and the lock "
         "wait have their own limits)",
     )
-    a.set_defaults(func=_apply)
+    a.set_defaults(func=_in_flags(_apply))
     r = sub.add_parser("recover", help="roll back reroutes interrupted by a crash")
     _devices(r)
     r.add_argument(

@@ -2,8 +2,9 @@
 
 ``plan`` chooses the planner: a target path whose cross-connects are all present moves
 flows between electrical paths (``electronic``); one that needs new cross-connects
-reconfigures an optical switch (``optical``, built on ``electronic``). ``restore`` plans
-recoveries; ``plan`` (the module) holds the types every planner returns.
+reconfigures an optical switch (``optical``, built on ``electronic``): make-before-break
+from where the flows are when the change leaves their path, else parked on ``via``.
+``restore`` plans recoveries; ``plan`` (the module) holds the types every planner returns.
 
 The package attribute ``plan`` is the function (defined after the submodule is imported):
 take the types with ``from services.reroute.planning.plan import Plan``, not with
@@ -13,7 +14,7 @@ take the types with ``from services.reroute.planning.plan import Plan``, not wit
 from __future__ import annotations
 
 from drivers.gcpause import gc_paused
-from services.reroute.errors import PlanError
+from services.reroute.errors import PlanError, option
 from services.reroute.model import Intent
 from services.reroute.planning.electronic import initial_optics, plan_electronic
 from services.reroute.planning.optical import plan_optical
@@ -57,8 +58,10 @@ def _plan(
     if to is not None and not to.circuits <= optics:
         return plan_optical(topo, tables, optics, intent, now)
     if intent.via is not None:
+        via = option("via")
         raise PlanError(
-            f"--via is for optical reconfigurations; path {intent.to_path} needs no new "
-            "cross-connects"
+            f"{via} is for moves that reconfigure an optical switch; path {intent.to_path} "
+            f"needs no new cross-connects, and the flows move to it from where they are: "
+            f"leave out {via}"
         )
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)

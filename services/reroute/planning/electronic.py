@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix, new_change, new_rule
-from services.reroute.errors import PlanError
+from services.reroute.errors import PlanError, option
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.rules import (
@@ -84,7 +84,7 @@ def plan_electronic(
     the park's new ones): where they add exactly the rules this shift undoes to, its undo
     is that tuple, not 100,000s of new ``FlowChange`` objects."""
     if not intent.flows:
-        raise PlanError("no flows to move")
+        raise PlanError(f"no flows to move: name at least one in {option('flows')}")
     if intent.to_path not in topo.paths:
         path_tag(topo, intent.to_path)  # raises the PlanError listing the paths
     to = topo.paths[intent.to_path]
@@ -95,7 +95,10 @@ def plan_electronic(
     if from_tags == [tag]:
         raise PlanError(f"the flows are already on path {to.name}")
     if tag in from_tags and not partial_ok:
-        raise PlanError(f"some flows are already on path {to.name}: move the others alone")
+        raise PlanError(
+            f"some flows are already on path {to.name}: move the others alone (leave those "
+            f"out of {option('flows')})"
+        )
     mine = cookie(tag, ROLE_INGRESS)
     moving = {b: [r for r in rs if r.cookie != mine] for b, rs in old_rules.items()}
     make = _make_steps(to, tag, tables, scope)
@@ -171,7 +174,11 @@ def _current_ingress(
     origins: list[int] = []
     dirs = scoped_directions(to, scope)
     if not dirs:
-        raise PlanError(f"path {to.name} has no ingress on the switches managed here")
+        ends = " and ".join(sorted({d.hops[0].node for d in directions(to)}))
+        raise PlanError(
+            f"path {to.name} has no ingress on the switches managed here: reroute it where "
+            f"{ends} are managed"
+        )
     for d in dirs:
         bridge, port = d.hops[0].node, d.hops[0].in_port
         index = _ingress_index(tables.get(bridge, {}), port)

@@ -6,7 +6,16 @@ new circuits are added (and the circuits they collide with, same ingress or egre
 removed), then the new circuit is dark for the switching time plus the transceivers' lock
 time. Ordering policy:
 
-MBB (``intent.via`` names an electrical temporary path that survives the change)
+MBB from where the flows are (no ``intent.via``, or it names the path they are on: a
+path the change does not cut, e.g. after a failover parked them there)
+  circuits  one change per optical switch: remove colliding, add new
+  staged    make and verify the target path while the transceivers lock
+  lock      wait until the new circuit's switch ports are up (as below)
+  move      shift the flows onto the target path, verify, drain, clean their old path
+  A change that cuts the flows' path needs a park: ``via``, below (refused without it,
+  naming the paths that survive).
+
+MBB parked (``intent.via`` names an electrical temporary path that survives the change)
   park      make ``via``, verify, shift the flows onto it, verify       [checkpoint]
   drain     packets already on the old path arrive (its delay + margin)
   circuits  one change per optical switch: remove colliding, add new
@@ -31,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from drivers.base import FlowOp
-from services.reroute.errors import PlanError
+from services.reroute.errors import PlanError, option
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.electronic import all_on, plan_electronic
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -105,17 +114,12 @@ def _mbb(
     circuits: tuple[Step, ...],
     lock: Step,
 ) -> Plan:
-    if intent.via is None:
-        raise PlanError(
-            f"path {intent.to_path} needs new cross-connects: make-before-break needs a "
-            "temporary path for the flows meanwhile (--via PATH), or use --strategy bbm"
-        )
-    via = _path(topo, intent.via)
+    via = None if intent.via is None else _path(topo, intent.via)
+    if via is None or _all_on(topo, tables, via, intent.flows):
+        return _from_here(topo, tables, optics, intent, now, removed, circuits, lock)
     if not via.circuits <= optics - removed:
-        raise PlanError(f"temporary path {via.name} does not survive the reconfiguration")
-    tag = path_tag(topo, via.name)
-    if all(all_on(via, tables, f, tag) for f in intent.flows):
-        raise PlanError(f"the flows are already on {via.name}: move them from there directly")
+        what = f"the reconfiguration cuts path {via.name}, named as {option('via')}"
+        raise PlanError(_needs_parking(topo, optics, removed, intent, what))
     park = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=via.name, drain_s=intent.drain_s),
         now, partial_ok=True,
@@ -144,6 +148,68 @@ def _mbb(
         *_renamed("swap", swap_phases, ("shift", "verify-shift", "drain", "clean")),
     ]  # fmt: skip
     return _optical_plan(intent, (park, swap), Disruption.HITLESS, phases, now)
+
+
+def _from_here(
+    topo: Topology,
+    tables: Tables,
+    optics: frozenset[Circuit],
+    intent: Intent,
+    now: float,
+    removed: frozenset[Circuit],
+    circuits: tuple[Step, ...],
+    lock: Step,
+) -> Plan:
+    """MBB from where the flows are: their paths survive the reconfiguration, so they stay
+    there while the new circuit locks (no park), then move. Refused when it cuts them."""
+    move = plan_electronic(
+        topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
+        now, partial_ok=False,
+    )  # fmt: skip
+    cut = [p for p in move.from_paths if topo.paths[p].circuits & removed]
+    if cut:
+        what = f"the reconfiguration cuts path {', '.join(cut)}, where the flows are"
+        raise PlanError(_needs_parking(topo, optics, removed, intent, what))
+    _refuse_cut(topo, tables, removed, intent.flows)
+    moves = {p.name: p for p in move.phases}
+    phases = [
+        Phase(name="circuits", steps=circuits, concurrent=True),
+        # staged while the transceivers lock: tagged rules no packet uses yet
+        *_renamed("move", moves, ("make", "verify-make")),
+        Phase(name="await-lock", steps=(lock,)),
+        *_renamed("move", moves, ("shift", "verify-shift", "drain", "clean")),
+    ]
+    return _optical_plan(intent, (move,), Disruption.HITLESS, phases, now)
+
+
+def _all_on(topo: Topology, tables: Tables, path: Path, flows: tuple[FlowSpec, ...]) -> bool:
+    tag = path_tag(topo, path.name)
+    return all(all_on(path, tables, f, tag) for f in flows)
+
+
+def _needs_parking(
+    topo: Topology, optics: frozenset[Circuit], removed: frozenset[Circuit], intent: Intent,
+    what: str,
+) -> str:  # fmt: skip
+    """Why an MBB to ``intent.to_path`` needs the flows parked (``what``), and where they
+    can be: the paths between the same ends that the reconfiguration leaves, or BBM."""
+    to = topo.paths[intent.to_path]
+    switches = ", ".join(sorted({c.switch for c in to.circuits - optics}))
+    head = f"path {to.name} needs new cross-connects on {switches} and {what}: "
+    bbm = option("strategy", Strategy.BBM.value)
+    bbm += " moves them with an outage until the new circuit locks"
+    left = [
+        p.name
+        for p in topo.paths.values()
+        if p.name != to.name
+        and {p.src, p.dst} == {to.src, to.dst}
+        and p.circuits <= optics - removed
+    ]
+    if not left:
+        return head + f"no other path between their ends survives it; {bbm}"
+    parks = " or ".join(option("via", p) for p in left)
+    park = f"make-before-break parks them meanwhile on a path that survives ({parks})"
+    return f"{head}{park}; or {bbm}"
 
 
 def _bbm(
@@ -235,7 +301,6 @@ def _refuse_cut(
     topo: Topology, tables: Tables, removed: frozenset[Circuit], moved: tuple[FlowSpec, ...]
 ) -> None:
     """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
-    names = list(topo.paths)
     moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
     moved_here |= {(f.dst, f.src, f.ip_proto, f.l4_dst, f.l4_src) for f in moved}
     for path in topo.paths.values():
@@ -252,8 +317,14 @@ def _refuse_cut(
                  rule.match.l4_src, rule.match.l4_dst) not in moved_here
         ]  # fmt: skip
         if others:
+            m = others[0].match
+            assert m.ipv4_src is not None and m.ipv4_dst is not None  # an ingress rule's
+            flow = FlowSpec(
+                src=m.ipv4_src, dst=m.ipv4_dst, ip_proto=m.ip_proto, l4_src=m.l4_src,
+                l4_dst=m.l4_dst,
+            )  # fmt: skip
             raise PlanError(
-                f"reconfiguring cuts path {names[tag - 1]}, which still carries "
-                f"{len(others)} rule(s) of flows not in this reroute, e.g. {others[0]}: "
-                "move them too"
+                f"reconfiguring cuts path {path.name}, which still carries "
+                f"{len(others)} ingress rule(s) of flows not in this reroute, e.g. {flow}: "
+                f"move them too (add them to {option('flows')})"
             )

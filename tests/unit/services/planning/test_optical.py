@@ -3,6 +3,7 @@ the circuits' light: a new circuit is dark from its CIRCUITS step until AWAIT_LO
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning import plan
-from services.reroute.planning.electronic import initial_optics
+from services.reroute.planning.electronic import all_on, initial_optics
 from services.reroute.planning.optical import colliding, lock_ports
 from services.reroute.planning.plan import Disruption, Plan, StepKind
 from services.reroute.rules import host_flow, initial_rules, path_rules, path_tag, tag_of
@@ -142,8 +143,8 @@ def test_bbm_declares_outage_and_is_dark_until_lock() -> None:
 @pytest.mark.parametrize(
     ("intent", "message"),
     [
-        (Intent(flows=(LONG,), to_path="short"), "--via"),
-        (Intent(flows=(LONG,), to_path="short", via="long"), "does not survive"),
+        (Intent(flows=(LONG,), to_path="short"), "cuts path long, where the flows are"),
+        (Intent(flows=(LONG,), to_path="short", via="long"), "cuts path long, where the flows"),
         (Intent(flows=(LONG,), to_path="temporary", via="long"), "needs no new cross-connects"),
         (Intent(flows=(LONG,), to_path="short", via="nowhere"), "no path 'nowhere'"),
     ],
@@ -151,6 +152,111 @@ def test_bbm_declares_outage_and_is_dark_until_lock() -> None:
 def test_bad_optical_intents_are_refused(intent: Intent, message: str) -> None:
     with pytest.raises(PlanError, match=message):
         plan(NGNCS, tables_with([]), intent, now=0.0)
+
+
+def on(tables: Tables, flows: tuple[FlowSpec, ...], path: str) -> Tables:
+    """``tables`` once ``flows`` moved to ``path`` (an electronic MBB, run to the end)."""
+    for step in plan(NGNCS, tables, Intent(flows=flows, to_path=path), now=0.0).steps():
+        if step.changes:
+            tables = apply_changes(tables, step.device, step.changes)
+    return tables
+
+
+@settings(max_examples=20, deadline=None)
+@given(extra=flows)
+def test_mbb_from_the_temporary_path_needs_no_park(extra: list[FlowSpec]) -> None:
+    """After a failover to ``temporary`` (which the change leaves), the move to ``short``
+    reconfigures ost1 with the flows where they are, ``via`` left out or naming their path:
+    delivered after every step, on ``short`` at the end."""
+    moved = (LONG, *extra)
+    tables = on(tables_with(extra), moved, "temporary")
+    alone = plan(NGNCS, tables, Intent(flows=moved, to_path="short"), now=0.0)
+    same = plan(NGNCS, tables, Intent(flows=moved, to_path="short", via="temporary"), 0.0)
+    assert same.phases == alone.phases and alone.from_paths == ("temporary",)
+    assert alone.disruption is Disruption.HITLESS
+    assert [ph.name for ph in alone.phases] == [
+        "circuits", "move-make", "move-verify-make", "await-lock",
+        "move-shift", "move-verify-shift", "move-drain", "move-clean",
+    ]  # fmt: skip
+    states = walk(tables, alone)
+    for i, (t, lit) in enumerate(states):
+        for f in (*moved, DIRECT):
+            assert delivered(NGNCS, t, lit, f), f"{f} lost after step {i}"
+    final, lit = states[-1]
+    assert Circuit(switch="ost1", ingress=2, egress=19) in lit
+    short = path_tag(NGNCS, "short")
+    assert all(all_on(NGNCS.paths["short"], final, f, short) for f in moved)
+    assert all(not delivered(NGNCS, final, initial_optics(NGNCS), f) for f in moved)
+
+
+def test_a_lock_that_never_comes_rolls_back_with_the_flows_where_they_were() -> None:
+    """Every prefix up to the lock wait, undone step by step (the circuits put back dark:
+    they relock later), keeps the flows delivered on temporary and restores the tables."""
+    tables = on(tables_with([]), (LONG,), "temporary")
+    p = plan(NGNCS, tables, Intent(flows=(LONG,), to_path="short"), now=0.0)
+    steps = p.steps()
+    locked = [s.kind for s in steps].index(StepKind.AWAIT_LOCK)
+    for k in range(locked + 1):
+        state, lit = tables, initial_optics(NGNCS)
+        for step in steps[:k]:
+            state = apply_changes(state, step.device, step.changes)
+            lit = lit - set(step.disconnect)
+        for step in reversed(steps[:k]):
+            state = apply_changes(state, step.device, step.undo)
+            assert delivered(NGNCS, state, lit, LONG) and delivered(NGNCS, state, lit, DIRECT)
+        assert {b: t for b, t in state.items() if t} == {b: t for b, t in tables.items() if t}
+
+
+def test_flows_partly_parked_already_take_the_via_the_refusal_names() -> None:
+    """Some flows on ``temporary``, one on ``long`` (which the change cuts): refused, naming
+    ``via=temporary``; with it, the one on ``long`` is parked and no flow is ever lost."""
+    other = FlowSpec.parse("10.0.0.2>10.0.0.3,udp,dport=7000")
+    tables = on(tables_with([other]), (LONG,), "temporary")
+    intent = Intent(flows=(LONG, other), to_path="short")
+    with pytest.raises(PlanError) as refused:
+        plan(NGNCS, tables, intent, now=0.0)
+    assert ("via", "temporary") in refused.value.options
+    p = plan(NGNCS, tables, replace(intent, via="temporary"), now=0.0)
+    assert "park-shift" in [ph.name for ph in p.phases]
+    for i, (t, lit) in enumerate(walk(tables, p)):
+        assert all(delivered(NGNCS, t, lit, f) for f in (LONG, other)), f"lost after step {i}"
+
+
+REFUSED = [
+    (Intent(flows=(LONG,), to_path="short"), "long"),
+    (Intent(flows=(LONG,), to_path="short", via="long"), "long"),
+    (Intent(flows=(LONG,), to_path="temporary", via="long"), "long"),
+    (Intent(flows=(LONG,), to_path="short", via="long"), "temporary"),
+    (Intent(flows=(LONG,), to_path="temporary", via="temporary"), "long"),
+]
+
+
+@pytest.mark.parametrize(("intent", "where"), REFUSED)
+def test_every_refusal_names_what_works(intent: Intent, where: str) -> None:
+    """Each option a refusal names, taken, plans (no circle between two refusals); the
+    message names options by the API's fields, never by the CLI's flags."""
+    tables = tables_with([]) if where == "long" else on(tables_with([]), (LONG,), where)
+    with pytest.raises(PlanError) as refused:
+        plan(NGNCS, tables, intent, now=0.0)
+    assert refused.value.options and "--" not in str(refused.value)
+    for name, value in refused.value.options:
+        taken = _taken(intent, name, value)
+        assert plan(NGNCS, tables, taken, now=0.0).to_path == intent.to_path, (name, value)
+
+
+def _taken(intent: Intent, name: str, value: str) -> Intent:
+    if name == "strategy":
+        return replace(intent, strategy=Strategy(value))
+    assert name == "via", name
+    return replace(intent, via=value or None)
+
+
+def test_plan_errors_are_worded_by_each_front_end() -> None:
+    with pytest.raises(PlanError) as refused:
+        plan(NGNCS, tables_with([]), Intent(flows=(LONG,), to_path="short"), now=0.0)
+    assert "(via=temporary); or strategy=bbm moves" in str(refused.value)
+    cli = refused.value.worded(lambda name, value: f"--{name} {value or name.upper()}")
+    assert "(--via temporary); or --strategy bbm moves" in str(cli)
 
 
 def test_cutting_a_path_that_carries_other_flows_is_refused() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 from drivers.ovs import OvsDriver
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_tables
+from services.reroute.engine import read_optics, read_tables
 from services.reroute.journal import Journal, Record, StepRecord
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, tag_of
 from services.reroute.tables import Packet, Tables, deliver, lookup, tables_from
-from services.reroute.topology import Topology
+from services.reroute.topology import Circuit, Topology
 
 VM2, VM3 = IPv4Address("10.0.0.2"), IPv4Address("10.0.0.3")
 
@@ -41,8 +41,21 @@ def bridge_tables(topo: Topology, fab: Fabric) -> Tables:
     return asyncio.run(read())
 
 
-def path_of_flow(topo: Topology, fab: Fabric, t: Tables | None = None) -> str:
-    """The one path vm2<->vm3 takes, both directions delivered on it (AssertionError if not)."""
+def optics(topo: Topology, fab: Fabric) -> frozenset[Circuit]:
+    """The optical switches' cross-connects, read from them."""
+
+    async def read() -> frozenset[Circuit]:
+        async with fabric_drivers(topo, fab.state) as drivers:
+            return await read_optics(drivers)
+
+    return asyncio.run(read())
+
+
+def path_of_flow(
+    topo: Topology, fab: Fabric, t: Tables | None = None, circuits: frozenset[Circuit] | None = None
+) -> str:
+    """The one path vm2<->vm3 takes, both directions delivered on it (AssertionError if not),
+    through ``circuits`` (default: the topology's initial ones)."""
     t = tables(topo, fab) if t is None else t
     names = list(topo.paths)
     found = set()
@@ -50,7 +63,7 @@ def path_of_flow(topo: Topology, fab: Fabric, t: Tables | None = None) -> str:
         ("vm2", "br2", Packet(src=VM2, dst=VM3)),
         ("vm3", "br3", Packet(src=VM3, dst=VM2)),
     ):
-        walk = deliver(topo, t, host, packet)
+        walk = deliver(topo, t, host, packet, circuits)
         assert walk.delivered, f"{host}: {walk.reason}"
         ingress = lookup(t[at], 1, packet)
         assert ingress is not None
