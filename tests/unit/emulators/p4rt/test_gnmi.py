@@ -190,4 +190,3 @@ def test_pygnmi_reads_the_oper_status_from_the_emulator() -> None:
         assert values == {"oper-status": "DOWN", "ifindex": 2}, reply
 
     run(test, ETH1, ETH2)
-
