@@ -82,8 +82,8 @@ class P4RuntimeDriver(Session):
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
-        "state (P4Runtime has none: that is gNMI's) unless an OpenFlow target of the same "
-        "switch is given as ports",
+        "state (P4Runtime has none) unless the switch's gNMI target is given as gnmi (or "
+        "an OpenFlow target of it as ports)",
     )
 
     @classmethod
