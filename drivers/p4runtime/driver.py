@@ -499,6 +499,14 @@ class P4RuntimeWithGnmi(P4RuntimeDriver):
         await self.gnmi.close()
         await super().close()
 
+    async def identify(self) -> Identity:
+        """P4Runtime's identity, and the ports gNMI reports."""
+        found = await super().identify()
+        states = await self.gnmi.port_states()
+        up = sum(s is PortState.UP for s in states.values())
+        summary = f"{found.summary}; gNMI {self.gnmi.address}: {len(states)} ports, {up} up"
+        return replace(found, summary=summary)
+
     async def port_states(self) -> dict[int, PortState]:
         """Oper-status by port number (ifindex), from the gNMI subscription."""
         return await self.gnmi.port_states()

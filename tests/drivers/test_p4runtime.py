@@ -630,6 +630,7 @@ def test_gnmi_oper_status_follows_the_bridge_ports(p4rt: P4rtSite) -> None:
         async with P4RuntimeDriver.from_spec("dut", spec, Expect()) as driver:
             assert isinstance(driver, P4RuntimeWithGnmi)
             assert await driver.port_states() == {1: up, 2: up}
+            assert "gNMI" in (await driver.identify()).summary  # reroute inventory check
             async with driver.port_events(lambda n, s: heard.append((n, s))):
                 for state, want in (("down", down), ("up", up)):
                     run(["ip", "link", "set", "p4-2p", state], ns=NS)  # the peer: carrier
