@@ -8,7 +8,8 @@ socket no asynchronous messages without one; SET_ASYNC: port status only), reads
 port (PORT_DESC), then follows PORT_STATUS. A port is up unless its link is down
 (OFPPS_LINK_DOWN) or it is administratively down (OFPPC_PORT_DOWN); reserved ports (LOCAL)
 are left out. A lost connection is made again (every ``RETRY_S``), and every port read
-again. Its own small codec, as ``ofwire``: nothing of the drivers'.
+again (a port no longer described is deleted). Its own small codec, as ``ofwire``:
+nothing of the drivers'.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class PortWatch:
         self.ready = asyncio.Event()  # every port read at least once
         self._listeners: list[Listener] = []
         self._task: asyncio.Task[None] | None = None
+        self._described: set[int] = set()  # ports of the PORT_DESC being read
 
     def start(self) -> None:
         """Follow the bridge's ports (in the background)."""
@@ -153,8 +155,12 @@ class PortWatch:
         elif kind == OFPT_MULTIPART_REPLY:
             ports, more = parse_port_desc(body)
             for port in ports:
+                self._described.add(port.number)
                 self.note(port)
-            if not more:
+            if not more:  # every port read: those not described are gone
+                for gone in [p for n, p in self.ports.items() if n not in self._described]:
+                    self.note(gone, deleted=True)
+                self._described.clear()
                 self.ready.set()
 
 

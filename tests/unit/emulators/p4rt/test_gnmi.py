@@ -1,16 +1,19 @@
 """gNMI port state: the P4Runtime EMULATOR's gNMI service (``emulators.p4rt.gnmi``) on a
 real gRPC port, read by the driver's subscription (``drivers.p4runtime.gnmi``) and by
 pygnmi's own client; the ports are fed to the emulator's ``PortWatch`` as its bridge
-connection would."""
+connection would, and its reading of OpenFlow port messages is checked on bytes laid out
+by os-ken's formats."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 import pytest
+from os_ken.ofproto import ofproto_v1_3 as ofp
 from pygnmi.client import gNMIclient
 from pygnmi.spec.v080 import gnmi_pb2 as G
 from pygnmi.spec.v080 import gnmi_pb2_grpc
@@ -190,3 +193,42 @@ def test_pygnmi_reads_the_oper_status_from_the_emulator() -> None:
         assert values == {"oper-status": "DOWN", "ifindex": 2}, reply
 
     run(test, ETH1, ETH2)
+
+
+# --------------------------------------------------------------------------------------
+# the bridge's ports as OpenFlow reports them (bytes laid out by os-ken's formats)
+
+
+def _ofp_port(number: int, name: str, *, config: int = 0, state: int = 0) -> bytes:
+    fields = (number, b"\x02" * 6, name.encode(), config, state, 0, 0, 0, 0, 0, 0)
+    return struct.pack(ofp.OFP_PORT_PACK_STR, *fields)
+
+
+def _desc(*ports: bytes, more: bool = False) -> bytes:
+    head = struct.pack(ofp.OFP_MULTIPART_REPLY_PACK_STR, ofp.OFPMP_PORT_DESC, int(more))
+    return head + b"".join(ports)
+
+
+def test_the_port_watch_reads_port_desc_and_status_and_drops_ports_gone() -> None:
+    watch = PortWatch("unix:/nonexistent")
+    heard: list[tuple[str, bool, bool]] = []
+    writer: Any = None  # no ECHO in this exchange: nothing is written
+    with watch.listen(lambda port, deleted: heard.append((port.name, port.up, deleted))):
+        eth1, eth2 = _ofp_port(1, "br1-eth1"), _ofp_port(2, "br1-eth2", state=ofp.OFPPS_LINK_DOWN)
+        local = _ofp_port(ofp.OFPP_LOCAL, "br1")
+        watch._handle(writer, ofp.OFPT_MULTIPART_REPLY, 5, _desc(eth1, local, more=True))
+        assert not watch.ready.is_set()
+        watch._handle(writer, ofp.OFPT_MULTIPART_REPLY, 5, _desc(eth2))
+        assert watch.ready.is_set()
+        assert {n: p.up for n, p in watch.ports.items()} == {1: True, 2: False}  # no LOCAL
+        down = _ofp_port(1, "br1-eth1", config=ofp.OFPPC_PORT_DOWN)
+        status = struct.pack("!B7x", ofp.OFPPR_MODIFY) + down
+        watch._handle(writer, ofp.OFPT_PORT_STATUS, 0, status)
+        watch._handle(writer, ofp.OFPT_MULTIPART_REPLY, 6, _desc(down))  # read again: 2 gone
+    assert heard == [
+        ("br1-eth1", True, False),
+        ("br1-eth2", False, False),
+        ("br1-eth1", False, False),
+        ("br1-eth2", False, True),
+    ]
+    assert list(watch.ports) == [1]
