@@ -1,7 +1,8 @@
 """Switches that are P4Runtime switches: one P4Runtime switch EMULATOR (``emulators.p4rt``)
 per bridge, running ``p4/reroute.p4`` with the bridge as its dataplane; the engine
-programs them through P4Runtime (``drivers.p4runtime``) and reads their port state from
-the bridge's management socket (P4Runtime has none).
+programs them through P4Runtime (``drivers.p4runtime``) and reads their port state over
+gNMI (OpenConfig oper-status of the bridge's ports), which each emulator serves on its
+P4Runtime port, as Stratum does (P4Runtime itself has none).
 
 Each emulator runs in the root namespace and reaches its bridge at the bridge's unix
 management socket; its gRPC server listens on 127.0.0.1 (device id 1). It empties the
@@ -86,7 +87,7 @@ def inventory_entry(switch: Switch, target: str, ovs: OvsInstance) -> dict[str, 
         "device_id": DEVICE_ID,
         "election_id": ELECTION_ID,
         "p4info": str(P4INFO),
-        "ports": ovs.mgmt(switch.name),
+        "gnmi": target,  # the emulator serves gNMI on its P4Runtime port, as Stratum does
     }
 
 
@@ -113,7 +114,7 @@ class P4rtPlayer:
     def inventory_entry(
         self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
-        """The gRPC address, the P4Info, the bridge's socket for port state."""
+        """The gRPC address (P4Runtime, and gNMI for port state), the P4Info."""
         return inventory_entry(switch, recorded(switch, target), ovs)
 
 

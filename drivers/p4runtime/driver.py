@@ -37,6 +37,7 @@ import functools
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from drivers.base import (
     FlowChange,
     FlowRule,
     Identity,
+    PortListener,
     PortState,
     Session,
     Survey,
@@ -55,6 +57,7 @@ from drivers.base import (
 from drivers.errors import ConfigError, DeviceRejected, DriverError, ProtocolError
 from drivers.ovs import OvsDriver
 from drivers.p4runtime import mapping, program, rpc, updates
+from drivers.p4runtime.gnmi import GnmiPorts
 from drivers.p4runtime.proto import code_pb2, election, p4info_pb2
 from drivers.p4runtime.proto import p4runtime_pb2 as P4R
 from drivers.p4runtime.rpc import Client, UpdateStatus, WriteFailed
@@ -79,13 +82,20 @@ class P4RuntimeDriver(Session):
         notes="P4Runtime v1 (gRPC), one Write per batch into the ternary table "
         "MyIngress.reroute; updates of a Write may be applied in any order and partially, "
         "so a failed batch is undone from a read-back; primary by election id; no port "
-        "state (P4Runtime has none: that is gNMI's) unless an OpenFlow target of the same "
-        "switch is given as ports",
+        "state (P4Runtime has none) unless the switch's gNMI target is given as gnmi (or "
+        "an OpenFlow target of it as ports)",
     )
 
     @classmethod
     def from_spec(cls, name: str, spec: P4RuntimeSpec, expect: Expect) -> P4RuntimeDriver:
         """The driver of an inventory entry (``drivers.p4runtime.spec``)."""
+        if spec.gnmi is not None:  # port state over gNMI (drivers.p4runtime.gnmi)
+            return P4RuntimeWithGnmi(
+                name, spec.target, gnmi=spec.gnmi, device_id=spec.device_id,
+                election_id=spec.election_id, timeout=spec.timeout_s, p4info=spec.p4info,
+                pipeline=spec.pipeline, install_pipeline=spec.install_pipeline, tls=spec.tls,
+                names=spec.names, max_batch=spec.max_batch,
+            )  # fmt: skip
         kind = cls if spec.ports is None else P4RuntimeWithPorts
         return kind(
             name,
@@ -455,6 +465,55 @@ class P4RuntimeWithPorts(P4RuntimeDriver):
         if self._ports is None:
             raise DriverError(self.name, "no ports target to read port state from")
         return await self._ports.port_states()
+
+
+class P4RuntimeWithGnmi(P4RuntimeDriver):
+    """A P4Runtime switch whose port state its gNMI target reports (``gnmi``: OpenConfig
+    oper-status subscribed ON_CHANGE, ``drivers.p4runtime.gnmi``), as Stratum serves it:
+    a ``PortMonitor`` and ``PortEvents``. TLS, when given, is the P4Runtime target's."""
+
+    capabilities = replace(
+        P4RuntimeDriver.capabilities,
+        port_state=True,
+        notes=P4RuntimeDriver.capabilities.notes + "; port state over gNMI (OpenConfig "
+        "interfaces/interface/state/oper-status, subscribed ON_CHANGE)",
+    )
+
+    def __init__(self, name: str, address: str, *, gnmi: str, **options: Any) -> None:
+        super().__init__(name, address, **options)
+        self.gnmi = GnmiPorts(name, gnmi, self.timeout, options.get("tls"))
+
+    async def open(self) -> None:
+        """P4Runtime as ``P4RuntimeDriver.open``, then the gNMI subscription in sync."""
+        if self._client.stub is not None:
+            return
+        await super().open()
+        try:
+            await self.gnmi.open()
+        except BaseException:
+            await super().close()
+            raise
+
+    async def close(self) -> None:
+        """The gNMI subscription and channel, then P4Runtime's."""
+        await self.gnmi.close()
+        await super().close()
+
+    async def identify(self) -> Identity:
+        """P4Runtime's identity, and the ports gNMI reports."""
+        found = await super().identify()
+        states = await self.gnmi.port_states()
+        up = sum(s is PortState.UP for s in states.values())
+        summary = f"{found.summary}; gNMI {self.gnmi.address}: {len(states)} ports, {up} up"
+        return replace(found, summary=summary)
+
+    async def port_states(self) -> dict[int, PortState]:
+        """Oper-status by port number (ifindex), from the gNMI subscription."""
+        return await self.gnmi.port_states()
+
+    def port_events(self, listener: PortListener) -> AbstractAsyncContextManager[None]:
+        """Every oper-status change the gNMI stream reports, to ``listener``."""
+        return self.gnmi.port_events(listener)
 
 
 def _same_ids(device: p4info_pb2.P4Info, want: p4info_pb2.P4Info, names: Mapping[str, str]) -> bool:

@@ -9,14 +9,18 @@ Stratum, Tofino, or our emulator.
       p4info: ../p4/reroute.p4info.txtpb   # the program the device runs (names -> ids)
       pipeline: ../build/reroute.json        # device config, only to install it
       install_pipeline: false                # never reset a live device's tables unasked
-      ports: unix:/run/bmv2/br0.mgmt         # optional: where its port state is read
+      gnmi: 192.0.2.50:9559                  # optional: its gNMI target (port state)
+      ports: unix:/run/bmv2/br0.mgmt         # or: an OpenFlow target that reports it
       names:                                 # optional: the P4Info spells names otherwise
         MyIngress.reroute: pipe.MyIngress.reroute   # (Tofino's bf-p4c: the pipe's name first)
 
-P4Runtime has no port state (that is gNMI's). ``ports`` names an OpenFlow target
-(``ovs-ofctl`` form) of the same switch that reports it, such as the management socket of
-the Open vSwitch bridge that is the dataplane of our EMULATOR: with it the driver is a
-``PortMonitor`` (the optical MBB waits on it for a new circuit's lock).
+P4Runtime has no port state: real P4 switches serve it over gNMI (Stratum on its
+P4Runtime port), and ``gnmi`` names that target: OpenConfig
+``interfaces/interface/state/oper-status`` (and ``ifindex``, the port number) subscribed
+ON_CHANGE (``drivers.p4runtime.gnmi``; TLS as ``tls``). Or ``ports`` names an OpenFlow
+target (``ovs-ofctl`` form) of the same switch that reports it. With either the driver is
+a ``PortMonitor`` (the optical MBB waits on it for a new circuit's lock); with neither an
+optical plan through the switch is refused.
 """
 
 from __future__ import annotations
@@ -71,10 +75,17 @@ class P4RuntimeSpec(DeviceSpec):
         "its port state (P4Runtime has none)",
     )
 
-    @field_validator("target")
+    gnmi: str | None = Field(
+        default=None,
+        description="the switch's gNMI target, HOST:PORT (Stratum: its P4Runtime port), "
+        "whose OpenConfig interfaces/interface/state/oper-status gives the port state",
+    )
+
+    @field_validator("target", "gnmi")
     @classmethod
-    def _target(cls, value: str) -> str:
-        host_port(value)
+    def _target(cls, value: str | None) -> str | None:
+        if value is not None:
+            host_port(value)
         return value
 
     @field_validator("names")
@@ -90,4 +101,6 @@ class P4RuntimeSpec(DeviceSpec):
     def _install(self) -> Self:
         if self.install_pipeline and self.p4info is None:
             raise ValueError("install_pipeline needs p4info (and the target's pipeline)")
+        if self.gnmi is not None and self.ports is not None:
+            raise ValueError("give one port-state source: gnmi or ports, not both")
         return self

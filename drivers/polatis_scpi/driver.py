@@ -10,11 +10,23 @@ Changes use only ``:OXC:SWIT:CONN:ADD`` (``connect``) and ``:OXC:SWIT:CONN:SUB .
 connection. A change is checked locally first (ports in range of ``:OXC:SWIT:SIZE?``, no
 port twice): a bad one raises ``DeviceRejected`` with nothing sent. After every change
 command the error queue is drained (``SYST:ERR?`` until ``0``); any queued error raises
-``DeviceRejected(code=<first code>)``, chained from ``ScpiDeviceError``. The emulator
+``DeviceRejected(code=<first code>)``, chained from ``ScpiDeviceError``. After every
+query too (written with it, ``SYST:ERR?`` in the same write): a query the device did not
+answer (SCPI: a failing query sends no reply and queues its error, so its ``SYST:ERR?``
+answers first) or answered with errors queued raises ``DeviceRejected`` (chained from
+``QueryRefused``), and an error never waits in the queue for the next command. The emulator
 rejects a command whole; that a real unit does too is unverified: read back
 (``connections()``) when it matters. A circuit change is SUB then ADD, two commands, so
 ``atomic_batch`` is False: the executor reads the connections back and puts removed
 circuits back when the ADD fails (``services.reroute.guard``).
+
+Power monitors are known, not guessed: the inventory says so (``power_monitors: yes|no``)
+or, by default, ``open`` finds out: a product code of a family without them (I-OST) has
+none (and is not asked); any other unit is asked for one egress port's power
+(``:PMON:POW? (@N+1)``) and has them when it answers, none when the query is refused (its
+error drained from the queue). Without them the session declares no port state and no
+optical power, and is never asked for power again. (``*OPT?`` is not used: what a Polatis
+answers to it is documented nowhere we could read.)
 
 ``open`` compares the switch's size (``:OXC:SWIT:SIZE?``) with the topology's
 (``Expect.size``): egress ports are numbered from N+1, so a switch of another size would
@@ -103,6 +115,10 @@ class ScpiDeviceError(Exception):
         return all(code in BUSY_CODES for code, _ in self.errors)
 
 
+class QueryRefused(ScpiDeviceError):
+    """A query the device did not answer, or answered with errors queued (drained)."""
+
+
 class ReconnectFailed(DeviceUnreachable):
     """The session was lost and every reconnect attempt failed."""
 
@@ -160,10 +176,21 @@ class _Session:
         self._log("<", line)
         return line
 
-    def query(self, line: str) -> str:
-        """Write ``line`` and read its reply."""
-        self.write(line)
-        return self.read()
+    def checked(self, line: str) -> str:
+        """Ask ``line`` and drain the error queue after it, in one write: its reply, or
+        ``QueryRefused`` with the errors queued instead of (or besides) a reply."""
+        self.write(line, scpi.ERROR)
+        first = self.read()
+        if scpi.is_error_reply(first):  # no reply: this is the SYST:ERR? answer
+            code, message = scpi.parse_error(first)
+            if code == scpi.NO_ERROR:
+                raise MalformedReply(f"reply to {line}", "(none, and no error queued)")
+            self.write(scpi.ERROR)
+            raise QueryRefused(line, [(code, message), *self._drain()])
+        errors = self._drain()
+        if errors:
+            raise QueryRefused(line, errors)
+        return first
 
     def change(self, command: str) -> list[tuple[int, str]]:
         """Send a change and drain the error queue; the errors it queued, oldest first."""
@@ -271,7 +298,11 @@ class PolatisScpiDriver(Session):
         self._identity, self._size = identity, size
         self._opened = True
         if self.power_monitors is None:
-            self.power_monitors = identity.power_monitors
+            try:
+                self.power_monitors = await self._has_monitors(identity, size)
+            except BaseException:
+                await self.close()
+                raise
         if not self.power_monitors:
             self.capabilities = replace(
                 PolatisScpiDriver.capabilities,
@@ -283,6 +314,18 @@ class PolatisScpiDriver(Session):
         if stale:
             log.warning("%s: discarded errors queued before we connected: %s", self.name, stale)
         log.debug("%s: %s, %dx%d", self.name, identity, *size)
+
+    async def _has_monitors(self, identity: Identity, size: tuple[int, int]) -> bool:
+        """Whether the unit has power monitors: not a family without them, and it answers
+        a power query of its first egress port (refused: none; the error is drained)."""
+        if not identity.power_monitors:
+            log.info("%s: %s has no power monitors (its family has none)", self.name,
+                     identity.product)  # fmt: skip
+            return False
+        found = await self._call(partial(_probe, egress=size[0] + 1))
+        log.info("%s: power monitors %s (:PMON:POW? %s)", self.name,
+                 "found" if found else "absent", "answered" if found else "refused")  # fmt: skip
+        return found
 
     def _wrong_size(
         self, identity: Identity, size: tuple[int, int], want: tuple[int, int]
@@ -466,7 +509,12 @@ class PolatisScpiDriver(Session):
         again, on a new connection, when the connection goes before the reply."""
         for attempt in range(RECONNECTS + 1):
             try:
-                return await self._call(lambda s: parse(s.query(line)))
+                return await self._call(lambda s: parse(s.checked(line)))
+            except QueryRefused as exc:
+                code, message = exc.errors[0]
+                raise DeviceRejected(
+                    self.name, f"{line!r} refused: {code},{message!r}", str(code)
+                ) from exc
             except ReconnectFailed:
                 raise
             except (DeviceTimeout, DeviceUnreachable) as exc:
@@ -554,8 +602,19 @@ def _all_gone(ingresses: Sequence[int], table: dict[int, int]) -> bool:
 
 
 def _handshake(s: _Session) -> tuple[Identity, tuple[int, int], list[tuple[int, str]]]:
-    identity = scpi.parse_identity(s.query(scpi.IDN))
-    size = scpi.parse_size(s.query(scpi.SIZE))
+    """The stale errors (another client's) discarded first, then who and how big."""
+    stale = s.drain()
+    identity = scpi.parse_identity(s.checked(scpi.IDN))
+    size = scpi.parse_size(s.checked(scpi.SIZE))
     if identity.size is not None and identity.size != size:
         log.warning("product code says %dx%d, SIZE? says %dx%d", *identity.size, *size)
-    return identity, size, s.drain()
+    return identity, size, stale
+
+
+def _probe(s: _Session, egress: int) -> bool:
+    """Whether the unit answers ``:PMON:POW?`` of ``egress`` (refused: its error drained)."""
+    try:
+        scpi.parse_powers([egress], s.checked(scpi.power_query([egress])))
+    except QueryRefused:
+        return False
+    return True

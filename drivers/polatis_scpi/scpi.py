@@ -26,6 +26,7 @@ NO_POWER_MONITORS = ("I-OST",)  # product families without power monitors (PROTO
 
 _PRODUCT_SIZE = re.compile(r"-(\d+)x(\d+)-", re.IGNORECASE)
 _ERROR = re.compile(r"^\s*([+-]?\d+)\s*,\s*(.*?)\s*$", re.DOTALL)
+_QUEUED = re.compile(r'^\s*[+-]?\d+\s*,\s*".*"\s*$', re.DOTALL)  # a SYST:ERR? reply
 _LIST = re.compile(r"\(@([^()]*)\)")
 
 
@@ -191,6 +192,13 @@ def parse_powers(ports: Sequence[int], reply: str) -> dict[int, float]:
     if len(values) != len(ports):
         raise MalformedReply(f"optical power of {len(ports)} ports", reply)
     return dict(zip(ports, values, strict=True))
+
+
+def is_error_reply(reply: str) -> bool:
+    """Whether ``reply`` is a ``SYST:ERR?`` reply (a code, a comma, a quoted message): no
+    reply to the queries the driver asks looks so, so a query the device did not answer
+    (SCPI: a failing query sends nothing, its error is queued) shows as its ``SYST:ERR?``."""
+    return _QUEUED.match(reply) is not None
 
 
 def parse_error(reply: str) -> tuple[int, str]:

@@ -4,7 +4,7 @@ TCP socket, named by its VISA resource string.
     ost1:
       driver: polatis_scpi
       target: TCPIP0::192.0.2.30::5025::SOCKET
-      power_monitors: auto     # from *IDN? (I-OST: none), or yes / no
+      power_monitors: auto     # found at open (I-OST: none; else a :PMON:POW? probe), yes / no
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ class PolatisSpec(DeviceSpec):
     backend: str = Field(default="@py", description="pyvisa backend (@py: pyvisa-py)")
     power_monitors: Literal["auto", "yes", "no"] = Field(
         default="auto",
-        description="whether the unit has optical power monitors (:PMON:POW?): auto reads "
-        "it from the *IDN? product code (I-OST models have none); without them it reports "
-        "no port state and cannot gate a circuit's lock",
+        description="whether the unit has optical power monitors (:PMON:POW?): auto finds "
+        "out at open (an I-OST product code has none; any other unit is asked one port's "
+        "power, and has them when it answers); without them it reports no port state",
     )
 
     @field_validator("target")

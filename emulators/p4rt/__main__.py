@@ -7,7 +7,9 @@ The program is the P4Info file's (``p4/reroute.p4``'s by default), installed fro
 start unless ``--no-pipeline`` (then a client must set it first).
 
 The bridge (OpenFlow 1.3 enabled, ``fail_mode=secure``) is the dataplane: its flows are
-emptied at start, and then belong to the emulator. Once serving, ``--ready-file`` gets
+emptied at start, and then belong to the emulator. Its ports' state is served over gNMI
+(OpenConfig oper-status, ``emulators.p4rt.gnmi``) on the same gRPC port, as Stratum does,
+unless ``--no-gnmi``. Once serving, ``--ready-file`` gets
 the gRPC port (written atomically), so a parent can wait for the file.
 """
 
@@ -19,6 +21,8 @@ from pathlib import Path
 
 from emulators.daemon import announce, daemon_options, run_daemon, stop_requested
 from emulators.p4rt.bridge import Bridge
+from emulators.p4rt.gnmi import GnmiEmulator
+from emulators.p4rt.ports import PortWatch
 from emulators.p4rt.program import DEFAULT_P4INFO, Pipeline, load
 from emulators.p4rt.server import P4RuntimeEmulator, serve
 from emulators.p4rt.table import Table
@@ -40,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     add("--p4info", type=Path, default=DEFAULT_P4INFO, help="the program's P4Info file")
     add("--no-pipeline", action="store_true", help="start without a program installed")
     add("--installed", action="store_true", help="start with the program (the default)")
+    add("--no-gnmi", action="store_true", help="serve no gNMI (no port state)")
     add(
         "--warm",
         action="store_true",
@@ -63,7 +68,11 @@ async def _run(args: argparse.Namespace) -> int:
     else:
         await table.clear()
     servicer = P4RuntimeEmulator(args.device_id, table, installed=not args.no_pipeline)
-    server, port = await serve(servicer, args.listen)
+    watch = PortWatch(args.bridge_mgmt)
+    if not args.no_gnmi:
+        watch.start()
+    gnmi = None if args.no_gnmi else GnmiEmulator(watch)
+    server, port = await serve(servicer, args.listen, gnmi=gnmi)
     try:
         log.info("EMULATOR serving P4Runtime on port %d (device %d)", port, args.device_id)
         announce(args.ready_file, f"{port}\n")
@@ -71,6 +80,7 @@ async def _run(args: argparse.Namespace) -> int:
         log.info("stopping")
     finally:
         await server.stop(1.0)
+        await watch.stop()
         await bridge.close()
     return 0
 

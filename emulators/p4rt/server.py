@@ -22,6 +22,7 @@ import grpc
 from google.protobuf import any_pb2
 
 from emulators.p4rt.arbitration import Arbiter, ArbitrationError, Stream
+from emulators.p4rt.gnmi import GnmiEmulator, add_to_server
 from emulators.p4rt.program import Failure
 from emulators.p4rt.proto import (
     STATUS_DETAILS_KEY,
@@ -214,12 +215,15 @@ async def serve(
     servicer: P4RuntimeEmulator,
     listen: str,
     tls: tuple[bytes, bytes, bytes | None] | None = None,
+    gnmi: GnmiEmulator | None = None,
 ) -> tuple[Any, int]:
     """A started grpc.aio server for ``servicer`` on ``listen`` (``HOST:PORT``); its port.
     ``tls``: (private key, certificate, CA or None) in PEM; with a CA, clients must show a
-    certificate it signed."""
+    certificate it signed. ``gnmi``: the gNMI service of its ports, on the same port."""
     server = grpc.aio.server()
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(servicer, server)
+    if gnmi is not None:
+        add_to_server(gnmi, server)
     if tls is None:
         port = server.add_insecure_port(listen)
     else:

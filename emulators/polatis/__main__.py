@@ -83,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--seed", type=int, default=0, help="seed of the lock-time and power draws")
     add("--model", default="N-VST", help="product family *IDN? names (I-OST: no power monitors)")
+    add("--no-power-monitors", action="store_true", help="a unit without power monitors")
     daemon_options(parser, "write the bound port here once listening")
 
 
@@ -97,6 +98,7 @@ def config_from(args: argparse.Namespace) -> EmulatorConfig:
         lock=args.lock_ms,
         seed=args.seed,
         model=args.model,
+        monitors=not args.no_power_monitors,
     )
 
 

@@ -42,7 +42,10 @@ Error codes (SCPI-99; a failing command changes nothing, a failing query sends n
     1003 Ports not connected         SUB of a pair that is not a connection (unverified)
 
 ``EmulatorConfig.model`` names the product family ``*IDN?`` reports; ``I-OST`` plays a
-model without optical power monitors, whose ``:PMON:POWer?`` is an undefined header.
+model without optical power monitors, whose ``:PMON:POWer?`` is an undefined header, and
+``monitors=False`` a unit of another family without them (the same answer). ``*OPT?`` is
+not emulated (an undefined header, as any command it lacks): what a Polatis answers to it
+is documented nowhere we could read.
 
 Physics: a new connection is dark for ``switch_ms`` plus a lock time drawn per connection
 (seeded): by default seed 003's Table 4.3 (485 runs: mean 605, std 115, min 529, p50 532,
@@ -176,6 +179,9 @@ class EmulatorConfig:
     # the product family *IDN? names; "I-OST" plays a model without power monitors:
     # its :PMON:POWer? is an undefined header (-113), as any command it does not have
     model: str = "N-VST"
+    # False: a unit of a family that has them, built without (a unit without the option:
+    # unverified that Polatis sells one so); its :PMON:POWer? too is an undefined header
+    monitors: bool = True
 
     def __post_init__(self) -> None:
         if self.ingress <= 0 or self.egress <= 0:
@@ -195,8 +201,8 @@ class EmulatorConfig:
 
     @property
     def power_monitors(self) -> bool:
-        """Whether the model played has optical power monitors (``:PMON:POWer?``)."""
-        return self.model.upper() not in NO_POWER_MONITORS
+        """Whether the unit played has optical power monitors (``:PMON:POWer?``)."""
+        return self.monitors and self.model.upper() not in NO_POWER_MONITORS
 
 
 # --------------------------------------------------------------------------------------

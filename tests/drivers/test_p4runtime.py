@@ -30,10 +30,12 @@ from drivers.base import (
     FlowRule,
     Output,
     PopVlan,
+    PortState,
     Prefix,
     PushVlan,
 )
 from drivers.p4runtime import P4RuntimeDriver, mapping, program
+from drivers.p4runtime.driver import P4RuntimeWithGnmi
 from drivers.p4runtime.proto import (
     STATUS_DETAILS_KEY,
     code_pb2,
@@ -616,6 +618,36 @@ def test_a_p4info_without_what_the_driver_needs_is_refused(change: str) -> None:
 
 
 @pytest.mark.fabric
+def test_gnmi_oper_status_follows_the_bridge_ports(p4rt: P4rtSite) -> None:
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target=p4rt.emulator.address, device_id=1,
+        gnmi=p4rt.emulator.address,
+    )  # fmt: skip
+    up, down = PortState.UP, PortState.DOWN
+
+    async def follow() -> list[tuple[int, PortState]]:
+        heard: list[tuple[int, PortState]] = []
+        async with P4RuntimeDriver.from_spec("dut", spec, Expect()) as driver:
+            assert isinstance(driver, P4RuntimeWithGnmi)
+            assert await driver.port_states() == {1: up, 2: up}
+            assert "gNMI" in (await driver.identify()).summary  # reroute inventory check
+            async with driver.port_events(lambda n, s: heard.append((n, s))):
+                for state, want in (("down", down), ("up", up)):
+                    run(["ip", "link", "set", "p4-2p", state], ns=NS)  # the peer: carrier
+                    async with asyncio.timeout(10):
+                        while (2, want) not in heard:
+                            await asyncio.sleep(0.01)
+                    assert (await driver.port_states())[2] is want
+        return heard
+
+    try:
+        heard = asyncio.run(follow())
+    finally:
+        run(["ip", "link", "set", "p4-2p", "up"], ns=NS)
+    assert heard.index((2, down)) < heard.index((2, up)) and {n for n, _ in heard} == {2}
+
+
+@pytest.mark.fabric
 def test_a_packet_follows_a_written_entry(p4rt: P4rtSite) -> None:
     p4rt.reset()
     run(["ip", "addr", "replace", "10.99.0.1/24", "dev", "p4-1p"], ns=NS)
@@ -660,6 +692,22 @@ def test_a_ports_target_makes_the_driver_a_port_monitor() -> None:
     with_ports = P4RuntimeDriver.from_spec("b", ported, Expect())
     assert not isinstance(without, PortMonitor) and not without.capabilities.port_state
     assert isinstance(with_ports, PortMonitor) and with_ports.capabilities.port_state
+
+
+def test_a_gnmi_target_makes_the_driver_a_port_monitor_with_events() -> None:
+    from drivers.base import PortEvents, PortMonitor
+
+    spec = P4RuntimeSpec(
+        driver="p4runtime", target="127.0.0.1:9559", device_id=1, gnmi="127.0.0.1:9559"
+    )
+    driver = P4RuntimeDriver.from_spec("c", spec, Expect())
+    assert isinstance(driver, PortMonitor) and isinstance(driver, PortEvents)
+    assert driver.capabilities.port_state
+    with pytest.raises(ValueError, match="one port-state source"):
+        P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", device_id=1,
+                      gnmi="127.0.0.1:9559", ports="unix:/x.mgmt")  # fmt: skip
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        P4RuntimeSpec(driver="p4runtime", target="127.0.0.1:9559", device_id=1, gnmi="nowhere")
 
 
 BAD, WIDE, GONE, NOPE = (

@@ -121,6 +121,16 @@ def test_malformed_replies_raise_protocol_error_with_the_reply(
     assert repr(reply) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("reply", "queued"),
+    [('-113,"Undefined header"', True), ('0, "No error"', True), ('+1001,"x"', True),
+     ("16,16", False), ('"18"', False), ("(-2.31,-55.00)", False), ("(@1),(@17)", False),
+     ("Polatis,N-VST-16x16-LA1-X-701,1,6.5.1.7", False)],
+)  # fmt: skip
+def test_an_error_queue_reply_is_told_from_every_query_reply(reply: str, queued: bool) -> None:
+    assert scpi.is_error_reply(reply) is queued
+
+
 def test_malformed_power_reply() -> None:
     with pytest.raises(ProtocolError, match=r"-2\.31"):
         scpi.parse_powers([17, 18], "(-2.31)")
@@ -188,7 +198,8 @@ def test_open_reads_identity_and_size_and_drops_stale_errors(
         identity, size, sent, queued = asyncio.run(main())
     assert identity.product == "N-VST-8x4-LA1-EMUL-701"
     assert identity.size == size == (8, 4)
-    assert sent == [b"*IDN?\n", b":OXC:SWIT:SIZE?\n", ERR, ERR]
+    probe = b":PMON:POW? (@9)\n"  # one egress port: are there power monitors?
+    assert sent == [ERR, ERR, b"*IDN?\n", ERR, b":OXC:SWIT:SIZE?\n", ERR, probe, ERR]
     assert queued == 0
     assert "Undefined header" in caplog.text
 
@@ -352,7 +363,8 @@ def test_port_states_and_power_follow_the_light() -> None:
     assert power[1] == pytest.approx(-2.5, abs=0.2)  # a connected ingress
     assert power[3] == -60.0
     assert lit[2] is PortState.UP
-    assert sent == [b":PMON:POW? (@" + b",".join(b"%d" % p for p in range(17, 33)) + b")\n"]
+    ports = b",".join(b"%d" % p for p in range(17, 33))
+    assert sent == [b":PMON:POW? (@" + ports + b")\n", ERR]  # the error queue drained too
 
 
 def test_a_model_without_power_monitors_declares_it_and_is_never_asked_for_power() -> None:
@@ -379,6 +391,57 @@ def test_a_model_without_power_monitors_declares_it_and_is_never_asked_for_power
     assert PolatisScpiDriver.capabilities.port_state  # the class keeps its declaration
 
 
+@pytest.mark.parametrize("monitors", [True, False], ids=["with monitors", "without"])
+def test_power_monitors_are_found_by_a_probe_whose_refusal_is_drained(monitors: bool) -> None:
+    """A unit whose family has monitors (N-VST), with or without them: ``open`` asks one
+    egress port's power; answered, the unit gates on power; refused (-113, no reply), it
+    declares no port state and the error is drained: nothing left for the next command."""
+
+    async def main() -> tuple[Capabilities, list[bytes], int, list[bytes]]:
+        config = EmulatorConfig(monitors=monitors, lock=FixedLock(ms=0), switch_ms=0)
+        server = await serve(config, record=True)
+        try:
+            resource = socket_resource("127.0.0.1", server.port)
+            async with PolatisScpiDriver("sw1", resource, timeout=1.0) as d:
+                opened = list(received(server))
+                queued = len(server.emulator.state.errors)
+                received(server).clear()
+                await d.connect([(2, 18)])  # its drain finds no error of the probe's
+                return d.capabilities, opened, queued, received(server)
+        finally:
+            await server.close()
+
+    caps, opened, queued, sent = asyncio.run(main())
+    probe = b":PMON:POW? (@17)\n"
+    # answered: the reply, then SYST:ERR?'s 0; refused: SYST:ERR? answers -113, again 0
+    assert opened[opened.index(probe) :] == [probe, ERR, *([] if monitors else [ERR])]
+    assert (caps.port_state, caps.optical_power) == (monitors, monitors)
+    assert queued == 0
+    assert sent == [b":OXC:SWIT:CONN:ADD (@2),(@18)\n", ERR]
+
+
+def test_a_refused_query_raises_its_code_and_leaves_the_queue_empty() -> None:
+    """The inventory says ``yes``, the unit has none: a power read is refused by the
+    device (-113, no reply), the error drained with it, and the session goes on."""
+
+    async def main() -> tuple[DeviceRejected, int, dict[int, int]]:
+        config = EmulatorConfig(monitors=False, connections=((1, 17),), switch_ms=0)
+        server = await serve(config)
+        try:
+            resource = socket_resource("127.0.0.1", server.port)
+            driver = PolatisScpiDriver("sw1", resource, timeout=1.0, power_monitors=True)
+            async with driver as d:
+                with pytest.raises(DeviceRejected) as info:
+                    await d.power([17])
+                return info.value, len(server.emulator.state.errors), await d.connections()
+        finally:
+            await server.close()
+
+    refused, queued, table = asyncio.run(main())
+    assert refused.code == "-113" and "Undefined header" in str(refused)
+    assert queued == 0 and table == {1: 17}
+
+
 def test_the_emulated_i_ost_has_no_power_query() -> None:
     async def body(d: PolatisScpiDriver, server: EmulatorServer) -> list[str]:
         return await server.emulator.execute(":PMON:POW? (@17);:SYST:ERR?")
@@ -394,7 +457,7 @@ def test_power_queries_are_split_at_256_ports() -> None:
 
     count, sent = run(body, EmulatorConfig(ingress=150, egress=150))
     assert count == 300
-    assert [len(line.split(b",")) for line in sent] == [256, 44]
+    assert [len(line.split(b",")) for line in sent if line != ERR] == [256, 44]
 
 
 def test_peer() -> None:
@@ -435,14 +498,16 @@ def test_wire_log_is_bounded() -> None:
 async def _scripted(
     answers: Mapping[bytes, bytes], sessions: list[int] | None = None
 ) -> asyncio.Server:
-    """A server that answers the lines it knows and is silent otherwise (``sessions`` gets
-    one entry per connection)."""
+    """A server that answers the lines it knows and hangs at the first it does not, silent
+    from then on (``sessions`` gets one entry per connection)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if sessions is not None:
             sessions.append(len(sessions))
+        hung = False
         while line := await reader.readline():
-            if line.strip() in answers:
+            hung = hung or line.strip() not in answers
+            if not hung:
                 writer.write(answers[line.strip()] + b"\r\n")
         writer.close()
 
@@ -452,6 +517,7 @@ async def _scripted(
 HANDSHAKE = {
     b"*IDN?": b"Polatis,N-VST-16x16-LA1-X-701,1,6.5.1.7",
     b":OXC:SWIT:SIZE?": b"16,16",
+    b":PMON:POW? (@17)": b"(-60.00)",
     b"SYST:ERR?": b'0,"No error"',
 }
 

@@ -2,12 +2,12 @@
 refused before anything moves. Pure.
 
 - **Lock gates.** An optical plan waits for the new circuit's transceivers to lock: the
-  packet-switch port that receives its light comes up (``port_state``). A switch that
-  reports no port state (a P4Runtime target without a ``ports`` source) is replaced, per
-  circuit, by the optical switch's own power monitor on the circuit's egress port
-  (``optical_power``: a Polatis with monitors, whose ``port_states`` say a duplex port is
-  up when light leaves its egress). When neither can be seen the plan is refused: it
-  would switch the circuit, then fail waiting and roll back.
+  packet-switch port that receives its light comes up (``port_state``: OpenFlow port
+  status, or gNMI OpenConfig ``oper-status`` for a P4Runtime switch). The optical switch's
+  power monitor is never the lock: it sees light arrive ~25 ms after the mirror settles,
+  long before the transceivers lock (seed 003: 605 ms mean), so a switch that reports no
+  port state refuses the plan: it would switch the circuit and move the flows onto a
+  link that is still dark.
 - **Read-back.** Plans are made on what the switches read back, and verified by reading
   back: a switch that declares no ``read_back`` cannot take part.
 
@@ -24,7 +24,7 @@ from drivers.base import Capabilities
 from services.reroute.errors import PlanError
 from services.reroute.planning.optical import lock_ports
 from services.reroute.planning.plan import Phase, Plan, Step, StepKind
-from services.reroute.topology import Circuit, OpticalSwitch, Topology
+from services.reroute.topology import Circuit, Topology
 
 WRITES = (StepKind.INSTALL, StepKind.SHIFT, StepKind.REMOVE, StepKind.VERIFY)
 
@@ -50,32 +50,28 @@ def _fit_phase(phase: Phase, topo: Topology, caps: Mapping[str, Capabilities]) -
 
 
 def _gate(step: Step, topo: Topology, caps: Mapping[str, Capabilities]) -> Step:
-    """The step waiting on each circuit's receiving switch port, or on the optical
-    switch's power monitor where that switch reports no port state."""
+    """The step waiting on each circuit's receiving switch ports (PlanError: a switch that
+    cannot report its ports' state)."""
     if not step.circuits:
         return step
     ports: dict[tuple[str, int], None] = {}
     for circuit in step.circuits:
         for device, port in lock_ports(topo, [circuit]):
-            ports[_signal(topo, caps, circuit, device, port)] = None
+            _check_signal(caps, circuit, device)
+            ports[(device, port)] = None
     return replace(step, ports=tuple(ports))
 
 
-def _signal(
-    topo: Topology, caps: Mapping[str, Capabilities], c: Circuit, device: str, port: int
-) -> tuple[str, int]:
+def _check_signal(caps: Mapping[str, Capabilities], c: Circuit, device: str) -> None:
     switch = caps.get(device)
     if switch is None or switch.port_state:  # not ours to drive (a scope), or it reports
-        return device, port
-    optical = caps.get(c.switch)
-    if optical is not None and optical.optical_power and optical.port_state:
-        node = topo.nodes[c.switch]
-        assert isinstance(node, OpticalSwitch)
-        return c.switch, node.ingress_of(c.egress)
+        return
     raise PlanError(
         f"refused, nothing changed: the lock of circuit {c.switch} {c.ingress}->{c.egress} "
-        f"cannot be seen: {device} reports no port state and {c.switch} has no power "
-        "monitors. Give the switch a port-state source (p4runtime: ports: in the "
-        "inventory) or use an optical switch with power monitors; the circuit would "
-        "otherwise switch and the reroute roll back at the lock"
+        f"cannot be seen: {device} reports no port state. Give it a port-state source in "
+        "the inventory (p4runtime: gnmi: HOST:PORT, its gNMI target, whose OpenConfig "
+        "oper-status is subscribed; or ports: an OpenFlow target of the same switch), or "
+        f"use a switch that reports port state. {c.switch}'s power monitors cannot stand "
+        "in: they see light arrive, not the transceivers lock, and the flows would move "
+        "onto a dark link"
     )
