@@ -531,13 +531,36 @@ class PolatisScpiDriver(Session):
                 session = await self._reconnect()
             if session is None:
                 raise DeviceUnreachable(self.name, "not connected (call open() first)")
+            exchange = asyncio.ensure_future(asyncio.to_thread(session.run, fn))
             try:
-                return await asyncio.to_thread(session.run, fn)
-            except MalformedReply as exc:
+                return await asyncio.shield(exchange)
+            except asyncio.CancelledError:
+                self._abandon(session, exchange)
+                raise
+            except MalformedReply as exc:  # a reply out of step: the stream is not ours now
+                await self._drop(session)
                 raise exc.renamed(self.name) from exc
             except (pyvisa.errors.VisaIOError, OSError) as exc:
                 await self._drop(session)
                 raise self._io_error(exc) from exc
+
+    def _abandon(self, session: _Session, exchange: asyncio.Future[Any]) -> None:
+        """The caller gave up (its deadline) while an exchange is under way in its thread:
+        its reply may still come and would answer the next query. The session is closed
+        once the exchange ends, and the next call opens another (``_reconnect``)."""
+        if self._session is session:
+            self._session = None
+        log.warning(
+            "%s: an exchange was abandoned (its caller's deadline); reconnecting", self.name
+        )
+
+        def close(_: object) -> None:
+            try:
+                session.close()
+            except Exception as exc:  # already broken; nothing to report
+                log.debug("%s: closing an abandoned session: %s", self.name, exc)
+
+        exchange.add_done_callback(close)
 
     async def _reconnect(self) -> _Session:
         """A new session after a lost one (``RECONNECTS`` attempts, the handshake again:
