@@ -29,30 +29,30 @@ from services.reroute.planning.plan import Plan
 from services.reroute.planning.restore import plan_restore
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
 from services.reroute.resync import resync
-from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology
 
 EXTEND_TRIES = 3  # a plan that needs more than is held: re-planned after taking more, this often
 
 
-async def read_tables(drivers: Mapping[str, Driver]) -> Tables:
-    """Our rules (by cookie) on every packet switch."""
+async def read_tables(drivers: Mapping[str, Driver], space: CookieSpace = DEFAULT_SPACE) -> Tables:
+    """Our rules (by cookie: ``space``) on every packet switch."""
     names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
     reads = await asyncio.gather(
-        *(_flows(drivers[n]).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK) for n in names)
+        *(_flows(drivers[n]).read(cookie=space.base, cookie_mask=space.mask) for n in names)
     )
     return tables_from(dict(zip(names, reads, strict=True)))
 
 
 async def survey_tables(
-    drivers: Mapping[str, Driver],
+    drivers: Mapping[str, Driver], space: CookieSpace = DEFAULT_SPACE
 ) -> tuple[Tables, dict[str, list[ForeignEntry]]]:
-    """Our rules on every packet switch, and every other writer's entries there (one read
-    of each table: ``FlowProgrammer.survey``)."""
+    """Our rules (``space``) on every packet switch, and every other writer's entries there
+    (another deployment's included; one read of each table: ``FlowProgrammer.survey``)."""
     names = [n for n, d in drivers.items() if isinstance(d, FlowProgrammer)]
     surveys = await asyncio.gather(
-        *(_flows(drivers[n]).survey(COOKIE_BASE, COOKIE_MASK) for n in names)
+        *(_flows(drivers[n]).survey(space.base, space.mask) for n in names)
     )
     tables = tables_from({n: s.ours for n, s in zip(names, surveys, strict=True)})
     return tables, {n: s.foreign for n, s in zip(names, surveys, strict=True) if s.foreign}
@@ -84,15 +84,18 @@ async def plan_on_devices(
     drivers: Mapping[str, Driver],
     intent: Intent,
     scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """Read the devices' flow tables and circuits, then plan ``intent`` on them; PlanError
-    when another writer's entry would shadow a rule the plan writes (``planning.foreign``)
-    or a step needs what its device lacks (``planning.capable``: the lock gates fitted to
-    the signals the devices have)."""
-    (tables, others), optics = await asyncio.gather(survey_tables(drivers), read_optics(drivers))
+    when another writer's entry would shadow a rule the moved traffic meets, written by
+    the plan or already there (``planning.foreign``), or a step needs what its device
+    lacks (``planning.capable``: the lock gates fitted to the signals the devices have).
+    ``space``: the deployment's cookies (the inventory's ``cookie_tag``)."""
+    surveyed = survey_tables(drivers, space)
+    (tables, others), optics = await asyncio.gather(surveyed, read_optics(drivers))
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
-    the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
-    foreign.check(the_plan, others)
+    the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope, space=space)
+    foreign.check(the_plan, others, topo, space)
     return capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
 
 
@@ -193,6 +196,7 @@ class Engine:
     step_timeout: float = 10.0
     lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
     locks: Locks | None = None  # default: files in lock_dir, else within this process
+    space: CookieSpace = DEFAULT_SPACE  # the deployment's cookies (inventory cookie_tag)
 
     def __post_init__(self) -> None:
         if self.locks is None:
@@ -229,6 +233,7 @@ class Engine:
             scope=scope,
             step_timeout=step_timeout,
             lock_dir=inv.lock_dir,
+            space=inv.cookies,
         )
 
     async def close(self) -> None:
@@ -257,12 +262,13 @@ class Engine:
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
         """Our rules on every managed packet switch, and every managed optical circuit."""
-        tables, optics = await asyncio.gather(read_tables(self.drivers), read_optics(self.drivers))
+        read = read_tables(self.drivers, self.space)
+        tables, optics = await asyncio.gather(read, read_optics(self.drivers))
         return tables, optics
 
     async def plan(self, intent: Intent) -> Plan:
         """The plan on the devices' current state (a dry run: nothing changes)."""
-        return await plan_on_devices(self.topo, self.drivers, intent, self.scope)
+        return await plan_on_devices(self.topo, self.drivers, intent, self.scope, self.space)
 
     async def expected(self, intent: Intent) -> Keys:
         """What ``intent`` is expected to hold, from a plan on the devices now (which may

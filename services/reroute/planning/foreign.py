@@ -3,10 +3,17 @@
 A switch shared with other software holds their entries beside ours (``ForeignEntry``, from
 each driver's ``survey``). OpenFlow (and a P4 ternary table) hands a packet to the entry of
 highest priority that matches it, and leaves equal priorities undefined. So an entry of
-another writer in the same table whose match overlaps one of the rules a plan writes, at
-a priority at or above that rule's, would take (some of) the plan's packets, or share
-them unpredictably. ``check`` refuses such a plan, naming the device, the entry (as the
-device shows it) and our rule, before anything changes.
+another writer in the same table whose match overlaps one of the rules the moved traffic
+will meet, at a priority at or above that rule's, would take (some of) its packets, or
+share them unpredictably. ``check`` refuses such a plan, naming the device, the entry (as
+the device shows it) and our rule, before anything changes.
+
+The rules the traffic meets (``relied_on``) are not only those the plan writes: the new
+path's and the temporary (``via``) path's transit rules may already be on the devices
+(shared with flows moved there before), and the plan then writes none of them. They are
+computed from the topology (``rules.transit_rules``, both directions), so a ``drop`` an
+operator left above a shared transit rule refuses the plan instead of a "done" over a
+black hole (VERIFY reads our rules back, not what the traffic meets).
 
 Overlap is decided on the fields ``FlowMatch`` can say: two matches overlap unless some
 field both constrain has values no packet can have at once (an exact value, or prefixes
@@ -25,6 +32,8 @@ from dataclasses import dataclass
 from drivers.base import FlowMatch, FlowOp, FlowRule, ForeignEntry, Prefix
 from services.reroute.errors import PlanError
 from services.reroute.planning.plan import Plan, StepKind
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace, directions, path_tag, transit_rules
+from services.reroute.topology import Topology
 
 SHOWN = 3  # conflicts named in the error
 
@@ -45,9 +54,15 @@ class Conflict:
         )
 
 
-def check(plan: Plan, foreign: Mapping[str, Sequence[ForeignEntry]]) -> None:
-    """PlanError when another writer's entry would shadow a rule ``plan`` writes."""
-    found = conflicts(plan, foreign)
+def check(
+    plan: Plan,
+    foreign: Mapping[str, Sequence[ForeignEntry]],
+    topo: Topology,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> None:
+    """PlanError when another writer's entry would shadow a rule the traffic of ``plan``
+    meets (``relied_on``: written by the plan or already on the device)."""
+    found = conflicts(plan, foreign, topo, space)
     if not found:
         return
     lines = [c.describe() for c in found[:SHOWN]]
@@ -60,11 +75,16 @@ def check(plan: Plan, foreign: Mapping[str, Sequence[ForeignEntry]]) -> None:
     )
 
 
-def conflicts(plan: Plan, foreign: Mapping[str, Sequence[ForeignEntry]]) -> list[Conflict]:
+def conflicts(
+    plan: Plan,
+    foreign: Mapping[str, Sequence[ForeignEntry]],
+    topo: Topology,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> list[Conflict]:
     """Every (device, entry, rule) where an entry of another writer would shadow a rule
-    the plan adds, by device in plan order (one conflict per entry)."""
+    the plan's traffic meets, by device in plan order (one conflict per entry)."""
     found: list[Conflict] = []
-    for device, rules in _writes(plan).items():
+    for device, rules in relied_on(plan, topo, space).items():
         entries = foreign.get(device, ())
         if not entries:
             continue
@@ -78,14 +98,31 @@ def conflicts(plan: Plan, foreign: Mapping[str, Sequence[ForeignEntry]]) -> list
     return found
 
 
-def _writes(plan: Plan) -> dict[str, list[FlowRule]]:
-    """The rules each device gets from the plan (its adds), without repeats."""
-    writes: dict[str, dict[FlowRule, None]] = {}
+def relied_on(
+    plan: Plan, topo: Topology, space: CookieSpace = DEFAULT_SPACE
+) -> dict[str, list[FlowRule]]:
+    """The rules the moved traffic meets, by device, without repeats: the plan's adds (the
+    new and temporary paths' missing transit rules, the ingress rules the shifts write)
+    and every transit rule of the new and temporary paths, both directions, whether the
+    plan writes it or finds it on the device."""
+    rules: dict[str, dict[FlowRule, None]] = {}
     for step in plan.steps():
         if step.kind in (StepKind.INSTALL, StepKind.SHIFT) and step.changes:
-            rules = writes.setdefault(step.device, {})
-            rules.update((c.rule, None) for c in step.changes if c.op is FlowOp.ADD)
-    return {d: list(rules) for d, rules in writes.items() if rules}
+            mine = rules.setdefault(step.device, {})
+            mine.update((c.rule, None) for c in step.changes if c.op is FlowOp.ADD)
+    for name in _paths_met(plan, topo):
+        tag = path_tag(topo, name)
+        for d in directions(topo.paths[name]):
+            for bridge, rule in transit_rules(d.hops, tag, space):
+                rules.setdefault(bridge, {})[rule] = None
+    return {d: list(rs) for d, rs in rules.items() if rs}
+
+
+def _paths_met(plan: Plan, topo: Topology) -> list[str]:
+    """The paths the moved flows travel after the plan or while it runs: the new one and
+    the temporary one (``via``), those the topology has."""
+    names = [plan.to_path, plan.intent.via]
+    return list(dict.fromkeys(n for n in names if n is not None and n in topo.paths))
 
 
 def _shadowed(entry: ForeignEntry, rules: Sequence[FlowRule]) -> Iterator[FlowRule]:

@@ -35,13 +35,18 @@ from services.reroute.errors import PlanError
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.electronic import all_on, plan_electronic
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
-from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 
 
 def plan_optical(
-    topo: Topology, tables: Tables, optics: frozenset[Circuit], intent: Intent, now: float
+    topo: Topology,
+    tables: Tables,
+    optics: frozenset[Circuit],
+    intent: Intent,
+    now: float,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """The plan of a move that needs new cross-connects: MBB via a temporary path, or BBM."""
     to = topo.paths[intent.to_path]
@@ -56,8 +61,8 @@ def plan_optical(
         duration_s=intent.lock_timeout_s,
     )
     if intent.strategy is Strategy.MBB:
-        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock)
-    return _bbm(topo, tables, intent, now, removed, circuits, lock)
+        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock, space)
+    return _bbm(topo, tables, intent, now, removed, circuits, lock, space)
 
 
 def colliding(optics: Iterable[Circuit], needed: Iterable[Circuit]) -> frozenset[Circuit]:
@@ -104,6 +109,7 @@ def _mbb(
     removed: frozenset[Circuit],
     circuits: tuple[Step, ...],
     lock: Step,
+    space: CookieSpace,
 ) -> Plan:
     if intent.via is None:
         raise PlanError(
@@ -114,18 +120,18 @@ def _mbb(
     if not via.circuits <= optics - removed:
         raise PlanError(f"temporary path {via.name} does not survive the reconfiguration")
     tag = path_tag(topo, via.name)
-    if all(all_on(via, tables, f, tag) for f in intent.flows):
+    if all(all_on(via, tables, f, tag, space=space) for f in intent.flows):
         raise PlanError(f"the flows are already on {via.name}: move them from there directly")
     park = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=via.name, drain_s=intent.drain_s),
-        now, partial_ok=True,
+        now, partial_ok=True, space=space,
     )  # fmt: skip
     parked = _after(tables, park)
-    _refuse_cut(topo, parked, removed, intent.flows)
+    _refuse_cut(topo, parked, removed, intent.flows, space)
     made = {s.device: s.changes for s in park.steps() if s.kind is StepKind.SHIFT}
     swap = plan_electronic(
         topo, parked, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
-        now, partial_ok=False, made=made,
+        now, partial_ok=False, made=made, space=space,
     )  # fmt: skip
     rest = ((via.name, intent.flows),)
     park_phases = {p.name: p for p in park.phases}
@@ -154,11 +160,12 @@ def _bbm(
     removed: frozenset[Circuit],
     circuits: tuple[Step, ...],
     lock: Step,
+    space: CookieSpace,
 ) -> Plan:
-    _refuse_cut(topo, tables, removed, intent.flows)
+    _refuse_cut(topo, tables, removed, intent.flows, space)
     move = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=0.0),
-        now, partial_ok=False,
+        now, partial_ok=False, space=space,
     )  # fmt: skip
     phases = [
         Phase(name="circuits", steps=circuits, concurrent=True),
@@ -232,7 +239,11 @@ def _after(tables: Tables, p: Plan) -> Tables:
 
 
 def _refuse_cut(
-    topo: Topology, tables: Tables, removed: frozenset[Circuit], moved: tuple[FlowSpec, ...]
+    topo: Topology,
+    tables: Tables,
+    removed: frozenset[Circuit],
+    moved: tuple[FlowSpec, ...],
+    space: CookieSpace,
 ) -> None:
     """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
     names = list(topo.paths)
@@ -247,7 +258,7 @@ def _refuse_cut(
             for table in tables.values()
             for rule in table.values()
             if rule.cookie & 0xFF == ROLE_INGRESS
-            and tag_of(rule) == tag
+            and tag_of(rule, space) == tag
             and (rule.match.ipv4_src, rule.match.ipv4_dst, rule.match.ip_proto,
                  rule.match.l4_src, rule.match.l4_dst) not in moved_here
         ]  # fmt: skip

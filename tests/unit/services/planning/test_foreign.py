@@ -84,7 +84,7 @@ def test_equal_priority_overlap_is_refused_too() -> None:
     step = next(s for s in plan.steps() if s.changes)
     rule = step.changes[0].rule
     same = entry(rule.priority, FlowMatch(in_port=rule.match.in_port))
-    assert [c.entry for c in conflicts(plan, {step.device: [same]})] == [same]
+    assert [c.entry for c in conflicts(plan, {step.device: [same]}, topo)] == [same]
 
 
 def test_lab_entries_below_our_priority_or_elsewhere_are_no_obstacle(tmp_path: Path) -> None:
