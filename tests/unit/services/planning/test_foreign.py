@@ -15,7 +15,14 @@ from services.reroute.errors import PlanError
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.foreign import conflicts, overlaps
-from services.reroute.rules import INGRESS_PRIORITY, TRANSIT_PRIORITY
+from services.reroute.planning.plan import StepKind
+from services.reroute.rules import (
+    INGRESS_PRIORITY,
+    TRANSIT_PRIORITY,
+    directions,
+    path_tag,
+    transit_rules,
+)
 from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric
 
@@ -122,3 +129,22 @@ def test_a_refused_reroute_changes_nothing(tmp_path: Path) -> None:
     assert all(s.applied == 0 for s in fake.switches.values())
     assert journal.history() == []
     journal.close()
+
+
+def test_an_entry_over_a_transit_rule_already_there_refuses_the_plan() -> None:
+    """The new path's transit rules are on the devices already (another flow uses them):
+    the plan writes none of them, yet its traffic meets them, and a drop above one of them
+    on br1 would swallow it after a "done"."""
+    topo = load_topology(TOPO)
+    fake = FakeFabric(topo)
+    for d in directions(topo.paths["temporary"]):
+        for bridge, rule in transit_rules(d.hops, path_tag(topo, "temporary")):
+            fake.switches[bridge].table[rule.key] = rule
+    plan = asyncio.run(plan_on_devices(topo, fake.switches, INTENT))
+    writes = [s for s in plan.steps() if s.kind in (StepKind.INSTALL, StepKind.SHIFT)]
+    assert writes and not any(s.device == "br1" for s in writes)  # nothing written there
+    drop = ForeignEntry(table=0, priority=500, match=m(in_port=4, eth_type=IP), more=False,
+                        text="priority=500,ip,in_port=4 actions=drop")  # fmt: skip
+    _surveyed(fake, "br1", drop)
+    error = _plan_error(fake)
+    assert "br1" in error and drop.text in error and "vlan_vid=3" in error, error
