@@ -107,6 +107,7 @@ async def recover(
     records: list[Record] | None = None,
     *,
     executor: Callable[[Journaling], Executor] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> list[str]:
     """Finish every reroute of ``records`` (default: every one the journal shows running:
     its process died mid-plan): read the devices, put every flow back on its origin path,
@@ -114,7 +115,7 @@ async def recover(
     record running for the next one. The caller holds the records' resources."""
     done = []
     for record in journal.in_flight() if records is None else records:
-        await restore(topo, drivers, journal, record, scope, executor=executor)
+        await restore(topo, drivers, journal, record, scope, executor=executor, space=space)
         done.append(record.id)
     return done
 
@@ -127,11 +128,13 @@ async def restore(
     scope: frozenset[str] | None = None,
     *,
     executor: Callable[[Journaling], Executor] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> None:
     """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
     each restore plan (default: a plain one on ``drivers``)."""
-    tables = await read_tables(drivers)
-    plans = plan_restore(topo, tables, record.origins, record.touched, now=time.time(), scope=scope)
+    tables = await read_tables(drivers, space)
+    origins, touched, now = record.origins, record.touched, time.time()
+    plans = plan_restore(topo, tables, origins, touched, now=now, scope=scope, space=space)
     scratch = Journal(None)
     try:
         for i, p in enumerate(plans):
@@ -341,8 +344,9 @@ class Engine:
         if not dead:
             return []
         return await recover(
-            self.topo, self.drivers, self.journal, self.scope, dead, executor=self.executor
-        )
+            self.topo, self.drivers, self.journal, self.scope, dead,
+            executor=self.executor, space=self.space,
+        )  # fmt: skip
 
     async def recover_one(self, record: Record, held: Held | None = None) -> None:
         """Recover one reroute that stopped mid-plan (the caller holds its resources:
@@ -351,7 +355,10 @@ class Engine:
         def executor(journal: Journaling) -> Executor:
             return self.executor(journal, held=held)
 
-        await restore(self.topo, self.drivers, self.journal, record, self.scope, executor=executor)
+        await restore(
+            self.topo, self.drivers, self.journal, record, self.scope,
+            executor=executor, space=self.space,
+        )  # fmt: skip
 
     async def dead(self) -> list[Record]:
         """The running reroutes whose owner died, oldest first."""
@@ -369,5 +376,6 @@ class Engine:
             raise ValueError("resync needs every switch (an engine without a scope)")
         async with holding(self.lock, frozenset({EVERYTHING})):
             recovered = await self._recover_dead()
-            tables = await read_tables(self.drivers)
-            return recovered, await resync(self.topo, self.drivers, self.journal, tables)
+            tables = await read_tables(self.drivers, self.space)
+            outcome = await resync(self.topo, self.drivers, self.journal, tables, self.space)
+            return recovered, outcome

@@ -28,6 +28,7 @@ from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
 from services.reroute.journal import JournalError
 from services.reroute.locks import Universe
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
@@ -93,6 +94,11 @@ def _lock_dir(settings: Settings) -> Path | None:
     return settings.inventory.lock_dir if settings.inventory is not None else None
 
 
+def _cookies(settings: Settings) -> CookieSpace:
+    """The deployment's cookies: its inventory's ``cookie_tag`` (default: as before)."""
+    return settings.inventory.cookies if settings.inventory is not None else DEFAULT_SPACE
+
+
 def service_of(app: FastAPI) -> RerouteService | None:
     """The service running in ``app`` (None before start-up and after shutdown)."""
     svc: RerouteService | None = getattr(app.state, "service", None)
@@ -120,6 +126,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     scope=settings.scope,
                     step_timeout=settings.step_timeout_s,
                     locks=locks,
+                    space=_cookies(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
                 async with svc.bus.subscribe() as events:  # before the scheduler starts

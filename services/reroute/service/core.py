@@ -207,8 +207,9 @@ class RerouteService:
 
     async def flows(self) -> FlowsView:
         """Which flows each path carries, read from the switches."""
-        tables = await read_tables(self.engine.drivers)  # the optical switches are not needed
-        return flows_view(self.engine.topo, tables, self.engine.scope)
+        engine = self.engine  # the optical switches are not needed
+        tables = await read_tables(engine.drivers, engine.space)
+        return flows_view(engine.topo, tables, engine.scope, engine.space)
 
     async def optics(self) -> OpticsView:
         """Each optical switch's cross-connects, read from the devices this instance manages."""

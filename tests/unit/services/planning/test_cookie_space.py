@@ -13,8 +13,9 @@ import pytest
 
 from drivers.base import FlowMatch, FlowRule, Output
 from drivers.hp_dpctl import cookies
-from services.reroute.engine import plan_on_devices
+from services.reroute.engine import Engine, plan_on_devices
 from services.reroute.errors import PlanError
+from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
 from services.reroute.rules import (
@@ -27,6 +28,7 @@ from services.reroute.rules import (
     cookie,
     initial_rules,
 )
+from services.reroute.service.views import flows_view
 from services.reroute.tables import tables_from
 from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric
@@ -94,3 +96,29 @@ def test_another_deployments_entry_is_not_ours_to_decode() -> None:
     fake = _with(cookie(99, ROLE_TRANSIT, OTHER))
     the_plan = asyncio.run(plan_on_devices(TOPO, fake.switches, INTENT))
     assert the_plan.to_path == "temporary" and the_plan.from_paths == ("long",)
+
+
+def test_an_engine_of_another_space_reroutes_resyncs_and_shows_its_flows(tmp_path: Path) -> None:
+    """A fabric whose rules are another deployment's (``cookie_tag`` 1): its engine moves
+    the flows in its cookies, its resync finds its rules as its journal says, its flow view
+    reads them; nothing in the default deployment's cookies appears."""
+    fake = FakeFabric(TOPO)
+    for name, switch in fake.switches.items():
+        switch.table = {r.key: r for r in initial_rules(TOPO, OTHER).get(name, [])}
+    journal = Journal(tmp_path / "journal.db")
+    engine = Engine(topo=TOPO, drivers=fake.switches, journal=journal, space=OTHER)
+    try:
+        _, outcome = asyncio.run(engine.apply(INTENT))
+        assert outcome.state is RerouteState.DONE, outcome.describe()
+        assert asyncio.run(engine.resync())[1] is None  # as its journal says: nothing to do
+        tables, _ = asyncio.run(engine.state())
+    finally:
+        asyncio.run(engine.close())
+        journal.close()
+    shown = flows_view(TOPO, tables, None, OTHER)
+    assert {p.path: p.flows for p in shown.paths if p.flows} == {
+        "direct": ["10.0.0.1/32>10.0.0.4/32"],
+        "temporary": ["10.0.0.2/32>10.0.0.3/32"],
+    }
+    held = [r for s in fake.switches.values() for r in s.table.values()]
+    assert held and all(OTHER.ours(r.cookie) for r in held)
