@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from drivers.base import FlowMatch, ForeignEntry, Prefix
+from drivers.base import FlowMatch, FlowRule, ForeignEntry, Prefix
 from services.reroute.engine import plan_on_devices, reroute
 from services.reroute.errors import PlanError
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning.foreign import conflicts, overlaps
+from services.reroute.planning.foreign import conflicts, overlaps, relied_on
 from services.reroute.planning.plan import StepKind
 from services.reroute.rules import (
     INGRESS_PRIORITY,
     TRANSIT_PRIORITY,
     directions,
+    ingress_rule,
     path_tag,
     transit_rules,
 )
@@ -148,3 +149,19 @@ def test_an_entry_over_a_transit_rule_already_there_refuses_the_plan() -> None:
     _surveyed(fake, "br1", drop)
     error = _plan_error(fake)
     assert "br1" in error and drop.text in error and "vlan_vid=3" in error, error
+
+
+def test_the_rules_relied_on_are_the_paths_rules_of_the_moved_flows_where_asked() -> None:
+    topo = load_topology(TOPO)
+    plan = asyncio.run(plan_on_devices(topo, FakeFabric(topo).switches, INTENT))
+    tag = path_tag(topo, "temporary")
+    there: dict[str, list[FlowRule]] = {b: [] for b in ("br1", "br2", "br3", "br4")}
+    for d in directions(topo.paths["temporary"]):
+        for bridge, rule in transit_rules(d.hops, tag):
+            there[bridge].append(rule)
+        there[d.hops[0].node].append(
+            ingress_rule(d.hops, tag, FLOW if d.forward else FLOW.reverse())
+        )
+    relied = relied_on(plan, topo)
+    assert {b: set(rs) for b, rs in relied.items()} == {b: set(rs) for b, rs in there.items()}
+    assert relied_on(plan, topo, where={"br1"}) == {"br1": relied["br1"]}
