@@ -29,7 +29,8 @@ confirmed, the driver knows the table they left (the undo point above) and answe
 without a tool run: a VERIFY runs inside a reroute that holds the switch's device lock and
 read the table to plan, so the switch has no other writer meanwhile (the dpctl method has
 no controller). With ``dpctl``, or when the table is not known, it reads back. So a
-failover's MBB is 3 tool runs (the plan's read, make, shift), not 5.
+failover's MBB is 3 tool runs (the plan's survey, make, shift; the survey is the make's
+undo point), not 5, each after a ``show`` checking the dpid (below).
 
 ``open`` runs ``show`` (the FEATURES_REPLY, which in OpenFlow 1.0 lists the ports; not
 ``dump-ports-desc``, an Open vSwitch extension a real HP answers with BAD_STAT) and
