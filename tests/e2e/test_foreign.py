@@ -126,6 +126,8 @@ def _a_drop_over_a_shared_transit_rule_refuses(fab: Fabric, topo: Topology, move
     assert "br1" in said and "priority=500" in said and "vlan_vid=2" in said, said
     assert "nothing changed" in said, said
     assert asyncio.run(path_tags(topo, fab)) == before and _dump(fab, "br1") == theirs
+    report = during(fab, 1.0, _nothing, at=0.1)  # still on "temporary", past the drop
+    assert report["received"] >= RATE * 0.9 and report["lost"] <= RATE * 0.01, report
     fab.ovs.ofctl("-O", "OpenFlow13", "del-flows", "--strict", fab.ovs.mgmt("br1"),
                   "priority=500,ip,in_port=2")  # fmt: skip
 
