@@ -29,12 +29,18 @@ confirmed, the driver knows the table they left (the undo point above) and answe
 without a tool run: a VERIFY runs inside a reroute that holds the switch's device lock and
 read the table to plan, so the switch has no other writer meanwhile (the dpctl method has
 no controller). With ``dpctl``, or when the table is not known, it reads back. So a
-failover's MBB is 3 tool runs (the plan's read, make, shift), not 5.
+failover's MBB is 3 tool runs (the plan's survey, make, shift; the survey is the make's
+undo point), not 5, each after a ``show`` checking the dpid (below).
 
 ``open`` runs ``show`` (the FEATURES_REPLY, which in OpenFlow 1.0 lists the ports; not
 ``dump-ports-desc``, an Open vSwitch extension a real HP answers with BAD_STAT) and
 refuses a switch whose datapath id is not the topology's (``Expect.dpid``), before any
-change.
+change. Every tool run is a new connection, and the switch behind the address may have been
+replaced or restarted meanwhile: the datapath id is checked again (one ``show``) before
+every ``apply`` and every ``survey`` (a plan's read), and read from the output of every
+``port_states``; a mismatch is ``DeviceRejected(code="DPID_MISMATCH")`` before any change.
+The undo point (the table last read or left) is refreshed by every ``read`` and ``survey``,
+and forgotten when a run finds the switch unreachable or silent (it may come back empty).
 
 Errors: refused / lost connection -> ``DeviceUnreachable``; no answer in ``timeout`` (the
 driver kills the tool; the tool's own ``--timeout`` is a backstop) -> ``DeviceTimeout``;
@@ -154,16 +160,27 @@ class HpDpctlDriver(Session):
         """Check that the switch answers (``show``) and is the topology's datapath."""
         text = await self._run(self.tool.ports(self.target))
         self.datapath_id = flowtext.parse_dpid(text)
-        want = self.expected_dpid
-        if want is not None and self.datapath_id != want:
-            found = "no dpid" if self.datapath_id is None else f"dpid {self.datapath_id:016x}"
-            raise DeviceRejected(
-                self.name,
-                f"{self.target} has {found} (its FEATURES_REPLY), but the topology gives "
-                f"{self.name} dpid {want:016x}: wrong switch or wrong topology; nothing was "
-                "changed",
-                "DPID_MISMATCH",
-            )
+        self._check_dpid(self.datapath_id)
+
+    async def _same_switch(self) -> None:
+        """``show`` again: the switch at the address is still the one opened."""
+        self._check_dpid(flowtext.parse_dpid(await self._run(self.tool.ports(self.target))))
+
+    def _check_dpid(self, found: int | None) -> None:
+        """DeviceRejected (DPID_MISMATCH) unless ``found`` is the topology's dpid (without
+        one: the dpid the switch had when opened)."""
+        want = self.expected_dpid if self.expected_dpid is not None else self.datapath_id
+        if want is None or found == want:
+            return
+        self._known = None  # another switch's table, or none
+        shown = "no dpid" if found is None else f"dpid {found:016x}"
+        whose = "the topology gives" if self.expected_dpid is not None else "it opened as"
+        raise DeviceRejected(
+            self.name,
+            f"{self.target} has {shown} (its FEATURES_REPLY), but {whose} {self.name} dpid "
+            f"{want:016x}: wrong switch or wrong topology; nothing was changed",
+            "DPID_MISMATCH",
+        )
 
     async def identify(self) -> Identity:
         """The tool used, the datapath id and the ports the switch lists."""
@@ -186,6 +203,7 @@ class HpDpctlDriver(Session):
             return
         self._check(changes)
         async with self._lock:
+            await self._same_switch()
             before = self._known if self._known is not None else batch.index(await self.read())
             self._known = None  # unknown until the batch is confirmed
             want = batch.expected(before, changes)
@@ -223,8 +241,13 @@ class HpDpctlDriver(Session):
         return ours
 
     async def survey(self, cookie: int, cookie_mask: int) -> Survey:
-        """One dump: entries under the cookie filter as rules, the others as foreign."""
-        return foreign.sort(await self._dump(), READER, cookie, cookie_mask, self.skips)
+        """One dump (after the dpid is checked): entries under the cookie filter as rules,
+        the others as foreign; the table read is the next batch's undo point."""
+        await self._same_switch()
+        entries = await self._dump()
+        found = foreign.sort(entries, READER, cookie, cookie_mask, self.skips)
+        self._known = batch.index(_readable(entries))
+        return found
 
     async def _dump(self) -> list[tuple[int, str]]:
         """(cookie, line) of every entry ``dump-flows`` lists."""
@@ -250,7 +273,9 @@ class HpDpctlDriver(Session):
     async def port_states(self) -> dict[int, PortState]:
         """Link state of every numbered port (LOCAL left out), from ``show``; DOWN when the
         link is down or the port is administratively down."""
-        return flowtext.parse_ports(await self._run(self.tool.ports(self.target)))
+        text = await self._run(self.tool.ports(self.target))
+        self._check_dpid(flowtext.parse_dpid(text))
+        return flowtext.parse_ports(text)
 
     # ----------------------------------------------------------------------------------
     # apply, step by step
@@ -314,6 +339,7 @@ class HpDpctlDriver(Session):
             stdin = None if command.stdin is None else command.stdin.encode()
             out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout)
         except TimeoutError as exc:
+            self._known = None  # the switch may come back with another table
             raise DeviceTimeout(
                 self.name, f"no answer from {self.target} within {self.timeout} s ({command})"
             ) from exc
@@ -322,6 +348,8 @@ class HpDpctlDriver(Session):
         stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
         self._log_output(proc.returncode, stdout, stderr)
         failure = classify(self.name, command, proc.returncode or 0, stderr)
+        if isinstance(failure, DeviceUnreachable | DeviceTimeout):
+            self._known = None
         if failure is not None:
             raise failure
         return stdout
@@ -353,6 +381,15 @@ class HpDpctlDriver(Session):
         for line in stderr.splitlines():
             self._wire.debug("! %s", line)
         self._wire.debug("= exit %s", returncode)
+
+
+def _readable(entries: Sequence[tuple[int, str]]) -> list[FlowRule]:
+    """The rules of the entries a FlowRule can say (the others are not ours to undo)."""
+    rules = []
+    for _, line in entries:
+        with contextlib.suppress(flowtext.FlowTextError):
+            rules.append(flowtext.parse_flow(line))
+    return rules
 
 
 def _after(before: batch.Table, want: Expected) -> dict[Key, FlowRule]:

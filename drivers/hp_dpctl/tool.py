@@ -14,6 +14,11 @@
   from ``show``, one line a port. It reads ``cookie=`` with ``atoi`` and prints cookies
   in decimal: the cookies pass folded (``cookies``), both ways.
 
+Both tools read a table through ``unfolded``: the entries dpctl wrote hold folded cookies
+on the switch whichever tool reads them later (ovs-ofctl prints them in hexadecimal, dpctl
+in decimal), so a table reads the same, ours and other writers', whichever tool the
+driver has (a fabric first driven with dpctl, then with ovs-ofctl, keeps its rules ours).
+
 ``classify`` turns a run's exit status and stderr into the driver error it means, or None.
 Which program is which: ``drivers.hp_dpctl.which``.
 """
@@ -44,7 +49,7 @@ _UNREACHABLE = re.compile(
     r"Network is unreachable|Connection reset|Broken pipe|End of file|Name or service",
     re.IGNORECASE,
 )
-_DECIMAL_COOKIE = re.compile(r"\bcookie=(\d+)\b")
+_COOKIE = re.compile(r"\bcookie=(0x[0-9a-fA-F]+|\d+)\b")
 LINE_MAX = 1024  # dpctl's add-flows reads each line into char line[1024]
 _ERROR_CODE = re.compile(r"OFPT_ERROR[^:]*:\s*([A-Z][A-Z0-9_]+)")
 _ANY_CODE = re.compile(r"\b((?:OFP|NX)(?!T_|ST_)[A-Z]*_[A-Z0-9_]+)")
@@ -129,12 +134,19 @@ class Ofctl:
         return f"{cookie:#x}"
 
     def table(self, text: str) -> str:
-        """ovs-ofctl prints the cookies as written."""
-        return text
+        """ovs-ofctl prints cookies in hexadecimal, those dpctl wrote folded: unfolded."""
+        return unfolded(text)
 
     def cannot_carry(self, rule: FlowRule) -> str | None:
-        """ovs-ofctl can write every rule OpenFlow 1.0 can say."""
-        return None
+        """A cookie that would read back as another (one dpctl's folding could have made:
+        ``unfolded``); every other rule OpenFlow 1.0 can say."""
+        if cookies.unfold(rule.cookie) == rule.cookie or not 0 <= rule.cookie < cookies.U64:
+            return None
+        return (
+            f"cookie {rule.cookie:#x} would read back as {cookies.unfold(rule.cookie):#x}: the "
+            "driver reads a cookie below 2^31 (or within 2^31 of 2^64) as one the reference "
+            "dpctl folded (bits 16..47 must be zero, or the cookie at least 2^31)"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,7 +194,7 @@ class Dpctl:
 
     def table(self, text: str) -> str:
         """dpctl prints cookies in decimal, as the switch holds them: unfolded, in hex."""
-        return _DECIMAL_COOKIE.sub(lambda m: f"cookie={cookies.unfold(int(m[1])):#x}", text)
+        return unfolded(text)
 
     def cannot_carry(self, rule: FlowRule) -> str | None:
         """A cookie dpctl cannot pass through ``atoi``; a line its 1024-byte buffer cuts."""
@@ -191,6 +203,16 @@ class Dpctl:
         if len(flowtext.add_line(rule)) >= LINE_MAX:
             return f"its add-flows line is {LINE_MAX} bytes or longer (dpctl reads 1023)"
         return None
+
+
+def unfolded(text: str) -> str:
+    """``dump-flows`` output (either tool's) with every cookie unfolded (``cookies.unfold``:
+    a cookie dpctl can have written is read as the cookie it was folded from), in hex."""
+    return _COOKIE.sub(lambda m: f"cookie={cookies.unfold(_number(m[1])):#x}", text)
+
+
+def _number(text: str) -> int:
+    return int(text, 16) if text.startswith("0x") else int(text)
 
 
 def classify(device: str, command: Command, returncode: int, stderr: str) -> DriverError | None:

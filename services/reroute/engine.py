@@ -33,7 +33,7 @@ from services.reroute.planning.restore import plan_restore
 from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
 from services.reroute.resync import resync
-from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, directions, path_tag, tag_of
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace, directions, path_tag, tag_of
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology
 from services.reroute.topology import Path as TopoPath
@@ -47,46 +47,53 @@ async def read_tables(
     drivers: Mapping[str, Driver],
     names: Iterable[str] | None = None,
     timeout: float | None = None,
+    *,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Tables:
-    """Our rules (by cookie) on every packet switch (of ``names``); the first device error
-    is raised (a device that does not answer within ``timeout``: ``DeviceTimeout``)."""
-    tables, failed = await read_some(drivers, _packet(drivers, names), timeout)
+    """Our rules (by cookie: ``space``) on every packet switch (of ``names``); the first
+    device error is raised (one that does not answer within ``timeout``: ``DeviceTimeout``)."""
+    tables, failed = await read_some(drivers, _packet(drivers, names), timeout, space=space)
     _raise_first(failed)
     return tables
 
 
 async def read_some(
-    drivers: Mapping[str, Driver], names: Iterable[str], timeout: float | None
+    drivers: Mapping[str, Driver],
+    names: Iterable[str],
+    timeout: float | None,
+    *,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> tuple[Tables, dict[str, DriverError]]:
-    """Our rules on the packet switches ``names``, each read within ``timeout``; the
-    switches that failed apart, with their errors."""
-    calls = {n: _reader(drivers[n]) for n in _packet(drivers, names)}
+    """Our rules (``space``) on the packet switches ``names``, each read within
+    ``timeout``; the switches that failed apart, with their errors."""
+    calls = {n: _reader(drivers[n], space) for n in _packet(drivers, names)}
     reads, failed = await ask_each(drivers, calls, timeout or math.inf)
     return tables_from(reads), failed
 
 
-def _reader(driver: Driver) -> Callable[[], Awaitable[list[FlowRule]]]:
-    return lambda: _flows(driver).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
+def _reader(driver: Driver, space: CookieSpace) -> Callable[[], Awaitable[list[FlowRule]]]:
+    return lambda: _flows(driver).read(cookie=space.base, cookie_mask=space.mask)
 
 
 async def survey_tables(
     drivers: Mapping[str, Driver],
     names: Iterable[str] | None = None,
     timeout: float | None = None,
+    *,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> tuple[Tables, dict[str, list[ForeignEntry]], dict[str, DriverError]]:
-    """Our rules on every packet switch (of ``names``), every other writer's entries there
-    (one read of each table: ``FlowProgrammer.survey``), and the switches that failed to
-    answer within ``timeout``, with their errors."""
-    calls = {
-        n: _surveyor(drivers[n]) for n in _packet(drivers, names)
-    }  # fmt: skip
+    """Our rules (``space``) on every packet switch (of ``names``), every other writer's
+    entries there (another deployment's included; one read of each table:
+    ``FlowProgrammer.survey``), and the switches that failed to answer within ``timeout``,
+    with their errors."""
+    calls = {n: _surveyor(drivers[n], space) for n in _packet(drivers, names)}
     surveys, failed = await ask_each(drivers, calls, timeout or math.inf)
     tables = tables_from({n: s.ours for n, s in surveys.items()})
     return tables, {n: s.foreign for n, s in surveys.items() if s.foreign}, failed
 
 
-def _surveyor(driver: Driver) -> Callable[[], Awaitable[Survey]]:
-    return lambda: _flows(driver).survey(COOKIE_BASE, COOKIE_MASK)
+def _surveyor(driver: Driver, space: CookieSpace) -> Callable[[], Awaitable[Survey]]:
+    return lambda: _flows(driver).survey(space.base, space.mask)
 
 
 async def read_optics(
@@ -197,11 +204,13 @@ def refuse_needed(failed: Mapping[str, DriverError], need: Needs) -> None:
     )
 
 
-def debt_of(topo: Topology, the_plan: Plan, failed: Iterable[str]) -> tuple[str, ...]:
+def debt_of(
+    topo: Topology, the_plan: Plan, failed: Iterable[str], space: CookieSpace = DEFAULT_SPACE
+) -> tuple[str, ...]:
     """The packet switches of ``failed`` on a path whose rules ``the_plan`` cleans up: they
     keep those rules until they return."""
     cleaned = {
-        tag_of(c.rule)
+        tag_of(c.rule, space)
         for s in the_plan.steps()
         if s.kind is StepKind.REMOVE
         for c in s.changes
@@ -219,23 +228,25 @@ async def plan_on_devices(
     scope: frozenset[str] | None = None,
     *,
     timeout: float = DEVICE_TIMEOUT_S,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """Read the tables and circuits of the devices ``intent`` crosses (``needs``: each read
     within ``timeout``), then plan it on them. PlanError when a device it needs does not
     answer (naming it and what it did), when another writer's entry would shadow a rule the
     plan writes (``planning.foreign``) or a step needs what its device lacks
-    (``planning.capable``: the lock gates fitted to the signals the devices have). A device
-    only on the paths the flows leave that does not answer is left out: its cleanup is the
+    (``planning.capable``: the lock gates fitted to the signals the devices have).
+    ``space``: the deployment's cookies (the inventory's ``cookie_tag``). A device only on
+    the paths the flows leave that does not answer is left out: its cleanup is the
     plan's ``debt``; one that is slow is not waited for beyond ``SPARE_GRACE_S`` after the
     needed ones answered (``_spare_reads``)."""
     need = needs(topo, intent, drivers)
     spare = {
-        n: asyncio.ensure_future(ask(drivers, n, _surveyor(drivers[n]), timeout))
+        n: asyncio.ensure_future(ask(drivers, n, _surveyor(drivers[n], space), timeout))
         for n in _packet(drivers, need.spare)
     }  # fmt: skip
     try:
         (tables, others, failed), (optics, lost) = await asyncio.gather(
-            survey_tables(drivers, need.needed, timeout),
+            survey_tables(drivers, need.needed, timeout, space=space),
             read_optics_some(drivers, need.needed, timeout),
         )
         failed |= lost
@@ -248,10 +259,10 @@ async def plan_on_devices(
     others |= {n: s.foreign for n, s in read.items() if s.foreign}
     failed |= missed
     known = optics if any(isinstance(d, CrossConnectSwitch) for d in drivers.values()) else None
-    the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope)
-    foreign.check(the_plan, others)
+    the_plan = plan(topo, tables, intent, now=time.time(), optics=known, scope=scope, space=space)
+    foreign.check(the_plan, others, topo, space)
     fitted = capable.fit(the_plan, topo, {n: d.capabilities for n, d in drivers.items()})
-    debt = debt_of(topo, fitted, failed)
+    debt = debt_of(topo, fitted, failed, space)
     return replace(fitted, debt=debt) if debt else fitted
 
 
@@ -285,6 +296,7 @@ async def recover(
     records: list[Record] | None = None,
     *,
     executor: Callable[[Journaling], Executor] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> list[str]:
     """Finish every reroute of ``records`` (default: every one the journal shows running:
     its process died mid-plan): read the devices, put every flow back on its origin path,
@@ -292,7 +304,7 @@ async def recover(
     record running for the next one. The caller holds the records' resources."""
     done = []
     for record in journal.in_flight() if records is None else records:
-        await restore(topo, drivers, journal, record, scope, executor=executor)
+        await restore(topo, drivers, journal, record, scope, executor=executor, space=space)
         done.append(record.id)
     return done
 
@@ -305,13 +317,15 @@ async def restore(
     scope: frozenset[str] | None = None,
     *,
     executor: Callable[[Journaling], Executor] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> None:
     """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
     each restore plan (default: a plain one on ``drivers``)."""
     paths = [topo.paths[p] for p in (*record.touched, *record.origins) if p in topo.paths]
     crossed = {n for p in paths for n in _path_devices(p)} if paths else None
-    tables = await read_tables(drivers, crossed)
-    plans = plan_restore(topo, tables, record.origins, record.touched, now=time.time(), scope=scope)
+    tables = await read_tables(drivers, crossed, space=space)
+    origins, touched, now = record.origins, record.touched, time.time()
+    plans = plan_restore(topo, tables, origins, touched, now=now, scope=scope, space=space)
     scratch = Journal(None)
     try:
         for i, p in enumerate(plans):
@@ -377,6 +391,7 @@ class Engine:
     lock_dir: Path | None = None  # device locks shared with other instances (locks.py)
     locks: Locks | None = None  # default: files in lock_dir, else within this process
     device_timeout_s: float = DEVICE_TIMEOUT_S  # one device read while planning (reach.py)
+    space: CookieSpace = DEFAULT_SPACE  # the deployment's cookies (inventory cookie_tag)
 
     def __post_init__(self) -> None:
         if self.locks is None:
@@ -414,6 +429,7 @@ class Engine:
             step_timeout=step_timeout,
             lock_dir=inv.lock_dir,
             device_timeout_s=inv.device_timeout_s,
+            space=inv.cookies,
         )
 
     async def close(self) -> None:
@@ -442,13 +458,19 @@ class Engine:
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:
         """Our rules on every managed packet switch, and every managed optical circuit."""
-        tables, optics = await asyncio.gather(read_tables(self.drivers), read_optics(self.drivers))
+        read = read_tables(self.drivers, space=self.space)
+        tables, optics = await asyncio.gather(read, read_optics(self.drivers))
         return tables, optics
 
     async def plan(self, intent: Intent) -> Plan:
         """The plan on the devices' current state (a dry run: nothing changes)."""
         return await plan_on_devices(
-            self.topo, self.drivers, intent, self.scope, timeout=self.device_timeout_s
+            self.topo,
+            self.drivers,
+            intent,
+            self.scope,
+            timeout=self.device_timeout_s,
+            space=self.space,
         )
 
     async def expected(self, intent: Intent) -> Keys:
@@ -525,8 +547,9 @@ class Engine:
         if not dead:
             return []
         return await recover(
-            self.topo, self.drivers, self.journal, self.scope, dead, executor=self.executor
-        )
+            self.topo, self.drivers, self.journal, self.scope, dead,
+            executor=self.executor, space=self.space,
+        )  # fmt: skip
 
     async def recover_one(self, record: Record, held: Held | None = None) -> None:
         """Recover one reroute that stopped mid-plan (the caller holds its resources:
@@ -535,7 +558,10 @@ class Engine:
         def executor(journal: Journaling) -> Executor:
             return self.executor(journal, held=held)
 
-        await restore(self.topo, self.drivers, self.journal, record, self.scope, executor=executor)
+        await restore(
+            self.topo, self.drivers, self.journal, record, self.scope,
+            executor=executor, space=self.space,
+        )  # fmt: skip
 
     async def dead(self) -> list[Record]:
         """The running reroutes whose owner died, oldest first."""
@@ -570,20 +596,22 @@ class Engine:
 
     async def _answers(self, device: str) -> bool:
         try:
-            await read_tables(self.drivers, [device], self.device_timeout_s)
+            await read_tables(self.drivers, [device], self.device_timeout_s, space=self.space)
         except DriverError:
             return False
         return True
 
     async def _settle(self, device: str) -> str:
         timeout = self.device_timeout_s
-        tables = await read_tables(self.drivers, [device], timeout)
-        tags = {t for r in tables.get(device, {}).values() if (t := tag_of(r)) is not None}
+        space = self.space
+        tables = await read_tables(self.drivers, [device], timeout, space=space)
+        tags = {t for r in tables.get(device, {}).values() if (t := tag_of(r, space)) is not None}
         names = list(self.topo.paths)
         paths = [self.topo.paths[names[t - 1]] for t in tags if 0 < t <= len(names)]
         ingress = {d.hops[0].node for p in paths for d in directions(p)} - {device}
-        tables = {**tables, **await read_tables(self.drivers, ingress, timeout)}
-        steps = [s for s in gc_steps(self.topo, tables, sorted(tags)) if s.device == device]
+        tables = {**tables, **await read_tables(self.drivers, ingress, timeout, space=space)}
+        gc = gc_steps(self.topo, tables, sorted(tags), space=space)
+        steps = [s for s in gc if s.device == device]
         if not steps:
             return "nothing left to remove"
         the_plan = Plan(
@@ -611,5 +639,6 @@ class Engine:
             raise ValueError("resync needs every switch (an engine without a scope)")
         async with holding(self.lock, frozenset({EVERYTHING})):
             recovered = await self._recover_dead()
-            tables = await read_tables(self.drivers)
-            return recovered, await resync(self.topo, self.drivers, self.journal, tables)
+            tables = await read_tables(self.drivers, space=self.space)
+            outcome = await resync(self.topo, self.drivers, self.journal, tables, self.space)
+            return recovered, outcome

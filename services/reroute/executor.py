@@ -516,8 +516,8 @@ class Executor:
         cookies = {r.cookie for r in step.expect}
         if len(cookies) == 1:  # read back only this step's rules: (path tag, role) is exact
             cookie, mask = cookies.pop(), ALL_BITS
-        else:
-            cookie, mask = COOKIE_BASE, COOKIE_MASK
+        else:  # the step's owner (its deployment's cookie space: rules.CookieSpace)
+            cookie, mask = next(iter(cookies), COOKIE_BASE) & COOKIE_MASK, COOKIE_MASK
         if isinstance(driver, FlowVerifier):  # compares encoded entries: no decoding
             missing = await driver.missing(step.expect, cookie, mask)
         else:

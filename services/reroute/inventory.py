@@ -7,6 +7,7 @@ duplicate keys are errors naming the file and the device.
     # reroute inventory for topology ngncs-ost
     topology: ngncs-ost                 # the topology it belongs to (checked)
     state_dir: /var/lib/reroute/lab     # journal + device locks (default: see runtime.py)
+    cookie_tag: 0                       # this deployment's cookies (default 0: see below)
     devices:
       br1: {driver: ovs, target: "tcp:192.0.2.11:6653"}
       ost1: {driver: polatis_scpi, target: "TCPIP0::192.0.2.30::5025::SOCKET", timeout_s: 3}
@@ -16,6 +17,11 @@ Each device entry is validated by the model its driver kind registered
 ``open_drivers`` builds the drivers through the registry and opens them, each within its
 own timeout; the emulated fabric writes an inventory of its own devices (``fabric up``), so
 tests take the same path as real equipment.
+
+``cookie_tag`` (0..255, default 0) names this deployment's cookies
+(``rules.CookieSpace``): two deployments of reroute on the same switches (a second lab, a
+staging service) need different tags, and then each reads the other's entries as another
+writer's. 0 is the cookies every fabric and journal had before the setting existed.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from drivers.errors import ConfigError, DeviceRejected, DeviceTimeout, DriverErr
 from services.reroute import runtime
 from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
 from services.reroute.reach import DEVICE_TIMEOUT_S, Devices
+from services.reroute.rules import DEFAULT_SPACE, MAX_COOKIE_TAG, CookieSpace
 from services.reroute.topology import OpticalSwitch, Switch, Topology
 from services.reroute.yamlfile import (
     Document,
@@ -62,6 +69,7 @@ class Inventory:
     # the deadline of one device read while a reroute is planned (reach.py): a device that
     # does not answer within it is taken as hung
     device_timeout_s: float = DEVICE_TIMEOUT_S
+    cookies: CookieSpace = DEFAULT_SPACE  # the file's cookie_tag
 
     def at(self, *loc: str) -> str:
         """``FILE:LINE`` of the key ``loc`` (``FILE`` when its line is unknown)."""
@@ -100,6 +108,16 @@ def file_model() -> type[BaseModel]:
         state_dir=(
             Path | None,
             Field(default=None, description="journal and device locks of engines using it"),
+        ),
+        cookie_tag=(
+            int,
+            Field(
+                default=0,
+                ge=0,
+                le=MAX_COOKIE_TAG,
+                description="this deployment's cookie namespace: deployments sharing switches "
+                "need different tags (0: the cookies of deployments before the setting)",
+            ),
         ),
         devices=(
             dict[Annotated[str, Field(pattern=NODE)], device],
@@ -173,6 +191,7 @@ def parse_inventory(text: str, file: Path) -> Inventory:
         devices=devices,
         doc=doc,
         device_timeout_s=parsed.device_timeout_s,
+        cookies=CookieSpace(tag=parsed.cookie_tag),
     )
 
 

@@ -27,7 +27,7 @@ from services.reroute.journal import Journal, Journaling, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import install_step
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
-from services.reroute.rules import ROLE_INGRESS, host_flow, path_rules
+from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, host_flow, path_rules
 from services.reroute.tables import RuleKey, Tables
 from services.reroute.topology import Topology
 
@@ -48,18 +48,27 @@ def intended(topo: Topology, journal: Journaling) -> Placement:
     return {p: tuple(f) for p, f in placement.items()}
 
 
-def wanted(topo: Topology, placement: Placement) -> dict[str, dict[RuleKey, FlowRule]]:
-    """Our rules of ``placement``, by bridge and key."""
+def wanted(
+    topo: Topology, placement: Placement, space: CookieSpace = DEFAULT_SPACE
+) -> dict[str, dict[RuleKey, FlowRule]]:
+    """Our rules (cookies of ``space``) of ``placement``, by bridge and key."""
     out: dict[str, dict[RuleKey, FlowRule]] = {}
     for path, flows in placement.items():
-        for bridge, rules in path_rules(topo, topo.paths[path], list(flows)).items():
+        for bridge, rules in path_rules(topo, topo.paths[path], list(flows), space).items():
             out.setdefault(bridge, {}).update((r.key, r) for r in rules)
     return out
 
 
-def plan_resync(topo: Topology, tables: Tables, placement: Placement, now: float) -> Plan | None:
-    """The steps from ``tables`` to ``placement``'s rules; None when they are there."""
-    want = wanted(topo, placement)
+def plan_resync(
+    topo: Topology,
+    tables: Tables,
+    placement: Placement,
+    now: float,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> Plan | None:
+    """The steps from ``tables`` (read in ``space``) to ``placement``'s rules; None when
+    they are there."""
+    want = wanted(topo, placement, space)
     make: list[Step] = []
     shift: list[Step] = []
     clean: list[Step] = []
@@ -99,12 +108,16 @@ def plan_resync(topo: Topology, tables: Tables, placement: Placement, now: float
 
 
 async def resync(
-    topo: Topology, drivers: Mapping[str, Driver], journal: Journaling, tables: Tables
+    topo: Topology,
+    drivers: Mapping[str, Driver],
+    journal: Journaling,
+    tables: Tables,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Outcome | None:
     """Write the intended placement's rules where ``tables`` (read now) differ; mark the
     ``failed`` reroutes it settles. None when nothing differed."""
     placement = intended(topo, journal)
-    the_plan = plan_resync(topo, tables, placement, now=time.time())
+    the_plan = plan_resync(topo, tables, placement, now=time.time(), space=space)
     if the_plan is None:
         outcome = None
     else:

@@ -289,7 +289,26 @@ def test_the_reference_dpctls_table_reads_back_with_the_cookies_written() -> Non
                             in_port=2, vlan_vid=3, eth_type=0x0800)  # fmt: skip
     assert flows[1] == TCP and flows[3] == DROP
     assert flows[4].actions == (Output(1),) and flows[4].priority == 5
-    assert Ofctl(path="ovs-ofctl", timeout=1).table(DPCTL_DUMP) == DPCTL_DUMP
+
+
+# the same table as ovs-ofctl -O OpenFlow10 prints it: the cookies the switch holds, in hex
+OFCTL_DUMP = """\
+ cookie=0xffffffff80000001, priority=300,ip,in_port=2,dl_vlan=3 actions=strip_vlan,output:1
+ cookie=0x52520101, priority=200,tcp,in_port=1,nw_src=10.0.0.0/24,nw_dst=10.1.2.3,tp_dst=80 \
+actions=mod_vlan_vid:10,output:2
+ cookie=0x0, priority=7,udp,tp_src=53 actions=output:3
+ priority=1,in_port=2 actions=drop
+ cookie=0x5252000000000102, priority=5,in_port=3 actions=output:1
+"""
+
+
+def test_both_tools_read_the_folded_cookies_dpctl_wrote_alike() -> None:
+    def read(table: str) -> list[FlowRule]:
+        return [flowtext.parse_flow(line) for _, line in flowtext.parse_flows(table)]
+
+    by_dpctl = read(Dpctl(path="dpctl", timeout=1).table(DPCTL_DUMP))
+    by_ofctl = read(Ofctl(path="ovs-ofctl", timeout=1).table(OFCTL_DUMP))
+    assert by_ofctl == by_dpctl and by_ofctl[1] == TCP
 
 
 @pytest.mark.parametrize(
@@ -317,8 +336,9 @@ def test_cookies_dpctl_cannot_carry_are_refused(cookie: int) -> None:
     assert why is not None and "atoi" in why
     carried = FlowRule(match=FlowMatch(in_port=1), priority=1, actions=(), cookie=cookie)
     assert Dpctl(path="dpctl", timeout=1).cannot_carry(carried) == why
-    if 0 <= cookie < 1 << 64:
-        assert Ofctl(path="ovs-ofctl", timeout=1).cannot_carry(carried) is None
+    if 0 <= cookie < 1 << 64:  # the 64 bits pass; only what would read back as another not
+        refused = Ofctl(path="ovs-ofctl", timeout=1).cannot_carry(carried)
+        assert (refused is None) is (cookies.unfold(cookie) == cookie), refused
 
 
 def test_a_cookie_another_tool_wrote_with_64_bits_reads_as_written() -> None:
@@ -517,9 +537,12 @@ def test_every_command_is_in_the_wire_log(hp: OvsSite, caplog: pytest.LogCapture
     verbs = [
         next(w for w in c.split() if w.startswith(("dump-", "add-", "show"))) for c in commands
     ]
-    # connect, the undo point, a batch (ovs-ofctl waits for the switch: its exit is the
-    # check), the next batch (its undo point is the table the first left), the test's read
-    assert verbs == ["show", "dump-flows", "add-flows", "add-flows", "dump-flows"]
+    # connect; per batch the dpid (each run is a new connection), then (first) the undo
+    # point and the batch (ovs-ofctl waits for the switch: its exit is the check); the next
+    # batch's undo point is the table the first left; the test's read
+    assert verbs == [
+        "show", "show", "dump-flows", "add-flows", "show", "add-flows", "dump-flows",
+    ]  # fmt: skip
     assert f"> {flowtext.add_line(TCP)}" in wire
     assert any(m.startswith("< ") and "mod_vlan_vid:10" in m for m in wire)
 
@@ -815,3 +838,79 @@ def test_a_switch_with_another_dpid_is_refused_before_any_change(hp: OvsSite) ->
     error = asyncio.run(main())
     assert error.code == "DPID_MISMATCH" and f"{dpid:016x}" in str(error)
     assert hp.ofctl("brhp", "dump-flows").strip().splitlines()[1:] == []
+
+
+def _beside(site: OvsSite, entry: FlowRule) -> None:
+    """Add ``entry`` beside the driver (ovs-ofctl on the switch's own socket, 64 bits)."""
+    spec = flowtext.flow_spec(flowtext.add_line(entry))
+    site.ovs.ofctl("-O", "OpenFlow10", "add-flow", site.ovs.mgmt("brhp"), spec)
+
+
+@fabric
+def test_a_table_dpctl_wrote_reads_the_same_through_ovs_ofctl(
+    hp: OvsSite, reference_dpctl: str
+) -> None:
+    """The switch holds dpctl's folded cookies; a driver whose tool is ovs-ofctl (the
+    inventory changed, dpctl gone from PATH) reads the rules as ours, as dpctl's does."""
+    other = rule(5, 0x2B00000000000001, (Output(1),), in_port=2)  # another writer's
+    _beside(hp, other)
+
+    async def written(d: HpDpctlDriver) -> None:
+        await d.apply(adds([TCP, TRANSIT]))
+
+    async def reads(d: HpDpctlDriver) -> tuple[set[FlowRule], set[FlowRule], int]:
+        survey = await d.survey(0x5252 << 48, 0xFFFF << 48)
+        return set(await d.read()), set(survey.ours), len(survey.foreign)
+
+    with_driver(hp, written, dpctl=reference_dpctl)
+    assert "cookie=0x52520101," in hp.ofctl("brhp", "dump-flows")  # folded on the switch
+    by_dpctl = with_driver(hp, reads, dpctl=reference_dpctl)
+    by_ofctl = with_driver(hp, reads)
+    assert by_ofctl == by_dpctl == ({TCP, TRANSIT, other}, {TCP}, 2)
+
+
+@fabric
+def test_every_survey_refreshes_the_undo_point(hp: OvsSite) -> None:
+    """The table changed beside the driver after its last batch; the plan's survey saw the
+    change: a failed batch is undone to what the survey saw, not to the older table."""
+    changed = FlowRule(
+        match=TCP.match, priority=TCP.priority, actions=(Output(1),), cookie=TCP.cookie
+    )
+    again = FlowRule(
+        match=TCP.match, priority=TCP.priority, actions=(Output(2),), cookie=TCP.cookie
+    )
+
+    async def body(d: HpDpctlDriver) -> tuple[DriverError, list[FlowRule]]:
+        await d.apply(adds([TCP]))
+        _beside(hp, changed)
+        await d.survey(0x5252 << 48, 0xFFFF << 48)
+        hp.cap_table("brhp", 2)
+        with pytest.raises(DriverError) as info:
+            await d.apply(adds([again, *hosts(2)]))  # the second host does not fit
+        return info.value, await d.read()
+
+    error, table = with_driver(hp, body)
+    assert isinstance(error, DeviceRejected) and error.code != "DPID_MISMATCH", error
+    assert table == [changed]
+
+
+@fabric
+def test_the_dpid_is_checked_again_before_every_write_and_survey(hp: OvsSite) -> None:
+    """Each tool run is a new connection: another switch behind the same address (here:
+    the same bridge given another datapath id) is refused before anything changes."""
+
+    async def body(d: HpDpctlDriver) -> tuple[DeviceRejected, DeviceRejected, list[FlowRule]]:
+        await d.apply(adds([TCP]))
+        hp.ovs.vsctl("set", "bridge", "brhp", "other-config:datapath-id=00000000000000aa")
+        try:
+            with pytest.raises(DeviceRejected) as write:
+                await d.apply(adds([TRANSIT]))
+            with pytest.raises(DeviceRejected) as survey:
+                await d.survey(0x5252 << 48, 0xFFFF << 48)
+        finally:
+            hp.ovs.vsctl("remove", "bridge", "brhp", "other-config", "datapath-id")
+        return write.value, survey.value, await d.read()
+
+    write, survey, table = with_driver(hp, body)
+    assert write.code == survey.code == "DPID_MISMATCH" and "00000000000000aa" in str(write)
+    assert table == [TCP]

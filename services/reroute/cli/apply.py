@@ -91,7 +91,9 @@ def _plan(args: argparse.Namespace) -> int:
 async def _plan_on(topo: Topology, inv: Inventory, intent: Intent) -> Plan:
     """The plan ``apply`` would run now, refused as it would be (changes nothing)."""
     async with open_drivers(inv, topo, background=True) as drivers:
-        return await plan_on_devices(topo, drivers, intent, timeout=inv.device_timeout_s)
+        return await plan_on_devices(
+            topo, drivers, intent, timeout=inv.device_timeout_s, space=inv.cookies
+        )
 
 
 def _apply(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from services.reroute.model import Intent
 from services.reroute.planning.electronic import initial_optics, plan_electronic
 from services.reroute.planning.optical import plan_optical
 from services.reroute.planning.plan import Plan
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Topology
 
@@ -32,6 +33,7 @@ def plan(
     now: float,
     optics: frozenset[Circuit] | None = None,
     scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """The plan of ``intent`` on ``tables`` with the optical switches' current circuits
     ``optics`` (default: the topology's initial ones). A target path that needs circuits not
@@ -39,9 +41,12 @@ def plan(
 
     ``scope``: the switches this instance manages (one site of a two-site fabric); only
     their rules are planned, and nothing is cleaned (the other site may still send on the
-    old path; per-path receive rules are harmless). None: every switch."""
+    old path; per-path receive rules are harmless). None: every switch.
+
+    ``space``: the deployment's cookies (``rules.CookieSpace``), those ``tables`` were read
+    with and the plan writes."""
     with gc_paused():
-        return _plan(topo, tables, intent, now, optics, scope)
+        return _plan(topo, tables, intent, now, optics, scope, space)
 
 
 def _plan(
@@ -51,12 +56,13 @@ def _plan(
     now: float,
     optics: frozenset[Circuit] | None,
     scope: frozenset[str] | None,
+    space: CookieSpace,
 ) -> Plan:
     if optics is None:
         optics = initial_optics(topo)
     to = topo.paths.get(intent.to_path)
     if to is not None and not to.circuits <= optics:
-        return plan_optical(topo, tables, optics, intent, now)
+        return plan_optical(topo, tables, optics, intent, now, space)
     if intent.via is not None:
         via = option("via")
         raise PlanError(
@@ -64,4 +70,4 @@ def _plan(
             f"needs no new cross-connects, and the flows move to it from where they are: "
             f"leave out {via}"
         )
-    return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope)
+    return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope, space=space)

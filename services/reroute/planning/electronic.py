@@ -32,11 +32,12 @@ from services.reroute.errors import PlanError, option
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.rules import (
-    COOKIE_BASE,
-    COOKIE_MASK,
+    DEFAULT_SPACE,
     INGRESS_PRIORITY,
     ROLE_INGRESS,
+    CookieSpace,
     Direction,
+    check_tags,
     cookie,
     directions,
     ingress_actions,
@@ -79,18 +80,22 @@ def plan_electronic(
     partial_ok: bool,
     scope: frozenset[str] | None = None,
     made: Mapping[str, tuple[FlowChange, ...]] = {},
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """``made``: changes an earlier plan writes, by bridge (the optical swap's old rules are
     the park's new ones): where they add exactly the rules this shift undoes to, its undo
-    is that tuple, not 100,000s of new ``FlowChange`` objects."""
+    is that tuple, not 100,000s of new ``FlowChange`` objects. ``space``: the deployment's
+    cookies (``rules.CookieSpace``); a rule of ``tables`` in it whose tag is no path of
+    ``topo`` is a PlanError naming its device and cookie."""
     if not intent.flows:
         raise PlanError(f"no flows to move: name at least one in {option('flows')}")
     if intent.to_path not in topo.paths:
         path_tag(topo, intent.to_path)  # raises the PlanError listing the paths
+    check_tags(topo, tables, space)
     to = topo.paths[intent.to_path]
     tag = path_tag(topo, to.name)
     names = list(topo.paths)
-    old_rules, origin_tags = _current_ingress(to, tables, intent.flows, scope)
+    old_rules, origin_tags = _current_ingress(to, tables, intent.flows, scope, space)
     from_tags = sorted({c >> 8 & 0xFFFF for rs in old_rules.values() for c in _cookies(rs)})
     if from_tags == [tag]:
         raise PlanError(f"the flows are already on path {to.name}")
@@ -99,14 +104,14 @@ def plan_electronic(
             f"some flows are already on path {to.name}: move the others alone (leave those "
             f"out of {option('flows')})"
         )
-    mine = cookie(tag, ROLE_INGRESS)
+    mine = cookie(tag, ROLE_INGRESS, space)
     moving = {b: [r for r in rs if r.cookie != mine] for b, rs in old_rules.items()}
-    make = _make_steps(to, tag, tables, scope)
-    shift = _shift_steps(to, tag, moving, made)
+    make = _make_steps(to, tag, tables, scope, space)
+    shift = _shift_steps(to, tag, moving, made, space)
     gone = [t for t in from_tags if t != tag]
     old_paths = [topo.paths[names[t - 1]] for t in gone]
-    clean = _clean_steps(topo, tables, gone, old_rules) if scope is None else []
-    make_verify = _verify_make(to, tag, scope)
+    clean = _clean_steps(topo, tables, gone, old_rules, space) if scope is None else []
+    make_verify = _verify_make(to, tag, scope, space)
     shift_verify = [_verify(s) for s in shift]
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
@@ -149,19 +154,28 @@ def plan_electronic(
 
 
 def all_on(
-    path: Path, tables: Tables, flow: FlowSpec, tag: int, scope: frozenset[str] | None = None
+    path: Path,
+    tables: Tables,
+    flow: FlowSpec,
+    tag: int,
+    scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> bool:
     """Every direction of ``flow`` has its ingress rule tagged ``tag`` on ``path``."""
     for d in scoped_directions(path, scope):
         key = (0, INGRESS_PRIORITY, ingress_match(d.hops, flow if d.forward else flow.reverse()))
         rule = tables.get(d.hops[0].node, {}).get(key)
-        if rule is None or tag_of(rule) != tag:
+        if rule is None or tag_of(rule, space) != tag:
             return False
     return True
 
 
 def _current_ingress(
-    to: Path, tables: Tables, flows: Sequence[FlowSpec], scope: frozenset[str] | None
+    to: Path,
+    tables: Tables,
+    flows: Sequence[FlowSpec],
+    scope: frozenset[str] | None,
+    space: CookieSpace,
 ) -> tuple[dict[str, list[FlowRule]], list[int]]:
     """The installed ingress rules of the moved flows, both directions (those in scope), by
     bridge in flow order (each rule once); and the tag each flow has in its first such
@@ -181,7 +195,7 @@ def _current_ingress(
         )
     for d in dirs:
         bridge, port = d.hops[0].node, d.hops[0].in_port
-        index = _ingress_index(tables.get(bridge, {}), port)
+        index = _ingress_index(tables.get(bridge, {}), port, space)
         if d.forward:
             keys = [(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in flows]
         else:
@@ -210,7 +224,9 @@ def _cookies(rules: Iterable[FlowRule]) -> list[int]:
 IngressFields = tuple[Prefix | None, Prefix | None, int | None, int | None, int | None]
 
 
-def _ingress_index(table: Mapping[RuleKey, FlowRule], port: int) -> dict[IngressFields, FlowRule]:
+def _ingress_index(
+    table: Mapping[RuleKey, FlowRule], port: int, space: CookieSpace
+) -> dict[IngressFields, FlowRule]:
     """Our ingress rules of ``table`` for traffic entering at ``port`` (what ``ingress_match``
     writes: table 0, ingress priority, IPv4, no VLAN), by (src, dst, proto, l4 src, l4 dst)."""
     return {
@@ -221,7 +237,7 @@ def _ingress_index(table: Mapping[RuleKey, FlowRule], port: int) -> dict[Ingress
         and m.in_port == port
         and m.eth_type == ETH_IPV4
         and m.vlan_vid is None
-        and r.cookie & COOKIE_MASK == COOKIE_BASE
+        and space.ours(r.cookie)
     }
 
 
@@ -238,10 +254,12 @@ def _downstream_first(to: Path) -> list[str]:
     return [h.node for h in reversed(to.hops)]
 
 
-def _make_steps(to: Path, tag: int, tables: Tables, scope: frozenset[str] | None) -> list[Step]:
+def _make_steps(
+    to: Path, tag: int, tables: Tables, scope: frozenset[str] | None, space: CookieSpace
+) -> list[Step]:
     wanted: dict[str, list[FlowRule]] = {}
     for d in directions(to):
-        for bridge, rule in transit_rules(d.hops, tag):
+        for bridge, rule in transit_rules(d.hops, tag, space):
             wanted.setdefault(bridge, []).append(rule)
     steps = []
     for bridge in filter(lambda b: _in(scope, b), _downstream_first(to)):
@@ -252,10 +270,12 @@ def _make_steps(to: Path, tag: int, tables: Tables, scope: frozenset[str] | None
     return steps
 
 
-def _verify_make(to: Path, tag: int, scope: frozenset[str] | None) -> list[Step]:
+def _verify_make(
+    to: Path, tag: int, scope: frozenset[str] | None, space: CookieSpace
+) -> list[Step]:
     wanted: dict[str, list[FlowRule]] = {}
     for d in directions(to):
-        for bridge, rule in transit_rules(d.hops, tag):
+        for bridge, rule in transit_rules(d.hops, tag, space):
             wanted.setdefault(bridge, []).append(rule)
     return [
         Step(kind=StepKind.VERIFY, device=b, expect=tuple(wanted[b]))
@@ -283,6 +303,7 @@ def _shift_steps(
     tag: int,
     old: Mapping[str, list[FlowRule]],
     made: Mapping[str, tuple[FlowChange, ...]],
+    space: CookieSpace,
 ) -> list[Step]:
     """Per direction, one batch rewriting the moved flows' ingress rules to ``tag``; its
     undo puts the old rules back (same keys: an ADD replaces)."""
@@ -292,7 +313,7 @@ def _shift_steps(
         actions = ingress_actions(d.hops, tag)
         olds = old.get(bridge, [])
         if olds:  # (none: the direction's ingress is not managed here, or already moved)
-            add, ingress = FlowOp.ADD, cookie(tag, ROLE_INGRESS)
+            add, ingress = FlowOp.ADD, cookie(tag, ROLE_INGRESS, space)
             changes = tuple(  # 100,000s: the fast builders (drivers.base)
                 new_change(add, new_rule(r.match, INGRESS_PRIORITY, actions, ingress, 0))
                 for r in olds
@@ -336,9 +357,10 @@ def _clean_steps(
     tables: Tables,
     from_tags: list[int],
     moved: Mapping[str, Sequence[FlowRule]],
+    space: CookieSpace,
 ) -> list[Step]:
     """Remove the transit rules of old paths that keep no flow after the move."""
-    return gc_steps(topo, tables, from_tags, moved)
+    return gc_steps(topo, tables, from_tags, moved, space)
 
 
 def gc_steps(
@@ -346,17 +368,20 @@ def gc_steps(
     tables: Tables,
     tags: Iterable[int],
     moved: Mapping[str, Sequence[FlowRule]] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> list[Step]:
     """Remove the transit rules of the paths of ``tags`` that no ingress rule uses (not
     counting ``moved``, installed rules by bridge), upstream-first along each path."""
     names = list(topo.paths)
-    still_used = _ingress_tags(tables, moved or {})
+    still_used = _ingress_tags(tables, moved or {}, space)
     steps = []
     for tag in tags:
         if tag in still_used:
             continue
+        if not 1 <= tag <= len(names):  # the callers' tags are paths' (check_tags)
+            raise PlanError(f"topology {topo.name} has no path of tag {tag}")
         old = topo.paths[names[tag - 1]]
-        mine = (COOKIE_BASE | tag << 8) >> 8
+        mine = (space.base | tag << 8) >> 8
         for bridge in [h.node for h in old.hops]:  # upstream-first
             rules = [
                 r
@@ -375,7 +400,9 @@ def gc_steps(
     return steps
 
 
-def _ingress_tags(tables: Tables, moved: Mapping[str, Sequence[FlowRule]]) -> set[int]:
+def _ingress_tags(
+    tables: Tables, moved: Mapping[str, Sequence[FlowRule]], space: CookieSpace
+) -> set[int]:
     """The path tags some ingress rule of ``tables`` still uses, ``moved`` not counted
     (counted by cookie, which carries tag and role: no rule is hashed)."""
     counts: Counter[int] = Counter()
@@ -387,7 +414,7 @@ def _ingress_tags(tables: Tables, moved: Mapping[str, Sequence[FlowRule]]) -> se
     return {
         c >> 8 & 0xFFFF
         for c, n in counts.items()
-        if n > gone[c] and c & COOKIE_MASK == COOKIE_BASE and c & 0xFF == ROLE_INGRESS
+        if n > gone[c] and space.ours(c) and c & 0xFF == ROLE_INGRESS
     }
 
 

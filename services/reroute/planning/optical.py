@@ -44,13 +44,18 @@ from services.reroute.errors import PlanError, option
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.electronic import all_on, plan_electronic
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
-from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 
 
 def plan_optical(
-    topo: Topology, tables: Tables, optics: frozenset[Circuit], intent: Intent, now: float
+    topo: Topology,
+    tables: Tables,
+    optics: frozenset[Circuit],
+    intent: Intent,
+    now: float,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> Plan:
     """The plan of a move that needs new cross-connects: MBB via a temporary path, or BBM."""
     to = topo.paths[intent.to_path]
@@ -65,8 +70,8 @@ def plan_optical(
         duration_s=intent.lock_timeout_s,
     )
     if intent.strategy is Strategy.MBB:
-        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock)
-    return _bbm(topo, tables, intent, now, removed, circuits, lock)
+        return _mbb(topo, tables, optics, intent, now, removed, circuits, lock, space)
+    return _bbm(topo, tables, intent, now, removed, circuits, lock, space)
 
 
 def colliding(optics: Iterable[Circuit], needed: Iterable[Circuit]) -> frozenset[Circuit]:
@@ -113,23 +118,24 @@ def _mbb(
     removed: frozenset[Circuit],
     circuits: tuple[Step, ...],
     lock: Step,
+    space: CookieSpace,
 ) -> Plan:
     via = None if intent.via is None else _path(topo, intent.via)
-    if via is None or _all_on(topo, tables, via, intent.flows):
-        return _from_here(topo, tables, optics, intent, now, removed, circuits, lock)
+    if via is None or _all_on(topo, tables, via, intent.flows, space):
+        return _from_here(topo, tables, optics, intent, now, removed, circuits, lock, space)
     if not via.circuits <= optics - removed:
         what = f"the reconfiguration cuts path {via.name}, named as {option('via')}"
         raise PlanError(_needs_parking(topo, optics, removed, intent, what))
     park = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=via.name, drain_s=intent.drain_s),
-        now, partial_ok=True,
+        now, partial_ok=True, space=space,
     )  # fmt: skip
     parked = _after(tables, park)
-    _refuse_cut(topo, parked, removed, intent.flows)
+    _refuse_cut(topo, parked, removed, intent.flows, space)
     made = {s.device: s.changes for s in park.steps() if s.kind is StepKind.SHIFT}
     swap = plan_electronic(
         topo, parked, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
-        now, partial_ok=False, made=made,
+        now, partial_ok=False, made=made, space=space,
     )  # fmt: skip
     rest = ((via.name, intent.flows),)
     park_phases = {p.name: p for p in park.phases}
@@ -159,18 +165,19 @@ def _from_here(
     removed: frozenset[Circuit],
     circuits: tuple[Step, ...],
     lock: Step,
+    space: CookieSpace,
 ) -> Plan:
     """MBB from where the flows are: their paths survive the reconfiguration, so they stay
     there while the new circuit locks (no park), then move. Refused when it cuts them."""
     move = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
-        now, partial_ok=False,
+        now, partial_ok=False, space=space,
     )  # fmt: skip
     cut = [p for p in move.from_paths if topo.paths[p].circuits & removed]
     if cut:
         what = f"the reconfiguration cuts path {', '.join(cut)}, where the flows are"
         raise PlanError(_needs_parking(topo, optics, removed, intent, what))
-    _refuse_cut(topo, tables, removed, intent.flows)
+    _refuse_cut(topo, tables, removed, intent.flows, space)
     moves = {p.name: p for p in move.phases}
     phases = [
         Phase(name="circuits", steps=circuits, concurrent=True),
@@ -182,9 +189,11 @@ def _from_here(
     return _optical_plan(intent, (move,), Disruption.HITLESS, phases, now)
 
 
-def _all_on(topo: Topology, tables: Tables, path: Path, flows: tuple[FlowSpec, ...]) -> bool:
+def _all_on(
+    topo: Topology, tables: Tables, path: Path, flows: tuple[FlowSpec, ...], space: CookieSpace
+) -> bool:
     tag = path_tag(topo, path.name)
-    return all(all_on(path, tables, f, tag) for f in flows)
+    return all(all_on(path, tables, f, tag, space=space) for f in flows)
 
 
 def _needs_parking(
@@ -220,11 +229,12 @@ def _bbm(
     removed: frozenset[Circuit],
     circuits: tuple[Step, ...],
     lock: Step,
+    space: CookieSpace,
 ) -> Plan:
-    _refuse_cut(topo, tables, removed, intent.flows)
+    _refuse_cut(topo, tables, removed, intent.flows, space)
     move = plan_electronic(
         topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=0.0),
-        now, partial_ok=False,
+        now, partial_ok=False, space=space,
     )  # fmt: skip
     phases = [
         Phase(name="circuits", steps=circuits, concurrent=True),
@@ -298,7 +308,11 @@ def _after(tables: Tables, p: Plan) -> Tables:
 
 
 def _refuse_cut(
-    topo: Topology, tables: Tables, removed: frozenset[Circuit], moved: tuple[FlowSpec, ...]
+    topo: Topology,
+    tables: Tables,
+    removed: frozenset[Circuit],
+    moved: tuple[FlowSpec, ...],
+    space: CookieSpace,
 ) -> None:
     """Refuse to cut a path whose ingress rules (other than the moved flows') are in use."""
     moved_here = {(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in moved}
@@ -312,7 +326,7 @@ def _refuse_cut(
             for table in tables.values()
             for rule in table.values()
             if rule.cookie & 0xFF == ROLE_INGRESS
-            and tag_of(rule) == tag
+            and tag_of(rule, space) == tag
             and (rule.match.ipv4_src, rule.match.ipv4_dst, rule.match.ip_proto,
                  rule.match.l4_src, rule.match.l4_dst) not in moved_here
         ]  # fmt: skip

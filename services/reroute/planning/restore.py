@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import all_on, gc_steps, plan_electronic
 from services.reroute.planning.plan import Disruption, Phase, Plan
-from services.reroute.rules import path_tag
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace, path_tag
 from services.reroute.tables import Tables, apply_changes
 from services.reroute.topology import Topology
 
@@ -27,6 +27,7 @@ def plan_restore(
     touched: Iterable[str],
     now: float,
     scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
 ) -> list[Plan]:
     """Plans that put every flow back on its origin path (MBB, no drain), whatever state an
     interrupted reroute left, then remove the transit rules of ``touched`` paths no flow uses.
@@ -37,16 +38,18 @@ def plan_restore(
     current = {b: dict(t) for b, t in tables.items()}
     for path, flows in origins.items():
         tag = path_tag(topo, path)
-        away = tuple(f for f in flows if not all_on(topo.paths[path], current, f, tag, scope))
+        on = topo.paths[path]
+        away = tuple(f for f in flows if not all_on(on, current, f, tag, scope, space))
         if not away:
             continue
         intent = Intent(flows=away, to_path=path, drain_s=0.0)
-        p = plan_electronic(topo, current, intent, now, partial_ok=True, scope=scope)
+        p = plan_electronic(topo, current, intent, now, partial_ok=True, scope=scope, space=space)
         plans.append(p)
         for step in p.steps():
             if step.changes:
                 current = apply_changes(current, step.device, step.changes)
-    gc = gc_steps(topo, current, [path_tag(topo, t) for t in touched]) if scope is None else []
+    tags = [path_tag(topo, t) for t in touched]
+    gc = gc_steps(topo, current, tags, space=space) if scope is None else []
     if gc:
         plans.append(
             Plan(

@@ -29,6 +29,7 @@ from services.reroute.inventory import open_drivers
 from services.reroute.journal import JournalError
 from services.reroute.locks import Universe
 from services.reroute.reach import DEVICE_TIMEOUT_S
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.service.auth import PUBLIC, BearerAuth
 from services.reroute.service.config import Settings
 from services.reroute.service.core import FieldError, RerouteService
@@ -103,6 +104,11 @@ def _lock_dir(settings: Settings) -> Path | None:
     return settings.inventory.lock_dir if settings.inventory is not None else None
 
 
+def _cookies(settings: Settings) -> CookieSpace:
+    """The deployment's cookies: its inventory's ``cookie_tag`` (default: as before)."""
+    return settings.inventory.cookies if settings.inventory is not None else DEFAULT_SPACE
+
+
 def service_of(app: FastAPI) -> RerouteService | None:
     """The service running in ``app`` (None before start-up and after shutdown)."""
     svc: RerouteService | None = getattr(app.state, "service", None)
@@ -131,6 +137,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     step_timeout=settings.step_timeout_s,
                     locks=locks,
                     device_timeout_s=_device_timeout(settings),
+                    space=_cookies(settings),
                 )
                 svc = RerouteService(settings, engine, journal)
                 async with svc.bus.subscribe() as events:  # before the scheduler starts

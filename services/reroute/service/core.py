@@ -228,11 +228,12 @@ class RerouteService:
     async def flows(self) -> FlowsView:
         """Which flows each path carries, read from the switches that answer (each within
         the device timeout; a switch that does not is left out, and logged)."""
-        drivers = self.engine.drivers  # the optical switches are not needed
-        tables, failed = await read_some(drivers, drivers, self.engine.device_timeout_s)
+        engine = self.engine  # the optical switches are not needed
+        drivers, timeout = engine.drivers, engine.device_timeout_s
+        tables, failed = await read_some(drivers, drivers, timeout, space=engine.space)
         for exc in failed.values():
             log.info("flows: %s", exc)
-        return flows_view(self.engine.topo, tables, self.engine.scope)
+        return flows_view(engine.topo, tables, engine.scope, engine.space)
 
     async def optics(self) -> OpticsView:
         """Each optical switch's cross-connects, read from the devices this instance manages."""

@@ -10,7 +10,7 @@ from services.reroute.journal import Record, StepRecord
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import scoped_directions
 from services.reroute.planning.plan import Plan
-from services.reroute.rules import ROLE_INGRESS, path_tag, tag_of
+from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.service.schemas import (
     FlowsView,
     IntentView,
@@ -150,35 +150,48 @@ def _path_view(path: Path) -> PathView:
     )
 
 
-def flows_view(topo: Topology, tables: Tables, scope: frozenset[str] | None) -> FlowsView:
-    """Per path, the flows whose ingress rule (read from the devices) tags it; a flow seen
-    in either direction counts, written in the path's forward direction."""
+def flows_view(
+    topo: Topology,
+    tables: Tables,
+    scope: frozenset[str] | None,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> FlowsView:
+    """Per path, the flows whose ingress rule (read from the devices, cookies of ``space``)
+    tags it; a flow seen in either direction counts, written in the path's forward
+    direction."""
     return FlowsView(
         paths=[
-            PathFlows(path=p.name, flows=sorted(str(f) for f in _flows_on(topo, p, tables, scope)))
+            PathFlows(
+                path=p.name,
+                flows=sorted(str(f) for f in _flows_on(topo, p, tables, scope, space)),
+            )
             for p in topo.paths.values()
         ]
     )
 
 
 def _flows_on(
-    topo: Topology, path: Path, tables: Tables, scope: frozenset[str] | None
+    topo: Topology,
+    path: Path,
+    tables: Tables,
+    scope: frozenset[str] | None,
+    space: CookieSpace,
 ) -> set[FlowSpec]:
     tag = path_tag(topo, path.name)
     found = set()
     for d in scoped_directions(path, scope):
         for rule in tables.get(d.hops[0].node, {}).values():
-            flow = _flow_of(rule) if _is_ingress(rule, d.hops[0].in_port, tag) else None
+            flow = _flow_of(rule) if _is_ingress(rule, d.hops[0].in_port, tag, space) else None
             if flow is not None:
                 found.add(flow if d.forward else flow.reverse())
     return found
 
 
-def _is_ingress(rule: FlowRule, in_port: int, tag: int) -> bool:
+def _is_ingress(rule: FlowRule, in_port: int, tag: int, space: CookieSpace) -> bool:
     return (
         rule.cookie & 0xFF == ROLE_INGRESS
         and rule.match.in_port == in_port
-        and (tag_of(rule) == tag)
+        and (tag_of(rule, space) == tag)
     )
 
 

@@ -198,3 +198,11 @@ def test_a_closed_port_is_unreachable_at_once(tmp_path: Path) -> None:
     with pytest.raises(DeviceUnreachable) as err:
         opened(inv)
     assert "device br1 (ovs tcp:127.0.0.1:" in str(err.value)
+
+
+def test_cookie_tag_names_the_deployments_cookies_default_as_before(tmp_path: Path) -> None:
+    assert load(tmp_path, GOOD).cookies.base == 0x5252 << 48  # the cookies before the setting
+    tagged = load(tmp_path, GOOD.replace("state_dir: state\n", "state_dir: s\ncookie_tag: 7\n"))
+    assert tagged.cookies.tag == 7 and tagged.cookies.base == 0x5255 << 48
+    with pytest.raises(ConfigError, match="cookie_tag"):
+        load(tmp_path, GOOD.replace("state_dir: state\n", "state_dir: s\ncookie_tag: 256\n"))

@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from drivers.base import FlowMatch, ForeignEntry, Prefix
+from drivers.base import FlowMatch, FlowRule, ForeignEntry, Prefix
 from services.reroute.engine import plan_on_devices, reroute
 from services.reroute.errors import PlanError
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning.foreign import conflicts, overlaps
-from services.reroute.rules import INGRESS_PRIORITY, TRANSIT_PRIORITY
+from services.reroute.planning.foreign import conflicts, overlaps, relied_on
+from services.reroute.planning.plan import StepKind
+from services.reroute.rules import (
+    INGRESS_PRIORITY,
+    TRANSIT_PRIORITY,
+    directions,
+    ingress_rule,
+    path_tag,
+    transit_rules,
+)
 from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric
 
@@ -84,7 +92,7 @@ def test_equal_priority_overlap_is_refused_too() -> None:
     step = next(s for s in plan.steps() if s.changes)
     rule = step.changes[0].rule
     same = entry(rule.priority, FlowMatch(in_port=rule.match.in_port))
-    assert [c.entry for c in conflicts(plan, {step.device: [same]})] == [same]
+    assert [c.entry for c in conflicts(plan, {step.device: [same]}, topo)] == [same]
 
 
 def test_lab_entries_below_our_priority_or_elsewhere_are_no_obstacle(tmp_path: Path) -> None:
@@ -122,3 +130,38 @@ def test_a_refused_reroute_changes_nothing(tmp_path: Path) -> None:
     assert all(s.applied == 0 for s in fake.switches.values())
     assert journal.history() == []
     journal.close()
+
+
+def test_an_entry_over_a_transit_rule_already_there_refuses_the_plan() -> None:
+    """The new path's transit rules are on the devices already (another flow uses them):
+    the plan writes none of them, yet its traffic meets them, and a drop above one of them
+    on br1 would swallow it after a "done"."""
+    topo = load_topology(TOPO)
+    fake = FakeFabric(topo)
+    for d in directions(topo.paths["temporary"]):
+        for bridge, rule in transit_rules(d.hops, path_tag(topo, "temporary")):
+            fake.switches[bridge].table[rule.key] = rule
+    plan = asyncio.run(plan_on_devices(topo, fake.switches, INTENT))
+    writes = [s for s in plan.steps() if s.kind in (StepKind.INSTALL, StepKind.SHIFT)]
+    assert writes and not any(s.device == "br1" for s in writes)  # nothing written there
+    drop = ForeignEntry(table=0, priority=500, match=m(in_port=4, eth_type=IP), more=False,
+                        text="priority=500,ip,in_port=4 actions=drop")  # fmt: skip
+    _surveyed(fake, "br1", drop)
+    error = _plan_error(fake)
+    assert "br1" in error and drop.text in error and "vlan_vid=3" in error, error
+
+
+def test_the_rules_relied_on_are_the_paths_rules_of_the_moved_flows_where_asked() -> None:
+    topo = load_topology(TOPO)
+    plan = asyncio.run(plan_on_devices(topo, FakeFabric(topo).switches, INTENT))
+    tag = path_tag(topo, "temporary")
+    there: dict[str, list[FlowRule]] = {b: [] for b in ("br1", "br2", "br3", "br4")}
+    for d in directions(topo.paths["temporary"]):
+        for bridge, rule in transit_rules(d.hops, tag):
+            there[bridge].append(rule)
+        there[d.hops[0].node].append(
+            ingress_rule(d.hops, tag, FLOW if d.forward else FLOW.reverse())
+        )
+    relied = relied_on(plan, topo)
+    assert {b: set(rs) for b, rs in relied.items()} == {b: set(rs) for b, rs in there.items()}
+    assert relied_on(plan, topo, where={"br1"}) == {"br1": relied["br1"]}
