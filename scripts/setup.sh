@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 
 DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc
       chromium chromium-driver  # the browser test of the web page (tests/unit/services/service/test_ui.py)
+      iptables  # the fault harness cuts a device off (tests/e2e/faults: packets dropped)
       etcd-server)  # the replicas' store (services/reroute/etcd); tests run their own members
 
 missing=()

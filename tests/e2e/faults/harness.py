@@ -6,6 +6,8 @@
   the fabric's own drops, read from OVS's sockets, are the only losses allowed).
 - ``paused(pid)``: a device's process stopped (SIGSTOP) for the block: its connections stay
   open and nothing answers (hung), then SIGCONT.
+- ``cut_off(port)``: a device cut off, its packets dropped (iptables on loopback), not
+  refused: the connections stay open, nothing arrives either way.
 - ``refused_in_time``: a reroute that needs the faulty device is rejected, naming it,
   within 2 x the inventory's ``device_timeout_s``, and the flow is on the one path it was
   on (read back from the bridges).
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,6 +137,25 @@ def paused(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def cut_off(port: int) -> Iterator[None]:
+    """Every packet to and from loopback TCP ``port`` dropped for the block (iptables on
+    ``lo``): connections stay open, nothing arrives, nothing is refused; then the rules are
+    deleted (they carry a comment naming this harness)."""
+    rules = [["--dport", str(port)], ["--sport", str(port)]]
+    mark = ["-m", "comment", "--comment", "reroute-test-cut-off"]
+    added = []
+    try:
+        for rule in rules:
+            spec = ["INPUT", "-i", "lo", "-p", "tcp", *rule, *mark, "-j", "DROP"]
+            subprocess.run(["iptables", "-I", *spec], check=True)
+            added.append(spec)
+        yield
+    finally:
+        for spec in added:
+            subprocess.run(["iptables", "-D", *spec], check=True)
 
 
 def pid_of(fab: Fabric, daemon: str) -> int:

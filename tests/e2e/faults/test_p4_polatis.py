@@ -1,7 +1,7 @@
 """Faults under ``reroute serve`` on the P4Runtime fabric (one P4Runtime switch emulator
 per bridge, the Polatis emulator for ost1), one device at a time (issue 29, part 6):
-paused (SIGSTOP: hung) and killed. For each: a reroute that does not need the device
-succeeds, hitless under the probe; one that needs it is refused within 2 x
+paused (SIGSTOP: hung), cut off (its packets dropped) and killed. For each: a reroute
+that does not need the device succeeds, hitless under the probe; one that needs it is refused within 2 x
 device_timeout_s naming it, nothing changed (the flow read back on its one path); health
 names it while it lasts; once it is back the next reroute succeeds on the same service."""
 
@@ -16,7 +16,7 @@ from fabric import p4rtsite
 from fabric.fabric import Fabric
 from services.reroute.topology import Topology, load_topology
 from tests.e2e.conftest import NGNCS, running
-from tests.e2e.faults.harness import Service, paused, pid_of, serving
+from tests.e2e.faults.harness import Service, cut_off, paused, pid_of, serving
 
 pytestmark = pytest.mark.fabric
 P4 = NGNCS.with_name("ngncs-ost-p4.yaml")
@@ -50,27 +50,38 @@ def test_the_optical_switch_paused(svc: Service) -> None:
     assert svc.path() == "long"
 
 
-def test_a_p4_switch_paused_then_killed(svc: Service) -> None:
-    """br1 (on long and temporary, not on short) hung: the flows leave temporary for short
-    without it (its rules there owed, cleaned once it answers); a move back through it is
-    refused. Then its agent killed (refused connections): the same refusal."""
+@pytest.mark.parametrize("fault", ["paused", "cut off"])
+def test_a_p4_switch_hung(svc: Service, fault: str) -> None:
+    """br1 (on long and temporary, not on short) hung, its agent paused or its packets
+    dropped: the flows leave temporary for short without it (its rules there owed, cleaned
+    once it answers); a move back through it is refused."""
     assert svc.path() == "long"
     svc.move("temporary")
-    with paused(pid_of(svc.fab, "p4rt-br1")):
+    port = int(svc.fab.state.targets["br1"].rsplit(":", 1)[1])
+    with paused(pid_of(svc.fab, "p4rt-br1")) if fault == "paused" else cut_off(port):
         svc.health_names("br1")
         moved = svc.move("short")  # from where the flows are: no parking needed
         assert moved.cleanup_pending == ("br1",), moved
         svc.refused_in_time("br1", "long", via="temporary")
+        assert svc.path(svc.circuits()) == "short"
     svc.until_up()
     svc.until_cleaned(moved.id)
+    svc.move("long", via="temporary")
+    assert svc.path() == "long"
+
+
+def test_a_p4_switch_killed(svc: Service) -> None:
+    """br1's agent killed (its port refuses): a move through it is refused; after a warm
+    restart (Stratum's --warmboot) the next one succeeds on the same service."""
+    assert svc.path() == "long"
     target = svc.fab.state.targets["br1"]
     p4rtsite.kill(svc.fab.state, "br1")
     try:
         svc.health_names("br1")
-        svc.refused_in_time("br1", "long", via="temporary")
-        assert svc.path(svc.circuits()) == "short"
+        svc.refused_in_time("br1", "temporary")
+        assert svc.path() == "long"
     finally:
         p4rtsite.restart_warm(svc.fab.state, svc.fab.ovs, "br1", target)
     svc.until_up()
-    svc.move("long", via="temporary")
-    assert svc.path() == "long"
+    svc.move("temporary")
+    svc.move("long")
