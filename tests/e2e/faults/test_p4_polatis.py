@@ -1,9 +1,10 @@
 """Faults under ``reroute serve`` on the P4Runtime fabric (one P4Runtime switch emulator
 per bridge, the Polatis emulator for ost1), one device at a time (issue 29, part 6):
 paused (SIGSTOP: hung), cut off (its packets dropped) and killed. For each: a reroute
-that does not need the device succeeds, hitless under the probe; one that needs it is refused within 2 x
-device_timeout_s naming it, nothing changed (the flow read back on its one path); health
-names it while it lasts; once it is back the next reroute succeeds on the same service."""
+that does not need the device succeeds, hitless under the probe; one that needs it is
+refused within 2 x device_timeout_s naming it, nothing changed (the flow read back on its
+one path); health names it while it lasts; once it is back the next reroute succeeds on
+the same service."""
 
 from __future__ import annotations
 
