@@ -148,6 +148,13 @@ async def ask(
     try:
         return await asyncio.wait_for(call(), timeout)
     except TimeoutError:
+        since = getattr(drivers.get(name), "down_since", None)
+        if isinstance(since, float):  # its connection was lost: it refuses, it is not hung
+            raise DeviceUnreachable(
+                name,
+                f"connection lost {time.time() - since:.1f} s ago, reconnecting (no answer "
+                f"within {timeout:g} s)",
+            ) from None
         raise DeviceTimeout(name, f"no answer in {timeout:g} s") from None
 
 
