@@ -5,6 +5,7 @@ OVS bridges behind fault relays: tests/e2e/test_degraded.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,14 +13,14 @@ import pytest
 import yaml
 
 from drivers.base import Session
-from drivers.errors import DeviceUnreachable
+from drivers.errors import DeviceTimeout, DeviceUnreachable, DriverError
 from services.reroute.engine import Engine, needs, plan_on_devices, reroute
 from services.reroute.errors import PlanError
 from services.reroute.executor import Driver
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import initial_optics
-from services.reroute.reach import Devices
+from services.reroute.reach import Devices, ask, what_it_did
 from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric, FakeOptical
 
@@ -198,3 +199,28 @@ def test_devices_opened_strictly_raise_the_first_error_and_close_the_rest() -> N
         assert good.closed and bad.closed
 
     asyncio.run(main())
+
+
+def test_a_silent_device_is_hung_and_one_reconnecting_is_unreachable() -> None:
+    class Silent:
+        down_since: float | None = None
+
+        async def read(self) -> None:
+            await asyncio.sleep(3600)
+
+    async def main() -> tuple[BaseException, BaseException]:
+        silent, lost = Silent(), Silent()
+        lost.down_since = time.time() - 3
+        drivers = {"a": silent, "b": lost}
+        errors = []
+        for name, d in drivers.items():
+            try:
+                await ask(drivers, name, d.read, HUNG_S)
+            except DriverError as exc:
+                errors.append(exc)
+        return errors[0], errors[1]
+
+    hung, unreachable = asyncio.run(main())
+    assert isinstance(hung, DeviceTimeout) and "timed out" in what_it_did(hung)
+    assert isinstance(unreachable, DeviceUnreachable) and "reconnecting" in str(unreachable)
+    assert "is unreachable" in what_it_did(unreachable)
