@@ -10,9 +10,17 @@ until it succeeds or ``timeout`` has passed since the first attempt (then the la
 caller reconnects; the others wait for it. An error that is not about reaching the
 device (``DeviceRejected``: another datapath id, not the primary) is raised at once.
 
+A connection whose reopening failed half-way (``connect`` raised after the transport came
+up: a P4Runtime server back without its pipeline refuses with PIPELINE_MISMATCH after the
+arbitration stream opened) is never handed out: the next ``get()`` tries ``connect()``
+again, so a device whose pipeline is put back is used again without a restart.
+
 Nothing is retried here but the connection: a request that was in flight when the device
-went fails, as it must (its outcome is the caller's to read back). ``down_since`` says
-since when the device has been unreachable (None while it answers), for health reports.
+went fails, as it must (its outcome is the caller's to read back). For health reports:
+``down_since`` says since when the device has not been usable (None while it is; set by a
+loss or a failed reconnect, cleared by the next connection), ``last_error`` why, and
+``connections`` counts the connections made (one more after every restart of the device:
+a tracker compares it to find restarts it did not see).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from drivers.errors import DeviceTimeout, DeviceUnreachable
+from drivers.errors import DeviceTimeout, DeviceUnreachable, DriverError
 
 log = logging.getLogger("reroute.drivers")
 C = TypeVar("C")
@@ -42,9 +50,12 @@ class Reconnecting(Generic[C]):
         self.device = device
         self.timeout = timeout
         self.down_since: float | None = None  # time.time() of the loss, while down
+        self.last_error: DriverError | None = None  # why the last reconnect failed
+        self.connections = 0  # made so far (``set`` and every reconnect)
         self._connect = connect
         self._alive = alive
         self._conn: C | None = None
+        self._usable = False  # False after a failed reconnect: ``get`` connects again
         self._lock = asyncio.Lock()
 
     @property
@@ -55,7 +66,13 @@ class Reconnecting(Generic[C]):
     def set(self, conn: C) -> None:
         """Take ``conn`` (opened by the caller) as the connection."""
         self._conn = conn
+        self._up()
+
+    def _up(self) -> None:
+        self._usable = True
         self.down_since = None
+        self.last_error = None
+        self.connections += 1
 
     def forget(self) -> C | None:
         """Drop the connection (the caller closes it); ``get`` will not reopen it."""
@@ -67,14 +84,19 @@ class Reconnecting(Generic[C]):
         conn = self._conn
         if conn is None:
             raise DeviceUnreachable(self.device, "not connected (call open() first)")
-        if self._alive(conn):
+        if self._usable and self._alive(conn):
             return conn
         async with self._lock:
             conn = self._conn
             if conn is None:
                 raise DeviceUnreachable(self.device, "not connected (call open() first)")
-            if not self._alive(conn):
-                conn = await self._again()
+            if not (self._usable and self._alive(conn)):
+                self._usable = False
+                try:
+                    conn = await self._again()
+                except DriverError as exc:
+                    self.last_error = exc
+                    raise
                 self._conn = conn
             return conn
 
@@ -101,5 +123,5 @@ class Reconnecting(Generic[C]):
             log.warning(
                 "%s: reconnected after %.1f s down", self.device, time.time() - self.down_since
             )
-            self.down_since = None
+            self._up()
             return conn

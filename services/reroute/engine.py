@@ -365,3 +365,24 @@ class Engine:
             recovered = await self._recover_dead()
             tables = await read_tables(self.drivers)
             return recovered, await resync(self.topo, self.drivers, self.journal, tables)
+
+    async def resync_device(self, name: str) -> Outcome | None:
+        """Switch ``name`` back to the journal's intended rules (``resync.resync_device``:
+        after it restarted with empty tables), holding that switch only, so others may be
+        down meanwhile. A P4 target that lost its program gets it back first
+        (``install_program``: it had no tables left to reset). None: nothing differed."""
+        from drivers.errors import DeviceRejected
+        from services.reroute.resync import resync_device
+
+        driver = self.drivers[name]
+        async with holding(self.lock, frozenset({name})):
+            try:
+                rules = await _flows(driver).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
+            except DeviceRejected as exc:
+                install = getattr(driver, "install_program", None)
+                if exc.code != "PIPELINE_MISMATCH" or install is None:
+                    raise
+                await install()
+                rules = await _flows(driver).read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
+            tables = tables_from({name: rules})
+            return await resync_device(self.topo, self.drivers, self.journal, name, tables)

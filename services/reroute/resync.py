@@ -14,6 +14,10 @@ The plan writes the difference between the rules of that placement and the table
 (make-before-break ordered: transit rules first, then ingress rules, then our rules no
 path needs), and runs through the executor. Each ``failed`` reroute whose flows are then
 where its origins say ends ``rolled_back``, its error saying it was resynced.
+
+``resync_device`` does the same for one switch alone (one that came back with empty
+tables): its rules of the intended placement written, our others there removed, nothing
+read or written on any other device (which may be down meanwhile).
 """
 
 from __future__ import annotations
@@ -57,13 +61,22 @@ def wanted(topo: Topology, placement: Placement) -> dict[str, dict[RuleKey, Flow
     return out
 
 
-def plan_resync(topo: Topology, tables: Tables, placement: Placement, now: float) -> Plan | None:
-    """The steps from ``tables`` to ``placement``'s rules; None when they are there."""
+def plan_resync(
+    topo: Topology,
+    tables: Tables,
+    placement: Placement,
+    now: float,
+    devices: frozenset[str] | None = None,
+) -> Plan | None:
+    """The steps from ``tables`` to ``placement``'s rules (on ``devices`` only, when given);
+    None when they are there."""
     want = wanted(topo, placement)
     make: list[Step] = []
     shift: list[Step] = []
     clean: list[Step] = []
     for bridge in sorted(set(want) | set(tables)):
+        if devices is not None and bridge not in devices:
+            continue
         have, need = tables.get(bridge, {}), want.get(bridge, {})
         adds = [r for k, r in need.items() if have.get(k) != r]
         ingress = [r for r in adds if r.cookie & ROLE_MASK == ROLE_INGRESS]
@@ -125,3 +138,20 @@ async def resync(
                 f"intended state ({rules} rule change(s))",
             )
     return outcome
+
+
+async def resync_device(
+    topo: Topology, drivers: Mapping[str, Driver], journal: Journaling, name: str, tables: Tables
+) -> Outcome | None:
+    """Write switch ``name``'s rules of the intended placement where ``tables`` (its table,
+    read now) differs, and remove our rules there no path needs; None when nothing
+    differed. No other device is read or written."""
+    placement = intended(topo, journal)
+    the_plan = plan_resync(topo, tables, placement, time.time(), frozenset({name}))
+    if the_plan is None:
+        return None
+    scratch = Journal(None)
+    try:
+        return await Executor(drivers, scratch).run(f"resync-{name}-{int(time.time())}", the_plan)
+    finally:
+        scratch.close()
