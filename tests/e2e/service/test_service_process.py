@@ -144,3 +144,51 @@ def test_ovs_vswitchd_restarted_under_the_service(
         assert back.state is RerouteState.DONE, back.error
     finally:
         assert serve.stop() == 0
+
+
+def test_a_switch_restarted_cold_is_found_out_of_sync_and_resynced(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    """ovs-vswitchd dies and comes back with empty tables (no ``ovs-save``): ``/healthz``
+    answers ``degraded`` (200) naming the switches while they are down or lack our rules;
+    the service resyncs each from the journal on its own (``auto_resync``, the default),
+    says so in its log, and is ``ok`` again: the flows are on their paths, read back from
+    the switches, and the next reroute succeeds on the same service."""
+    topo, fab = svc_fabric
+    serve = ServeProcess(config)
+    try:
+        client = serve.client()
+        moved = client.create([FLOW], "temporary", wait_s=30)  # the journal now says temporary
+        assert moved.state is RerouteState.DONE, moved.error
+        pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.005)
+        try:
+            seen = _degraded(client, {"br1", "br2", "br3", "br4"})
+            assert set(seen.values()) <= {"down", "hung"}, seen
+        finally:
+            restart_vswitchd(fab, topo)  # cold: the switches' tables are empty
+        deadline = time.monotonic() + 20
+        while (health := client.health()).status != "ok":
+            assert health.status == "degraded", health
+            assert time.monotonic() < deadline, client.devices()
+            time.sleep(0.1)
+        assert path_of_flow(topo, fab) == "temporary"  # rewritten from the journal
+        log = serve.log.read_text()
+        assert re.search(r"device name=br2 state=out_of_sync", log), log
+        assert re.search(r"resync device=br2 state=done", log), log
+        back = client.create([FLOW], "long", wait_s=30)
+        assert back.state is RerouteState.DONE, back.error
+    finally:
+        assert serve.stop() == 0
+
+
+def _degraded(client: RerouteClient, devices: set[str]) -> dict[str, str]:
+    """``/healthz`` once it names every one of ``devices`` (within 10 s); their states."""
+    deadline = time.monotonic() + 10
+    while not devices <= set((health := client.health()).devices):
+        assert time.monotonic() < deadline, health
+        time.sleep(0.05)
+    assert health.status == "degraded", health
+    return {n: s for n, s in health.devices.items() if n in devices}
