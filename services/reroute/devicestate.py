@@ -265,6 +265,15 @@ class DeviceTracker:
             self._publish(moved)
         return status
 
+    def record(self, name: str, found: Finding) -> DeviceStatus:
+        """Take ``found`` as device ``name``'s probe now (a failure seen elsewhere: its
+        driver could not even be opened)."""
+        status, moved = advance(self._status[name], found, self.clock())
+        self._status[name] = status
+        if moved is not None:
+            self._publish(moved)
+        return status
+
     async def probe_all(self) -> list[DeviceStatus]:
         """Every device asked now, at once."""
         await asyncio.gather(*(self.probe(n) for n in self.drivers))

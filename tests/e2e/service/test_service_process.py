@@ -20,12 +20,14 @@ from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
 from services.reroute.topology import Topology
+from tests.e2e.conftest import reroute
 from tests.e2e.service.conftest import serve_yaml
-from tests.unit.services.service.conftest import OPERATOR, ServeProcess
+from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import journal_records, path_of_flow
 
 pytestmark = pytest.mark.fabric
 FLOW = "10.0.0.2>10.0.0.3"
+DEVICES = ("br1", "br2", "br3", "br4", "ost1")
 
 
 @pytest.fixture
@@ -192,3 +194,44 @@ def _degraded(client: RerouteClient, devices: set[str]) -> dict[str, str]:
         time.sleep(0.05)
     assert health.status == "degraded", health
     return {n: s for n, s in health.devices.items() if n in devices}
+
+
+def test_the_command_line_names_switches_restarted_cold_out_of_sync(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    """No service running: ``reroute inventory check`` shows each device's state against
+    the inventory's journal (none yet: the initial paths); after a cold restart of the
+    switches it names them out_of_sync (exit 1), ``reroute fabric status`` too; after
+    ``reroute recover --resync`` they are up again."""
+    topo, fab = svc_fabric
+    inventory = config.parent / "inventory.yaml"
+    state_dir = f"state_dir: {config.parent / 'state'}"  # a journal of its own: none yet
+    inventory.write_text(re.sub(r"(?m)^state_dir: .*$", state_dir, inventory.read_text()))
+    check = ("inventory", "check", "--topology", str(NGNCS), "--inventory", str(inventory))
+    before = reroute(*check, check=False)
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert _states(before.stdout) == dict.fromkeys(DEVICES, "up"), before.stdout
+    pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    while alive(pid):
+        time.sleep(0.005)
+    restart_vswitchd(fab, topo)  # cold: the switches' tables are empty
+    cold = reroute(*check, check=False)
+    assert cold.returncode == 1, cold.stdout + cold.stderr
+    states = _states(cold.stdout)
+    assert {n: states[n] for n in ("br1", "br2", "br3", "br4")} == dict.fromkeys(
+        ("br1", "br2", "br3", "br4"), "out_of_sync"
+    ), cold.stdout
+    assert "rules the journal expects on it are missing" in cold.stdout
+    status = reroute("fabric", "status", fab.state.name).stdout
+    assert re.search(r"br2\s+ovs\s+out_of_sync", status), status
+    resync = ("recover", "--resync", "--topology", str(NGNCS), "--inventory", str(inventory))
+    reroute(*resync)
+    after = reroute(*check, check=False)
+    assert after.returncode == 0 and set(_states(after.stdout).values()) == {"up"}, after.stdout
+
+
+def _states(out: str) -> dict[str, str]:
+    """DEVICE -> STATE from the state table of ``reroute inventory check``."""
+    rows = [line.split() for line in out.split("\nstate (", 1)[1].splitlines()[2:]]
+    return {row[0]: row[2] for row in rows if row and row[0] in DEVICES}
