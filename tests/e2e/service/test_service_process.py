@@ -20,7 +20,7 @@ from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
 from services.reroute.topology import Topology
-from tests.e2e.conftest import reroute
+from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.service.conftest import serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import journal_records, path_of_flow
@@ -208,7 +208,7 @@ def test_the_command_line_names_switches_restarted_cold_out_of_sync(
     state_dir = f"state_dir: {config.parent / 'state'}"  # a journal of its own: none yet
     inventory.write_text(re.sub(r"(?m)^state_dir: .*$", state_dir, inventory.read_text()))
     check = ("inventory", "check", "--topology", str(NGNCS), "--inventory", str(inventory))
-    before = reroute(*check, check=False)
+    before = reroute_cli(*check, check=False)
     assert before.returncode == 0, before.stdout + before.stderr
     assert _states(before.stdout) == dict.fromkeys(DEVICES, "up"), before.stdout
     pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
@@ -216,18 +216,18 @@ def test_the_command_line_names_switches_restarted_cold_out_of_sync(
     while alive(pid):
         time.sleep(0.005)
     restart_vswitchd(fab, topo)  # cold: the switches' tables are empty
-    cold = reroute(*check, check=False)
+    cold = reroute_cli(*check, check=False)
     assert cold.returncode == 1, cold.stdout + cold.stderr
     states = _states(cold.stdout)
     assert {n: states[n] for n in ("br1", "br2", "br3", "br4")} == dict.fromkeys(
         ("br1", "br2", "br3", "br4"), "out_of_sync"
     ), cold.stdout
     assert "rules the journal expects on it are missing" in cold.stdout
-    status = reroute("fabric", "status", fab.state.name).stdout
+    status = reroute_cli("fabric", "status", fab.state.name).stdout
     assert re.search(r"br2\s+ovs\s+out_of_sync", status), status
     resync = ("recover", "--resync", "--topology", str(NGNCS), "--inventory", str(inventory))
-    reroute(*resync)
-    after = reroute(*check, check=False)
+    reroute_cli(*resync)
+    after = reroute_cli(*check, check=False)
     assert after.returncode == 0 and set(_states(after.stdout).values()) == {"up"}, after.stdout
 
 
