@@ -7,7 +7,9 @@ it while ``alive(conn)``; once lost (the switch restarted, its daemon died) the 
 ``get()`` calls ``connect()`` again: at once, then after 50 ms, doubling up to 1 s,
 until it succeeds or ``timeout`` has passed since the first attempt (then the last
 ``DeviceUnreachable`` / ``DeviceTimeout`` is raised, saying for how long it tried). One
-caller reconnects; the others wait for it. An error that is not about reaching the
+attempt at a time, shared: every caller meanwhile gets its outcome (a caller that gives
+up, its own deadline passed, does not cancel it for the others), so no request waits
+longer than one attempt, however many are made at once. An error that is not about reaching the
 device (``DeviceRejected``: another datapath id, not the primary) is raised at once.
 
 A connection whose reopening failed half-way (``connect`` raised after the transport came
@@ -29,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from drivers.errors import DeviceTimeout, DeviceUnreachable, DriverError
 
@@ -56,7 +58,7 @@ class Reconnecting(Generic[C]):
         self._alive = alive
         self._conn: C | None = None
         self._usable = False  # False after a failed reconnect: ``get`` connects again
-        self._lock = asyncio.Lock()
+        self._attempt: asyncio.Future[C] | None = None  # the reconnect under way
 
     @property
     def current(self) -> C | None:
@@ -75,8 +77,11 @@ class Reconnecting(Generic[C]):
         self.connections += 1
 
     def forget(self) -> C | None:
-        """Drop the connection (the caller closes it); ``get`` will not reopen it."""
+        """Drop the connection (the caller closes it); ``get`` will not reopen it, and a
+        reconnect under way is cancelled."""
         conn, self._conn = self._conn, None
+        if self._attempt is not None and not self._attempt.done():
+            self._attempt.cancel()
         return conn
 
     async def get(self) -> C:
@@ -86,19 +91,22 @@ class Reconnecting(Generic[C]):
             raise DeviceUnreachable(self.device, "not connected (call open() first)")
         if self._usable and self._alive(conn):
             return conn
-        async with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise DeviceUnreachable(self.device, "not connected (call open() first)")
-            if not (self._usable and self._alive(conn)):
-                self._usable = False
-                try:
-                    conn = await self._again()
-                except DriverError as exc:
-                    self.last_error = exc
-                    raise
-                self._conn = conn
-            return conn
+        if self._attempt is None or self._attempt.done():
+            self._usable = False
+            self._attempt = asyncio.ensure_future(self._reopen())
+            self._attempt.add_done_callback(_retrieved)
+        return await asyncio.shield(self._attempt)
+
+    async def _reopen(self) -> C:
+        try:
+            conn = await self._again()
+        except DriverError as exc:
+            self.last_error = exc
+            raise
+        if self._conn is None:  # forgotten (closed) meanwhile
+            raise DeviceUnreachable(self.device, "closed while reconnecting")
+        self._conn = conn
+        return conn
 
     async def _again(self) -> C:
         if self.down_since is None:
@@ -125,3 +133,9 @@ class Reconnecting(Generic[C]):
             )
             self._up()
             return conn
+
+
+def _retrieved(attempt: asyncio.Future[Any]) -> None:
+    """Mark an attempt's error seen (every caller may have given up waiting for it)."""
+    if not attempt.cancelled():
+        attempt.exception()

@@ -38,6 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected, DeviceTimeout, DeviceUnreachable, DriverError
@@ -191,6 +192,7 @@ class DeviceTracker:
         self._listeners: list[Listener] = []
         self._tasks: set[asyncio.Future[None]] = set()
         self._watchers: list[asyncio.Task[None]] = []
+        self._probing: dict[str, asyncio.Future[DeviceStatus]] = {}
         self._changed = asyncio.Event()
 
     # ----------------------------------------------------------------------------------
@@ -255,8 +257,16 @@ class DeviceTracker:
         return self.timeouts.get(name, DEFAULT_TIMEOUT_S)
 
     async def probe(self, name: str, *, check_sync: bool = False) -> DeviceStatus:
-        """Ask device ``name`` now (module docstring); its status after. ``check_sync``:
-        compare its rules with the journal's whatever it was before."""
+        """Ask device ``name`` now (module docstring); its status after. A probe under way
+        is shared (its answer is as fresh as a new one would be). ``check_sync``: compare
+        its rules with the journal's whatever it was before (a probe of its own)."""
+        running = self._probing.get(name)
+        if check_sync or running is None or running.done():
+            running = asyncio.ensure_future(self._probe(name, check_sync))
+            self._probing[name] = running
+        return await asyncio.shield(running)
+
+    async def _probe(self, name: str, check_sync: bool) -> DeviceStatus:
         async with self._locks[name]:
             found = await self._find(name, check_sync)
             status, moved = advance(self._status[name], found, self.clock())
@@ -327,19 +337,24 @@ class DeviceTracker:
             ]
 
     async def _watch(self, name: str) -> None:
+        """Probe every ``pause`` (half the timeout) while the device is up; a full pause
+        after a probe that found it not up (its driver's reconnects are left room for the
+        requests that need it)."""
         pause = max(0.05, self.timeout(name) / 2)
         while True:
             started = asyncio.get_running_loop().time()
             try:
-                await self.probe(name)
+                up = (await self.probe(name)).up
             except Exception:  # a bug, not a device's state: keep watching the others
                 log.exception("%s: probing failed", name)
+                up = False
             spent = asyncio.get_running_loop().time() - started
-            await asyncio.sleep(max(0.0, pause - spent))
+            await asyncio.sleep(max(0.0, pause - spent) if up else pause)
 
     async def stop(self) -> None:
         """Stop probing; listeners still running are cancelled."""
-        tasks: list[asyncio.Future[None]] = [*self._watchers, *self._tasks]
+        tasks: list[asyncio.Future[Any]] = [*self._watchers, *self._tasks]
+        tasks += self._probing.values()
         self._watchers = []
         for task in tasks:
             task.cancel()
