@@ -23,7 +23,7 @@ read or written on any other device (which may be down meanwhile).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.executor import Driver, Executor, Outcome
@@ -66,7 +66,7 @@ def plan_resync(
     tables: Tables,
     placement: Placement,
     now: float,
-    devices: frozenset[str] | None = None,
+    devices: Collection[str] | None = None,
 ) -> Plan | None:
     """The steps from ``tables`` to ``placement``'s rules (on ``devices`` only, when given);
     None when they are there."""
