@@ -75,7 +75,8 @@ class PlanView:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
-    """One server-sent event: ``kind`` "step" or "reroute", ``data`` its JSON."""
+    """One server-sent event: ``kind`` "step", "reroute", "device" (a device's state
+    changed) or "resync" (a device resynced), ``data`` its JSON."""
 
     id: int | None
     kind: str
