@@ -12,13 +12,14 @@
     out_of_sync   it answers but lacks rules the journal expects there (a cold restart
                   emptied its tables)
 
-``DeviceTracker.probe(name)`` asks one device now: ``identify()`` within the device's
-timeout, then, when it answered after it had not (or for the first time), after its driver
-made a new connection meanwhile (``connections`` grew: it restarted between two probes),
+``DeviceTracker.probe(name)`` asks one device now: ``identify()`` (its driver answers or
+fails within the device's timeout; the probe gives up at ``SLACK`` x timeout), then, when
+it answered after it had not (or for the first time), after its driver made a new
+connection meanwhile (``connections`` grew: it restarted between two probes),
 or while it is out of sync, its rules (ours, by cookie) read back and compared with
 ``expected(name)``: fewer than expected is ``out_of_sync``. ``start()`` probes every
 device every half timeout, so a device that stops answering is reported within
-``1.5 x timeout`` of its last answer (its driver's own liveness, OpenFlow ECHO or gRPC
+``1.75 x timeout`` of its last answer (its driver's own liveness, OpenFlow ECHO or gRPC
 keepalive, ends a dead connection meanwhile).
 
 ``subscribe(callback)``: ``callback(transition)`` for every change of state (a callback
@@ -48,6 +49,7 @@ from services.reroute.tables import RuleKey, tables_from
 
 log = logging.getLogger("reroute.devices")
 DEFAULT_TIMEOUT_S = 2.0
+SLACK = 1.25  # a probe's own deadline, x timeout: the driver's deadline (and error) first
 Expected = Callable[[str], Mapping[RuleKey, FlowRule] | None]  # None: nothing to check
 Listener = Callable[["Transition"], Awaitable[None] | None]
 
@@ -292,10 +294,10 @@ class DeviceTracker:
     async def _find(self, name: str, check_sync: bool) -> Finding:
         driver, timeout = self.drivers[name], self.timeout(name)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout * SLACK):
                 summary = await ask(driver)
         except Exception as exc:  # every failure is a state to report
-            return classify(exc, getattr(driver, "down_since", None) is not None, timeout)
+            return classify(exc, getattr(driver, "down_since", None) is not None, timeout * SLACK)
         before = self._status[name].state
         again = getattr(driver, "connections", None)
         if check_sync or before is not State.UP or again != self._connections.get(name):
@@ -311,10 +313,10 @@ class DeviceTracker:
             return Finding(state=State.UP, detail=summary)
         timeout = self.timeout(name)
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout * SLACK):
                 have = await driver.read(cookie=COOKIE_BASE, cookie_mask=COOKIE_MASK)
         except Exception as exc:
-            return classify(exc, getattr(driver, "down_since", None) is not None, timeout)
+            return classify(exc, getattr(driver, "down_since", None) is not None, timeout * SLACK)
         self._connections[name] = connections
         lacking = missing(want, have)
         if not lacking:
