@@ -339,19 +339,18 @@ class DeviceTracker:
             ]
 
     async def _watch(self, name: str) -> None:
-        """Probe every ``pause`` (half the timeout) while the device is up; a full pause
-        after a probe that found it not up (its driver's reconnects are left room for the
-        requests that need it)."""
+        """Probe every ``pause`` (half the timeout); a full pause after a probe that found
+        it down (its driver reconnecting: room is left for the requests that need it)."""
         pause = max(0.05, self.timeout(name) / 2)
         while True:
             started = asyncio.get_running_loop().time()
             try:
-                up = (await self.probe(name)).up
+                down = (await self.probe(name)).state is State.DOWN
             except Exception:  # a bug, not a device's state: keep watching the others
                 log.exception("%s: probing failed", name)
-                up = False
+                down = True
             spent = asyncio.get_running_loop().time() - started
-            await asyncio.sleep(max(0.0, pause - spent) if up else pause)
+            await asyncio.sleep(pause if down else max(0.0, pause - spent))
 
     async def stop(self) -> None:
         """Stop probing; listeners still running are cancelled."""
