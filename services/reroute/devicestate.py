@@ -353,12 +353,13 @@ class DeviceTracker:
             await asyncio.sleep(pause if down else max(0.0, pause - spent))
 
     async def stop(self) -> None:
-        """Stop probing; listeners still running are cancelled."""
-        tasks: list[asyncio.Future[Any]] = [*self._watchers, *self._tasks]
-        tasks += self._probing.values()
+        """Stop probing; listeners still running (a resync) are waited for, not cut."""
+        probing: list[asyncio.Future[Any]] = [*self._watchers, *self._probing.values()]
         self._watchers = []
-        for task in tasks:
+        for task in probing:
             task.cancel()
-        for task in tasks:
+        for task in probing:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

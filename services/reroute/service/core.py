@@ -66,7 +66,6 @@ from services.reroute.tables import RuleKey
 
 log = logging.getLogger("reroute.service")
 JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan before answering
-HEALTH_S = 2.0  # the longest a health report waits for one device
 NEEDS_RESYNC = frozenset({State.OUT_OF_SYNC, State.NO_PIPELINE})
 
 
