@@ -104,7 +104,7 @@ def test_a_server_back_without_its_program_is_refused_until_it_is_put_back() -> 
     tracker says no_pipeline; ``install_program`` puts the inventory's program back (the
     device had no tables to reset), after which it is written and read, up again."""
 
-    async def main() -> tuple[list[str], float | None, State, int, list[FlowRule], State]:
+    async def main() -> tuple[list[str], float | None, State, int, list[FlowRule], State, bool]:
         pipeline = Pipeline.of(load(DEFAULT_P4INFO))
         server, port = await serve(
             P4RuntimeEmulator(1, Table(FakeBridge(), pipeline)), "127.0.0.1:0"
@@ -131,15 +131,17 @@ def test_a_server_back_without_its_program_is_refused_until_it_is_put_back() -> 
                 await driver.install_program()
                 installs = cold.pipelines_set - before
                 read = await driver.read()
-                return codes, down_since, state, installs, read, (await devices.probe("p4sw")).state
+                after = (await devices.probe("p4sw")).state
+                return codes, down_since, state, installs, read, after, driver.down_since is None
         finally:
             await server.stop(None)
 
-    codes, down_since, state, installs, read, after = asyncio.run(main())
+    codes, down_since, state, installs, read, after, cleared = asyncio.run(main())
     assert codes[-2:] == ["PIPELINE_MISMATCH"] * 2, codes
     assert set(codes) <= {"PIPELINE_MISMATCH", "FAILED_PRECONDITION"}, codes  # never served
     assert down_since is not None and state is State.NO_PIPELINE
     assert installs == 1 and read == [] and after is State.UP  # the tables were lost
+    assert cleared  # down_since cleared by the new session
 
 
 def test_without_a_p4info_file_the_program_cannot_be_put_back() -> None:
