@@ -59,6 +59,12 @@ def restart_warm(state: FabricState, ovs: OvsInstance, name: str, target: str) -
     _start(state, ovs, name, target, "--warm")
 
 
+def restart_cold(state: FabricState, ovs: OvsInstance, name: str, target: str) -> None:
+    """The agent of switch ``name`` started again on its old ``target`` as a cold restart:
+    no program installed and its table (the bridge's flows) emptied."""
+    _start(state, ovs, name, target, "--no-pipeline")
+
+
 def install_baseline(
     topo: Topology, ovs: OvsInstance, switches: list[Switch], targets: dict[str, str]
 ) -> None:

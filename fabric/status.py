@@ -1,10 +1,13 @@
-"""What ``reroute fabric status`` shows: bridges, ports with link state and counters, hosts."""
+"""What ``reroute fabric status`` shows: bridges, ports with link state and counters, hosts,
+and each device's state as the service would report it (``services.reroute.devicecheck``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from fabric.run import run
@@ -87,7 +90,24 @@ def render(state: FabricState) -> str:
     for host, ns in state.host_ns.items():
         addrs = run(["ip", "-brief", "-4", "addr", "show", "scope", "global"], ns=ns, check=False)
         lines.append(f"  host {host} (netns {ns}): {' '.join(addrs.split()) or '-'}")
+    lines += _devices(state)
     return "\n".join(lines)
+
+
+def _devices(state: FabricState) -> list[str]:
+    """Each device of the fabric's inventory: up, down, hung, no_pipeline, out_of_sync
+    (against the journal in the inventory's state directory), since when, the error."""
+    from services.reroute import devicecheck
+    from services.reroute.inventory import load_inventory
+    from services.reroute.topology import load_topology
+
+    try:
+        inv = load_inventory(state.inventory)  # written by ``fabric up`` for this topology
+        topo = replace(load_topology(Path(state.topology)), name=inv.topology)
+        statuses = asyncio.run(devicecheck.check_devices(inv, topo))
+    except RerouteError as exc:
+        return [f"  devices: cannot be checked ({exc})"]
+    return ["  devices:", *(f"    {line}" for line in devicecheck.table(statuses).splitlines())]
 
 
 def port_counters(ovs: OvsInstance, bridge: str) -> dict[int, tuple[int, int]]:

@@ -8,6 +8,12 @@ the one without OFPMPF_REPLY_MORE), and turns an ERROR for a pending xid into
 ``DeviceRejected``. Errors for xids nobody waits on (bundled flow-mods have no reply) go to
 ``watch()`` collectors.
 
+Liveness: after ``timeout`` without a message from the switch the channel sends an
+ECHO_REQUEST (as OVS's own inactivity probe does the other way); no reply within
+``timeout`` more and the connection is lost (``DeviceUnreachable``: its TCP connection
+dropped, every pending request failed). A switch that was cut off (packets dropped, no
+RST) is so found out within ``2 x timeout`` of its last message, even on a quiet channel.
+
 Failures are translated here, chained with ``from``: cannot connect or connection lost ->
 ``DeviceUnreachable``; no reply within ``timeout`` -> ``DeviceTimeout``; bytes that are not
 OpenFlow 1.3 -> ``ProtocolError``. Every message sent or received is one DEBUG line on
@@ -86,7 +92,9 @@ class Channel:
         self._next_xid = 1
         self._hello: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         self._dead: DriverError | None = None
+        self._heard = asyncio.get_running_loop().time()  # when the switch last sent anything
         self._task = asyncio.create_task(self._read_loop(), name=f"ofp-reader-{device}")
+        self._prober: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -108,6 +116,7 @@ class Channel:
         except BaseException:
             await chan.close()
             raise
+        chan._prober = asyncio.create_task(chan._keep_alive(), name=f"ofp-echo-{device}")
         return chan
 
     async def _handshake(self) -> None:
@@ -249,6 +258,28 @@ class Channel:
         if self._dead is not None:
             raise self._dead
 
+    async def _keep_alive(self) -> None:
+        """ECHO_REQUEST once the switch has been quiet for ``timeout``; the connection is
+        lost when it does not answer within ``timeout`` (module docstring)."""
+        loop = asyncio.get_running_loop()
+        while self._dead is None:
+            quiet = loop.time() - self._heard
+            if quiet < self.timeout:
+                await asyncio.sleep(self.timeout - quiet)
+                continue
+            try:
+                await self.request(ofp13.encode_echo_request(self.xids(1)))
+            except DeviceTimeout as exc:
+                self._lose(f"no answer to ECHO_REQUEST in {self.timeout:g} s", exc)
+            except DriverError:
+                return
+
+    def _lose(self, why: str, cause: BaseException) -> None:
+        """The switch stopped answering: the connection is lost, its TCP connection dropped."""
+        log.warning("%s: %s; connection dropped", self.device, why)
+        self._die(DeviceUnreachable(self.device, why), cause)
+        self._writer.transport.abort()
+
     # ----------------------------------------------------------------------------------
     # receiving
 
@@ -260,6 +291,7 @@ class Channel:
                 if (version != ofp13.VERSION and msg_type != MsgType.HELLO) or length < 8:
                     raise ofp13.CodecError(f"message version {version}, length {length}")
                 body = await self._reader.readexactly(length - 8) if length > 8 else b""
+                self._heard = asyncio.get_running_loop().time()
                 if self._wire.isEnabledFor(logging.DEBUG):
                     self._log_wire("recv", msg_type, xid, head + body)
                 self._dispatch(Message(type=msg_type, xid=xid, body=body), version)
@@ -310,6 +342,8 @@ class Channel:
             log.warning("%s: unsolicited error for xid %#x: %s", self.device, xid, error.name)
 
     def _die(self, error: DriverError, cause: BaseException) -> None:
+        if self._dead is not None:  # the first reason stands (a dropped echo, then EOF)
+            return
         error.__cause__ = cause
         self._dead = error
         futures: list[asyncio.Future[Any]] = [self._hello]
@@ -324,9 +358,11 @@ class Channel:
 
     async def close(self) -> None:
         """Close the connection; pending requests fail with ``DeviceUnreachable``."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for task in (self._prober, self._task):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._dead is None:
             self._die(DeviceUnreachable(self.device, "connection closed"), ConnectionError())
         self._writer.close()

@@ -291,6 +291,11 @@ class OvsDriver(Session):
         """Since when (``time.time()``) the switch has been unreachable; None: it answers."""
         return self._link.down_since
 
+    @property
+    def connections(self) -> int:
+        """Channels opened so far (one more after every restart of the switch)."""
+        return self._link.connections
+
     # ----------------------------------------------------------------------------------
     # FlowProgrammer
 

@@ -26,7 +26,12 @@ A timeout during a Write leaves its outcome unknown: read the table back.
 
 A server that restarts ends the arbitration stream; the next request opens a fresh gRPC
 channel and arbitrates again with the same election id (``drivers.reconnect``: backoff
-bounded by ``timeout``), then loads the program the device runs, as ``open`` does.
+bounded by ``timeout``), then loads the program the device runs, as ``open`` does. One
+that came back without its program (a cold restart) is refused ``PIPELINE_MISMATCH`` and
+asked again by every request after (never the program it ran before);
+``install_program`` puts the inventory's program back on it (a resync does: a device
+without a program has no tables to reset). The gRPC channel pings the server when quiet
+(``rpc``: HTTP/2 keepalive), so a stream to a server that was cut off ends.
 Every RPC, each update and each status is logged at DEBUG on ``reroute.wire.p4runtime.<name>``.
 """
 
@@ -147,6 +152,7 @@ class P4RuntimeDriver(Session):
             name, self._rearbitrate, lambda arb: arb.alive, timeout
         )
         self._lock = asyncio.Lock()
+        self._restoring = False  # install_program: push the file's program onto an empty device
         self.skips = foreign.Skips(name)  # other writers' entries our reads left out
 
     # ----------------------------------------------------------------------------------
@@ -189,6 +195,28 @@ class P4RuntimeDriver(Session):
     def down_since(self) -> float | None:
         """Since when (``time.time()``) the server has been unreachable; None: it answers."""
         return self._session.down_since
+
+    @property
+    def connections(self) -> int:
+        """Sessions made so far (one more after every restart of the server)."""
+        return self._session.connections
+
+    async def install_program(self) -> None:
+        """Put the inventory's program (``p4info``, and ``pipeline`` as device config) back
+        on a device that runs none (restarted cold), as ``install_pipeline`` does at open,
+        whatever that says: a device without a program has no tables to reset. Nothing is
+        pushed to a device that runs a program. DeviceRejected ``PIPELINE_MISMATCH`` when
+        no p4info file is named (its program cannot be known)."""
+        if self.p4info is None:
+            raise DeviceRejected(
+                self.name, f"device {self.device_id} runs no P4 program and the inventory "
+                "names no p4info file to put back", "PIPELINE_MISMATCH",
+            )  # fmt: skip
+        self._restoring = True
+        try:
+            await self._session.get()
+        finally:
+            self._restoring = False
 
     async def identify(self) -> Identity:
         """The P4Runtime API version the server reports, and our role."""
@@ -271,7 +299,7 @@ class P4RuntimeDriver(Session):
             raise ConfigError(f"{self.name}: {exc}") from exc
         if device == want or _same_ids(device, want, self.names):
             return device
-        if not self.install_pipeline:
+        if not (self.install_pipeline or (self._restoring and not device.tables)):
             raise DeviceRejected(
                 self.name, f"device {self.device_id} runs another program than "
                 f"{self.p4info} (or none); nothing was changed. Say install_pipeline: true "

@@ -49,6 +49,22 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+KEEPALIVE_S = 10.0  # HTTP/2 PING after this long without a frame from the server
+
+
+def channel_options(timeout: float) -> list[tuple[str, int]]:
+    """``CHANNEL_OPTIONS`` and keepalive: a quiet channel (the arbitration stream alone) is
+    pinged every ``KEEPALIVE_S`` and closed when the server does not answer the ping within
+    ``timeout``, ending the stream (``drivers.reconnect`` then opens a new one). Not more
+    often: a server's default ping policy (gRPC's: one per 5 min without data) answers a
+    client pinging faster with GOAWAY too_many_pings, and every request resets it."""
+    return [
+        *CHANNEL_OPTIONS,
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),
+        ("grpc.keepalive_timeout_ms", max(1, int(timeout * 1000))),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +123,8 @@ class Client:
     def open(self) -> None:
         """Open the gRPC channel (TLS when configured)."""
         if self.tls is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+            options = channel_options(self.timeout)
+            self._channel = grpc.aio.insecure_channel(self.address, options=options)
         else:
             credentials, options = self._tls(self.tls)
             self._channel = grpc.aio.secure_channel(self.address, credentials, options=options)
@@ -121,7 +138,7 @@ class Client:
         except OSError as exc:
             raise ConfigError(f"{self.name}: its TLS files cannot be read: {exc}") from exc
         credentials = grpc.ssl_channel_credentials(ca, key, cert)
-        options: list[tuple[str, Any]] = list(CHANNEL_OPTIONS)
+        options: list[tuple[str, Any]] = list(channel_options(self.timeout))
         if files.server_name:
             options.append(("grpc.ssl_target_name_override", files.server_name))
         return credentials, options

@@ -211,6 +211,20 @@ def _details(results: list[Failure | None]) -> bytes:
     return bytes(status.SerializeToString())
 
 
+# HTTP/2 keepalive both ways: the server pings a quiet client every 2 s and drops the
+# connection when the ping is not answered within 1 s, so the stream of a client that was
+# cut off (its packets dropped: no FIN ever arrives) ends and does not keep holding its
+# election id ("in use") from the same client reconnecting; clients may ping every 5 s
+# (gRPC's default policy answers a client pinging more often than every 5 min with GOAWAY).
+SERVER_OPTIONS = [
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 1000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+
 async def serve(
     servicer: P4RuntimeEmulator,
     listen: str,
@@ -220,7 +234,7 @@ async def serve(
     """A started grpc.aio server for ``servicer`` on ``listen`` (``HOST:PORT``); its port.
     ``tls``: (private key, certificate, CA or None) in PEM; with a CA, clients must show a
     certificate it signed. ``gnmi``: the gNMI service of its ports, on the same port."""
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=SERVER_OPTIONS)
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(servicer, server)
     if gnmi is not None:
         add_to_server(gnmi, server)

@@ -20,7 +20,13 @@ from pathlib import Path
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule, ForeignEntry, Survey
 from drivers.gcpause import gc_paused
-from services.reroute.errors import DeviceTimeout, DriverError, PlanError, RerouteError
+from services.reroute.errors import (
+    DeviceRejected,
+    DeviceTimeout,
+    DriverError,
+    PlanError,
+    RerouteError,
+)
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, Journaling, Record, RerouteState
@@ -32,7 +38,7 @@ from services.reroute.planning.plan import Disruption, Phase, Plan, StepKind
 from services.reroute.planning.restore import plan_restore
 from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
-from services.reroute.resync import resync
+from services.reroute.resync import resync, resync_device
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace, directions, path_tag, tag_of
 from services.reroute.tables import Tables, tables_from
 from services.reroute.topology import Circuit, Topology
@@ -642,3 +648,21 @@ class Engine:
             tables = await read_tables(self.drivers, space=self.space)
             outcome = await resync(self.topo, self.drivers, self.journal, tables, self.space)
             return recovered, outcome
+
+    async def resync_device(self, name: str) -> Outcome | None:
+        """Switch ``name`` back to the journal's intended rules (``resync.resync_device``:
+        after it restarted with empty tables), holding that switch only, so others may be
+        down meanwhile. A P4 target that lost its program gets it back first
+        (``install_program``: it had no tables left to reset). None: nothing differed."""
+        driver, space = self.drivers[name], self.space
+        async with holding(self.lock, frozenset({name})):
+            try:
+                rules = await _flows(driver).read(cookie=space.base, cookie_mask=space.mask)
+            except DeviceRejected as exc:
+                install = getattr(driver, "install_program", None)
+                if exc.code != "PIPELINE_MISMATCH" or install is None:
+                    raise
+                await install()
+                rules = await _flows(driver).read(cookie=space.base, cookie_mask=space.mask)
+            tables = tables_from({name: rules})
+            return await resync_device(self.topo, self.drivers, self.journal, name, tables, space)

@@ -14,12 +14,16 @@ The plan writes the difference between the rules of that placement and the table
 (make-before-break ordered: transit rules first, then ingress rules, then our rules no
 path needs), and runs through the executor. Each ``failed`` reroute whose flows are then
 where its origins say ends ``rolled_back``, its error saying it was resynced.
+
+``resync_device`` does the same for one switch alone (one that came back with empty
+tables): its rules of the intended placement written, our others there removed, nothing
+read or written on any other device (which may be down meanwhile).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.executor import Driver, Executor, Outcome
@@ -65,14 +69,17 @@ def plan_resync(
     placement: Placement,
     now: float,
     space: CookieSpace = DEFAULT_SPACE,
+    devices: Collection[str] | None = None,
 ) -> Plan | None:
-    """The steps from ``tables`` (read in ``space``) to ``placement``'s rules; None when
-    they are there."""
+    """The steps from ``tables`` (read in ``space``) to ``placement``'s rules (on
+    ``devices`` only, when given); None when they are there."""
     want = wanted(topo, placement, space)
     make: list[Step] = []
     shift: list[Step] = []
     clean: list[Step] = []
     for bridge in sorted(set(want) | set(tables)):
+        if devices is not None and bridge not in devices:
+            continue
         have, need = tables.get(bridge, {}), want.get(bridge, {})
         adds = [r for k, r in need.items() if have.get(k) != r]
         ingress = [r for r in adds if r.cookie & ROLE_MASK == ROLE_INGRESS]
@@ -138,3 +145,25 @@ async def resync(
                 f"intended state ({rules} rule change(s))",
             )
     return outcome
+
+
+async def resync_device(
+    topo: Topology,
+    drivers: Mapping[str, Driver],
+    journal: Journaling,
+    name: str,
+    tables: Tables,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> Outcome | None:
+    """Write switch ``name``'s rules of the intended placement where ``tables`` (its table,
+    read now) differs, and remove our rules there no path needs; None when nothing
+    differed. No other device is read or written."""
+    placement = intended(topo, journal)
+    the_plan = plan_resync(topo, tables, placement, time.time(), space, frozenset({name}))
+    if the_plan is None:
+        return None
+    scratch = Journal(None)
+    try:
+        return await Executor(drivers, scratch).run(f"resync-{name}-{int(time.time())}", the_plan)
+    finally:
+        scratch.close()

@@ -2,10 +2,12 @@
 then started again as a warm restart (Stratum's --warmboot: the dataplane kept its
 table). Meanwhile ``/v1/health`` names it down and a reroute fails before it changes
 anything; afterwards the driver arbitrates again with its election id and the next
-reroutes succeed on the same service, the flow on one path, read back."""
+reroutes succeed on the same service, the flow on one path, read back. Then restarted
+cold (no program, no entries): the service resyncs it on its own (issue 29, part 2)."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -55,5 +57,24 @@ def test_a_p4runtime_agent_restarted_under_the_service(tmp_path: Path) -> None:
             assert path_of_flow(topo, fab, bridge_tables(topo, fab)) == "temporary"
             back = client.create([FLOW], "long", wait_s=30)
             assert back.state is RerouteState.DONE, back.error
+            moved = client.create([FLOW], "temporary", wait_s=30)
+            assert moved.state is RerouteState.DONE, moved.error
+            # a cold restart: no program, no entries. The service finds it so (no_pipeline
+            # or out of sync), puts the program back and rewrites our entries from the
+            # journal (auto_resync), then reports every device up again
+            p4rtsite.kill(fab.state, "br2")
+            p4rtsite.restart_cold(fab.state, fab.ovs, "br2", target)
+            deadline = time.monotonic() + 20
+            while (health := client.health()).status != "ok" or "br2" not in seen(serve):
+                assert time.monotonic() < deadline, (health, client.devices())
+                time.sleep(0.1)
+            assert path_of_flow(topo, fab, bridge_tables(topo, fab)) == "temporary"
+            home = client.create([FLOW], "long", wait_s=30)
+            assert home.state is RerouteState.DONE, home.error
         finally:
             assert serve.stop() == 0
+
+
+def seen(serve: ServeProcess) -> str:
+    """The devices the service's log says it resynced."""
+    return " ".join(re.findall(r"resync device=(\S+) state=done", serve.log.read_text()))

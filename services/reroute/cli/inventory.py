@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from drivers import base
-from services.reroute import inventory, preflight
+from services.reroute import devicecheck, inventory, preflight
 from services.reroute.topology import load_topology
 
 SCHEMA = Path(__file__).resolve().parents[3] / "topologies" / "inventory.schema.json"
@@ -22,7 +22,10 @@ def _check(args: argparse.Namespace) -> int:
     reports = asyncio.run(preflight.check_devices(inv, topo, scope))
     print(f"inventory {inv.file} (topology {inv.topology}, state in {inv.state_dir})")
     print(preflight.table(reports))
-    bad = [r.name for r in reports if not r.ok]
+    states = asyncio.run(devicecheck.check_devices(inv, topo, scope))
+    print(f"\nstate (our rules compared with the journal {inv.journal}):")
+    print(devicecheck.table(states))
+    bad = sorted({r.name for r in reports if not r.ok} | {s.name for s in states if not s.up})
     if bad:
         print(f"not ready: {', '.join(bad)}", file=sys.stderr)
         return 1
@@ -57,7 +60,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Connect to every device of the inventory (each within its timeout_s) "
         "and print one table: reachable, what the device says it is, and whether it is "
         "ready (its datapath id / size / pipeline as the topology says, the topology's "
-        "ports present). Exits 1 naming the devices that are not.",
+        "ports present); then each device's state as the service reports it (up, down, "
+        "hung, no_pipeline, out_of_sync: fewer of our rules than the journal expects) "
+        "and the error. Exits 1 naming the devices that are not ready or not up.",
     )
     c.add_argument("--topology", type=Path, required=True, metavar="FILE")
     c.add_argument(

@@ -144,6 +144,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                     logger = asyncio.create_task(log_reroutes(events))
                     try:
                         await svc.start()
+                        await svc.watch_devices()
                         app.state.service = svc
                         try:
                             yield

@@ -19,7 +19,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 import httpx
@@ -76,7 +76,8 @@ class PlanView:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
-    """One server-sent event: ``kind`` "step" or "reroute", ``data`` its JSON."""
+    """One server-sent event: ``kind`` "step", "reroute", "device" (a device's state
+    changed) or "resync" (a device resynced), ``data`` its JSON."""
 
     id: int | None
     kind: str
@@ -85,10 +86,11 @@ class Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Health:
-    status: str
+    status: str  # ok, degraded (``devices`` names those not up), starting, draining
     fabric: str
     queue: int
     running: str | None
+    devices: Mapping[str, str] = field(default_factory=dict)  # not up: name -> state
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,16 +100,19 @@ class DeviceState:
     up: bool
     detail: str
     down_since: float | None
+    state: str = "unknown"  # up, down, hung, no_pipeline, out_of_sync (devicestate.State)
+    since: float | None = None  # unix time it entered ``state``
+    error: str = ""  # why it is not up
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Devices:
-    status: str  # ok, degraded (a device is down), starting, draining
+    status: str  # ok, degraded (a device is not up), starting, draining
     devices: tuple[DeviceState, ...]
 
     @property
     def down(self) -> list[str]:
-        """The names of the devices that did not answer."""
+        """The names of the devices that are not up."""
         return [d.name for d in self.devices if not d.up]
 
 
@@ -230,13 +235,14 @@ class RerouteClient:
     def health(self) -> Health:
         """The service's health (GET /healthz)."""
         data = self._request("GET", "/healthz").json()
-        return Health(**{k: data[k] for k in ("status", "fabric", "queue", "running")})
+        keys = ("status", "fabric", "queue", "running", "devices")
+        return Health(**{k: data[k] for k in keys if k in data})
 
     def devices(self) -> Devices:
         """The service and every device, asked now (GET /v1/health)."""
         data = self._request("GET", "/v1/health").json()
-        keys = ("name", "kind", "up", "detail", "down_since")
-        found = tuple(DeviceState(**{k: d[k] for k in keys}) for d in data["devices"])
+        keys = ("name", "kind", "up", "detail", "down_since", "state", "since", "error")
+        found = tuple(DeviceState(**{k: d[k] for k in keys if k in d}) for d in data["devices"])
         return Devices(status=data["status"], devices=found)
 
     def metrics(self) -> str:

@@ -144,6 +144,13 @@ class ServiceConfig(BaseModel):
         description="ended reroutes kept in the journal: {reroutes: N, days: D} (running "
         "and pending ones are never removed)",
     )
+    auto_resync: bool = Field(
+        default=True,
+        description="a device found out of sync (it came back with fewer of our rules than "
+        "the journal expects: a cold restart; a P4 target without its program) is resynced "
+        "at once: its program put back, our rules written from the journal (false: only "
+        "reported, `reroute recover --resync` does it)",
+    )
     store: StoreSpec = Field(
         default=SqliteStore(),
         description="where the journal, queue and device locks live: {kind: sqlite} (one "
@@ -167,6 +174,7 @@ class Settings:
     step_timeout_s: float
     retention: Retention = field(default_factory=Retention)
     store: SqliteStore | EtcdStore = field(default_factory=SqliteStore)
+    auto_resync: bool = True
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -266,6 +274,7 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         step_timeout_s=config.step_timeout_s,
         retention=Retention(reroutes=config.retention.reroutes, days=config.retention.days),
         store=config.store,
+        auto_resync=config.auto_resync,
     )
 
 

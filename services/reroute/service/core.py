@@ -17,6 +17,14 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
    ``rejected`` with the planner's message and nothing changed. Behind overlapping
    reroutes it cannot be judged yet: it is planned when its turn comes.
 
+Device state (``devicestate.DeviceTracker``, started with ``watch_devices``): every device
+probed within its timeout, ``/healthz`` and ``/v1/health`` answer from what it found;
+``degraded`` while any device is not up. Every transition is an event (``device``) and a
+line of the operator's log; a device found ``out_of_sync`` or ``no_pipeline`` is resynced
+at once when the settings say ``auto_resync`` (``Engine.resync_device``: that device
+alone, its program put back, our rules written from the journal), announced as ``resync``
+events.
+
 One condition, one answer: a well-formed request the planner refuses is always a created
 reroute in state ``rejected`` (201 when judged at once or waited for, 202 while queued,
 then ``rejected`` at its turn), never a 422 in one timing and a record in the other. 422
@@ -28,14 +36,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable
 
-from drivers.base import CrossConnectSwitch
+from drivers.base import CrossConnectSwitch, FlowRule
+from services.reroute.devicestate import DeviceStatus, DeviceTracker, State, Transition
 from services.reroute.engine import Engine, read_optics, read_some
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
 from services.reroute.journal import Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING, Keys
+from services.reroute.resync import intended, wanted
 from services.reroute.rules import path_tag
 from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
@@ -51,11 +62,12 @@ from services.reroute.service.schemas import (
     RerouteView,
 )
 from services.reroute.service.views import flows_view, optics_view, plan_view, reroute_view
+from services.reroute.tables import RuleKey
 
 log = logging.getLogger("reroute.service")
 SETTLE_S = 2.0  # how often the reconciler looks for devices back whose cleanup is owed
 JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan before answering
-HEALTH_S = 2.0  # the longest a health report waits for one device
+NEEDS_RESYNC = frozenset({State.OUT_OF_SYNC, State.NO_PIPELINE})
 
 
 class FieldError(PlanError):
@@ -79,6 +91,9 @@ class RerouteService:
         self._admitted = 0  # reroutes queued here
         self._stopping: asyncio.Task[None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
+        self._stop_reconciling = asyncio.Event()
+        self.devices = self._tracker()
+        self._resyncing: set[str] = set()
 
     async def start(self) -> list[str]:
         """Recover reroutes a crash interrupted, queue the pending ones, start scheduling."""
@@ -104,7 +119,11 @@ class RerouteService:
         """Every ``SETTLE_S``: the cleanup owed on devices that did not answer, done once
         they answer (``Engine.settle``), announced as ``cleanup`` events."""
         while not self.draining:
-            await asyncio.sleep(SETTLE_S)
+            try:  # a cleanup under way is finished, never cut: only this wait is
+                await asyncio.wait_for(self._stop_reconciling.wait(), SETTLE_S)
+                return
+            except TimeoutError:
+                pass
             if self.draining or not self.journal.debts():
                 continue
             try:
@@ -243,51 +262,92 @@ class RerouteService:
         return optics_view(self.engine.topo, circuits, frozenset(read))
 
     def health(self) -> Health:
-        """The service's health: draining or ok, queue length, running reroute."""
+        """The service's health: draining, degraded (naming the devices that are not up, as
+        last probed) or ok; queue length, running reroute."""
         running = self.scheduler.running_ids
+        bad = {d.name: d.state.value for d in self.devices.not_up()}
+        status = "draining" if self.draining else "degraded" if bad else "ok"
         return Health(
-            status="draining" if self.draining else "ok",
+            status=status,
             fabric=self.settings.fabric,
             queue=self.scheduler.queued,
             running=running[0] if running else None,
             in_flight=len(running),
             replica=self.engine.lock.owner,
+            devices=bad,
         )
 
     async def device_health(self) -> DevicesHealth:
-        """``health`` and every device asked now (``identify``: one request each, at once,
-        each within ``HEALTH_S`` or its own timeout if shorter)."""
-        drivers = self.engine.drivers
-        devices = list(await asyncio.gather(*(self._ask(n, d) for n, d in drivers.items())))
+        """``health`` and every device's state, each asked now (``identify``: one request
+        each, at once, within its own timeout; its rules compared with the journal's when
+        it was not up), as the tracker keeps it (since when, last error)."""
+        await self.devices.probe_all()
         base = self.health()
-        degraded = base.status == "ok" and not all(d.up for d in devices)
         return DevicesHealth(
-            status="degraded" if degraded else base.status,
+            status=base.status,
             fabric=base.fabric,
             queue=base.queue,
             running=base.running,
-            devices=devices,
+            devices=[device_view(s) for s in self.devices.statuses()],
         )
 
-    async def _ask(self, name: str, driver: object) -> DeviceHealth:
-        spec = self.settings.inventory.devices.get(name) if self.settings.inventory else None
-        kind = spec.driver if spec is not None else type(driver).__name__
-        timeout = min(HEALTH_S, spec.timeout_s if spec is not None else HEALTH_S)
-        up, detail = False, ""
-        identify = getattr(driver, "identify", None)
-        try:
-            if identify is not None:
-                detail = (await asyncio.wait_for(identify(), timeout)).summary
-            up = True
-        except TimeoutError:
-            detail = f"no answer in {timeout:g} s"
-        except DriverError as exc:
-            detail = str(exc).removeprefix(f"{exc.device}: ")
-        since = getattr(driver, "down_since", None)
-        return DeviceHealth(
-            name=name, kind=kind, up=up, detail=detail,
-            down_since=None if up else since if isinstance(since, float) else None,
+    def _tracker(self) -> DeviceTracker:
+        inv = self.settings.inventory
+        specs = inv.devices if inv is not None else {}
+        drivers = self.engine.drivers
+        return DeviceTracker(
+            drivers,
+            timeouts={n: specs[n].timeout_s for n in drivers if n in specs},
+            kinds={n: specs[n].driver for n in drivers if n in specs},
+            expected=self._expected_rules,
+            space=self.engine.space,
+        )
+
+    def _expected_rules(self, name: str) -> dict[RuleKey, FlowRule]:
+        """Our rules the journal's intended placement puts on switch ``name``."""
+        topo = self.engine.topo
+        return wanted(topo, intended(topo, self.journal), self.engine.space).get(name, {})
+
+    async def watch_devices(self) -> None:
+        """Probe every device once (each within its timeout), then keep probing; publish
+        every transition and resync what comes back out of sync (``auto_resync``)."""
+        self.devices.subscribe(self._on_device)
+        await self.devices.probe_all()
+        self.devices.start()
+
+    def _on_device(self, moved: Transition) -> Awaitable[None] | None:
+        status = self.devices.status(moved.device)
+        self.bus.publish(
+            "device",
+            {"device": moved.device, "state": moved.new.value, "was": moved.old.value,
+             "since": moved.at, "error": moved.error, "came_back": moved.came_back,
+             "restored": moved.restored, "kind": status.kind},
         )  # fmt: skip
+        needed = moved.new in NEEDS_RESYNC and self.settings.auto_resync
+        if not needed or self.draining or moved.device in self._resyncing:
+            return None
+        self._resyncing.add(moved.device)
+        return self._resync(moved.device)
+
+    async def _resync(self, name: str) -> None:
+        """Resync device ``name`` (``Engine.resync_device``), announced as ``resync``
+        events (started, then done or failed), then probe it again."""
+        self.bus.publish("resync", {"device": name, "state": "started"})
+        try:
+            outcome = await self.engine.resync_device(name)
+        except (DriverError, PlanError) as exc:
+            self.bus.publish("resync", {"device": name, "state": "failed", "error": str(exc)})
+            return
+        finally:
+            self._resyncing.discard(name)
+        steps = len(outcome.timings) if outcome else 0
+        ok = outcome is None or outcome.state is RerouteState.DONE
+        self.bus.publish(
+            "resync",
+            {"device": name, "state": "done" if ok else "failed", "steps": steps,
+             "error": "" if ok or outcome is None else outcome.error},
+        )  # fmt: skip
+        await self.devices.probe(name, check_sync=True)
 
     def begin_drain(self) -> None:
         """Refuse changes (503) from now on; let the running reroutes finish."""
@@ -303,11 +363,12 @@ class RerouteService:
     async def stop(self) -> None:
         """Drain (the running reroutes finish, no new one starts) and wait for them."""
         self.begin_drain()
+        self._stop_reconciling.set()
         if self._reconciler is not None:
-            self._reconciler.cancel()
             await asyncio.gather(self._reconciler, return_exceptions=True)
         assert self._stopping is not None
         await self._stopping
+        await self.devices.stop()
         self.bus.close()
 
     def _record(self, reroute_id: str) -> Record:
@@ -327,6 +388,22 @@ class RerouteService:
         if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:
             return view.model_copy(update={"state": RerouteState.RUNNING})  # being planned
         return view
+
+
+def device_view(status: DeviceStatus) -> DeviceHealth:
+    """A device's status as the API shows it."""
+    known = status.state is not State.UNKNOWN
+    return DeviceHealth(
+        name=status.name,
+        kind=status.kind,
+        up=status.up,
+        state=status.state.value,
+        since=status.since if known else None,
+        error=status.error,
+        checked=status.checked or None,
+        detail=status.error if status.error else status.detail,
+        down_since=None if status.up or not known else status.since,
+    )
 
 
 def check_paths(engine: Engine, intent: Intent) -> None:

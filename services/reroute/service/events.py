@@ -8,7 +8,7 @@ reroute's state with GET). Events are numbered (``id:``) in publication order.
 Wire format (one event)::
 
     id: 7
-    event: step            (or: reroute)
+    event: step            (or: reroute; device, resync: see core.py)
     data: {"reroute_id": "...", "index": 3, "total": 9, "state": "done", ...}
 
 Comments (``: ...``) open the stream (``: subscribed``) and keep it alive when idle.
@@ -30,7 +30,7 @@ KEEPALIVE_S = 15.0
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     seq: int
-    kind: str  # "step" | "reroute"
+    kind: str  # "step" | "reroute" | "device" | "resync"
     data: Mapping[str, object]
 
     def sse(self) -> str:

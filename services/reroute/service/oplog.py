@@ -1,4 +1,8 @@
-"""The service's log for an operator: one line per HTTP request, one per reroute that ends.
+"""The service's log for an operator: one line per HTTP request, one per reroute that ends,
+one per change of a device's state and per resync of a device (logger ``reroute.device_states``)::
+
+    device name=br2 state=out_of_sync was=down error="3 of the 3 rules ... are missing ..."
+    resync device=br2 state=done steps=2
 
 Both are ``key=value`` lines (values with spaces quoted as JSON strings), so one ``grep``
 finds a reroute's request and its end (loggers ``reroute.requests``, ``reroute.reroutes``)::
@@ -26,7 +30,8 @@ from services.reroute.service.events import Subscription
 
 requests_log = logging.getLogger("reroute.requests")
 reroutes_log = logging.getLogger("reroute.reroutes")
-LOGGERS = (requests_log, reroutes_log)
+devices_log = logging.getLogger("reroute.device_states")
+LOGGERS = (requests_log, reroutes_log, devices_log)
 IDLE_S = 60.0
 FINAL = frozenset(s.value for s in RerouteState if s.final)
 
@@ -91,9 +96,24 @@ async def log_reroutes(sub: Subscription) -> None:
     """Log each reroute that ends, from the service's events, until the stream ends."""
     seen: dict[str, float] = {}  # reroute id -> when its request arrived
     while (event := await sub.next(IDLE_S)) is not None:
-        if isinstance(event, str) or event.kind != "reroute":
+        if isinstance(event, str):
             continue
-        _ended(event.data, seen)
+        if event.kind == "reroute":
+            _ended(event.data, seen)
+        elif event.kind in ("device", "resync"):
+            _device(event.kind, event.data)
+
+
+def _device(kind: str, data: Mapping[str, object]) -> None:
+    """A device's transition (``device``) or a resync of it (``resync``), as one line."""
+    if kind == "device":
+        keys = ("state", "was", "error")
+        line = fields(name=data.get("device"), **{k: data.get(k) for k in keys if data.get(k)})
+    else:
+        keys = ("state", "steps", "error")
+        line = fields(device=data.get("device"), **{k: data.get(k) for k in keys if data.get(k)})
+    up = data.get("state") in ("up", "done", "started")
+    devices_log.log(logging.INFO if up else logging.WARNING, "%s %s", kind, line)
 
 
 def _ended(data: Mapping[str, object], seen: dict[str, float]) -> None:

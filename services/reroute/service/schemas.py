@@ -188,29 +188,50 @@ class WhoAmI(BaseModel):
     fabric: str
 
 
+DeviceStateName = Literal["unknown", "up", "down", "hung", "no_pipeline", "out_of_sync"]
+
+
 class Health(BaseModel):
-    status: Literal["ok", "starting", "draining"]
+    status: Literal["ok", "degraded", "starting", "draining"] = Field(
+        description="degraded: some device is not up (``devices`` names them; the service "
+        "serves, reroutes that need them are refused)"
+    )
     fabric: str
     queue: int
     running: str | None  # the oldest running reroute
     in_flight: int = 0  # how many run at once (disjoint reroutes run concurrently)
     replica: str = ""  # this instance (its owner name in the journal and the locks)
+    devices: dict[str, DeviceStateName] = Field(
+        default_factory=dict, description="the devices that are not up, and their state"
+    )
 
 
 class DeviceHealth(BaseModel):
     name: str
     kind: str = Field(description="its driver kind (the inventory's), or its driver's class")
-    up: bool = Field(description="it answered a request just now")
+    up: bool = Field(description="state is up: it answered its last probe, in sync")
+    state: DeviceStateName = Field(
+        default="unknown",
+        description="up; down (refused, unreachable); hung (connected, no answer within "
+        "its timeout); no_pipeline (a P4 target without its program); out_of_sync (it "
+        "lacks rules the journal expects: restarted with empty tables); unknown (not "
+        "probed yet)",
+    )
+    since: float | None = Field(
+        default=None, description="unix time it entered this state (null: not probed yet)"
+    )
+    error: str = Field(default="", description="why it is not up (empty when up)")
+    checked: float | None = Field(default=None, description="unix time of its last probe")
     detail: str = Field(description="what it says it is, or why it did not answer")
     down_since: float | None = Field(
-        description="unix time since when its driver has not reached it (null: it answers)"
+        description="unix time since when it has not been up (null: it is up)"
     )
 
 
 class DevicesHealth(BaseModel):
     status: Literal["ok", "degraded", "starting", "draining"] = Field(
-        description="degraded: some device did not answer (a reroute touching it would fail "
-        "before changing anything)"
+        description="degraded: some device is not up (down, hung, no_pipeline, "
+        "out_of_sync: a reroute that needs it is refused before changing anything)"
     )
     fabric: str
     queue: int

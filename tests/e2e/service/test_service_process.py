@@ -20,12 +20,14 @@ from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
 from services.reroute.topology import Topology
+from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.service.conftest import serve_yaml
-from tests.unit.services.service.conftest import OPERATOR, ServeProcess
+from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import journal_records, path_of_flow
 
 pytestmark = pytest.mark.fabric
 FLOW = "10.0.0.2>10.0.0.3"
+DEVICES = ("br1", "br2", "br3", "br4", "ost1")
 
 
 @pytest.fixture
@@ -144,3 +146,92 @@ def test_ovs_vswitchd_restarted_under_the_service(
         assert back.state is RerouteState.DONE, back.error
     finally:
         assert serve.stop() == 0
+
+
+def test_a_switch_restarted_cold_is_found_out_of_sync_and_resynced(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    """ovs-vswitchd dies and comes back with empty tables (no ``ovs-save``): ``/healthz``
+    answers ``degraded`` (200) naming the switches while they are down or lack our rules;
+    the service resyncs each from the journal on its own (``auto_resync``, the default),
+    says so in its log, and is ``ok`` again: the flows are on their paths, read back from
+    the switches, and the next reroute succeeds on the same service."""
+    topo, fab = svc_fabric
+    serve = ServeProcess(config)
+    try:
+        client = serve.client()
+        moved = client.create([FLOW], "temporary", wait_s=30)  # the journal now says temporary
+        assert moved.state is RerouteState.DONE, moved.error
+        pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.005)
+        try:
+            seen = _degraded(client, {"br1", "br2", "br3", "br4"})
+            assert set(seen.values()) <= {"down", "hung"}, seen
+        finally:
+            restart_vswitchd(fab, topo)  # cold: the switches' tables are empty
+        deadline = time.monotonic() + 20
+        while (health := client.health()).status != "ok":
+            assert health.status == "degraded", health
+            assert time.monotonic() < deadline, client.devices()
+            time.sleep(0.1)
+        assert path_of_flow(topo, fab) == "temporary"  # rewritten from the journal
+        log = serve.log.read_text()
+        assert re.search(r"device name=br2 state=out_of_sync", log), log
+        assert re.search(r"resync device=br2 state=done", log), log
+        back = client.create([FLOW], "long", wait_s=30)
+        assert back.state is RerouteState.DONE, back.error
+    finally:
+        assert serve.stop() == 0
+
+
+def _degraded(client: RerouteClient, devices: set[str]) -> dict[str, str]:
+    """``/healthz`` once it names every one of ``devices`` (within 10 s); their states."""
+    deadline = time.monotonic() + 10
+    while not devices <= set((health := client.health()).devices):
+        assert time.monotonic() < deadline, health
+        time.sleep(0.05)
+    assert health.status == "degraded", health
+    return {n: s for n, s in health.devices.items() if n in devices}
+
+
+def test_the_command_line_names_switches_restarted_cold_out_of_sync(
+    svc_fabric: tuple[Topology, Fabric], config: Path
+) -> None:
+    """No service running: ``reroute inventory check`` shows each device's state against
+    the inventory's journal (none yet: the initial paths); after a cold restart of the
+    switches it names them out_of_sync (exit 1), ``reroute fabric status`` too; after
+    ``reroute recover --resync`` they are up again."""
+    topo, fab = svc_fabric
+    inventory = config.parent / "inventory.yaml"
+    state_dir = f"state_dir: {config.parent / 'state'}"  # a journal of its own: none yet
+    inventory.write_text(re.sub(r"(?m)^state_dir: .*$", state_dir, inventory.read_text()))
+    check = ("inventory", "check", "--topology", str(NGNCS), "--inventory", str(inventory))
+    before = reroute_cli(*check, check=False)
+    assert before.returncode == 0, before.stdout + before.stderr
+    assert _states(before.stdout) == dict.fromkeys(DEVICES, "up"), before.stdout
+    pid = int((fab.state.ovs_dir / "ovs-vswitchd.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    while alive(pid):
+        time.sleep(0.005)
+    restart_vswitchd(fab, topo)  # cold: the switches' tables are empty
+    cold = reroute_cli(*check, check=False)
+    assert cold.returncode == 1, cold.stdout + cold.stderr
+    states = _states(cold.stdout)
+    assert {n: states[n] for n in ("br1", "br2", "br3", "br4")} == dict.fromkeys(
+        ("br1", "br2", "br3", "br4"), "out_of_sync"
+    ), cold.stdout
+    assert "rules the journal expects on it are missing" in cold.stdout
+    status = reroute_cli("fabric", "status", fab.state.name).stdout
+    assert re.search(r"br2\s+ovs\s+out_of_sync", status), status
+    resync = ("recover", "--resync", "--topology", str(NGNCS), "--inventory", str(inventory))
+    reroute_cli(*resync)
+    after = reroute_cli(*check, check=False)
+    assert after.returncode == 0 and set(_states(after.stdout).values()) == {"up"}, after.stdout
+
+
+def _states(out: str) -> dict[str, str]:
+    """DEVICE -> STATE from the state table of ``reroute inventory check``."""
+    rows = [line.split() for line in out.split("\nstate (", 1)[1].splitlines()[2:]]
+    return {row[0]: row[2] for row in rows if row and row[0] in DEVICES}

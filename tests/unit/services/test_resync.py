@@ -3,9 +3,13 @@ the journal, and the plan from any tables to its rules."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
-from drivers.base import FlowChange, FlowOp
+from drivers.base import FlowChange, FlowOp, FlowRule
+from drivers.errors import DeviceUnreachable
+from services.reroute.engine import Engine
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
@@ -14,6 +18,7 @@ from services.reroute.resync import intended, plan_resync, wanted
 from services.reroute.rules import initial_rules
 from services.reroute.tables import apply_changes, tables_from
 from services.reroute.topology import load_topology
+from tests.unit.services.service.fakes import FakeSwitch
 
 NGNCS = Path(__file__).resolve().parents[3] / "topologies" / "ngncs-ost.yaml"
 TOPO = load_topology(NGNCS)
@@ -61,3 +66,29 @@ def test_tables_as_intended_need_nothing_and_strays_are_removed_last() -> None:
     (step,) = the_plan.steps()
     assert step.kind is StepKind.REMOVE and step.device == "br1"
     assert [c.rule for c in step.changes] == [stray]
+
+
+def test_one_switch_is_resynced_alone_while_another_is_down() -> None:
+    """br2 came back empty, br3 does not answer: br2 gets its intended rules (transit
+    before ingress, as the whole resync does); br3 is neither read nor written."""
+
+    class Down(FakeSwitch):
+        async def read(self, cookie: int | None = None, cookie_mask: int = 0) -> list[FlowRule]:
+            raise DeviceUnreachable(self.name, "connection refused")
+
+        async def apply(self, changes: Sequence[FlowChange]) -> None:
+            raise DeviceUnreachable(self.name, "connection refused")
+
+    rules = initial_rules(TOPO)
+    switches = {s.name: FakeSwitch(s.name, rules.get(s.name, [])) for s in TOPO.switches}
+    switches["br3"] = Down("br3", rules["br3"])
+    switches["br2"].table = {}
+    journal = Journal(None)
+    engine = Engine(topo=TOPO, drivers=switches, journal=journal)  # type: ignore[arg-type]
+    outcome = asyncio.run(engine.resync_device("br2"))
+    assert outcome is not None and outcome.state is RerouteState.DONE, outcome
+    assert sorted(map(str, switches["br2"].table.values())) == sorted(map(str, rules["br2"]))
+    assert switches["br3"].applied == 0
+    assert asyncio.run(engine.resync_device("br2")) is None  # nothing differs now
+    only = plan_resync(TOPO, {"br2": {}, "br3": {}}, intended(TOPO, journal), 0.0, {"br2"})
+    assert only is not None and {s.device for s in only.steps()} == {"br2"}

@@ -138,13 +138,16 @@ async function refreshHealth() {
     return;
   }
   const down = health.devices.filter((d) => !d.up);
-  $("devices-state").textContent = down.length ? `${down.length} down` : "all up";
+  $("devices-state").textContent = down.length ? `${down.length} not up` : "all up";
   $("devices-state").dataset.state = down.length ? "failed" : "done";
   $("devices").replaceChildren(
     ...health.devices.map((d) => {
-      const since = d.down_since ? ` since ${clock(d.down_since)}` : "";
-      const text = d.up ? d.detail : `DOWN${since}: ${d.detail}`;
-      return el("li", { "data-up": String(d.up), "data-device": d.name },
+      // up / down / hung / no_pipeline / out_of_sync, since when, the last error
+      const state = (d.state || (d.up ? "up" : "down")).replace("_", " ");
+      const since = d.since ? ` since ${clock(d.since)}` : "";
+      const text = d.up ? `${d.detail}${since ? ` (up${since})` : ""}`
+        : `${state.toUpperCase()}${since}: ${d.error || d.detail}`;
+      return el("li", { "data-up": String(d.up), "data-device": d.name, "data-state": d.state },
         el("b", { text: d.name }), ` ${d.kind} `, el("span", { class: "hint", text }));
     }),
   );

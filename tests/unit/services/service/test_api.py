@@ -335,4 +335,12 @@ def test_health_asks_every_device_and_names_the_ones_down(
     assert down["status"] == "degraded"
     (br3,) = [d for d in down["devices"] if not d["up"]]
     assert br3["name"] == "br3" and "No such file" in br3["detail"]
-    assert fake_server.http(None).get("/healthz").json()["status"] == "ok"  # still alive
+    assert br3["state"] == "down" and "No such file" in br3["error"] and br3["since"]
+    alive = fake_server.http(None).get("/healthz")  # still alive: 200, but degraded
+    assert alive.status_code == 200
+    assert alive.json()["status"] == "degraded" and alive.json()["devices"] == {"br3": "down"}
+    fake.switches["br3"].down = None
+    again = reader.get("/v1/health").json()
+    assert again["status"] == "ok" and all(d["state"] == "up" for d in again["devices"])
+    healthy = fake_server.http(None).get("/healthz").json()
+    assert healthy["status"] == "ok" and healthy["devices"] == {}

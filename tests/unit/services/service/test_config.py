@@ -76,7 +76,10 @@ def test_defaults_fabric_is_the_topology_name_and_its_inventory(
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        ("colour: red\n", "reroute.yaml:2: colour: unknown key (known: fabric, inventory,"),
+        (
+            "colour: red\n",
+            "reroute.yaml:2: colour: unknown key (known: auto_resync, fabric, inventory,",
+        ),
         ("step_timeout_s: -1\n", "reroute.yaml:2: step_timeout_s: Input should be greater"),
         ("listen: 'localhost'\n", "reroute.yaml:2: listen: 'localhost': expected HOST:PORT"),
         ("listen: 'example.com:80'\n", "reroute.yaml:2: listen"),

@@ -328,9 +328,12 @@ def test_a_device_that_cannot_be_read_leaves_the_page_and_says_so(
         b.wait(lambda: "no route" in b.text("#error"), "the device's error")
         assert "optical cross-connects" in b.text("#error")
         assert FLOW in flows_on(b, "long")  # what could be read is drawn
-        b.wait(lambda: b.text("#devices-state") == "1 down", "the devices panel")
+        b.wait(lambda: b.text("#devices-state") == "2 not up", "the devices panel")
         assert b.attr('#devices li[data-device="br3"]', "data-up") == "false"
+        assert b.attr('#devices li[data-device="br3"]', "data-state") == "down"
+        assert "DOWN since" in b.text('#devices li[data-device="br3"]')
         assert "No such file" in b.text('#devices li[data-device="br3"]')
+        assert "no route" in b.text('#devices li[data-device="ost1"]')
         assert b.attr('#devices li[data-device="br2"]', "data-up") == "true"
 
 
