@@ -90,5 +90,5 @@ def test_one_switch_is_resynced_alone_while_another_is_down() -> None:
     assert sorted(map(str, switches["br2"].table.values())) == sorted(map(str, rules["br2"]))
     assert switches["br3"].applied == 0
     assert asyncio.run(engine.resync_device("br2")) is None  # nothing differs now
-    only = plan_resync(TOPO, {"br2": {}, "br3": {}}, intended(TOPO, journal), 0.0, {"br2"})
+    only = plan_resync(TOPO, {"br2": {}, "br3": {}}, intended(TOPO, journal), 0.0, devices={"br2"})
     assert only is not None and {s.device for s in only.steps()} == {"br2"}
