@@ -167,9 +167,12 @@ async def ask(driver: object, space: CookieSpace = DEFAULT_SPACE) -> str:
 
 
 def missing(want: Mapping[RuleKey, FlowRule], have: Iterable[FlowRule]) -> int:
-    """How many of the rules ``want`` the table ``have`` lacks (or holds otherwise)."""
+    """How many of the rules ``want`` the table ``have`` has no entry for at all (a table
+    lost). An entry there with other actions is not counted: the flow is on another path
+    than the journal says (a writer with another journal, a reroute under way), which a
+    resync must not undo behind its back."""
     table = tables_from({"_": list(have)}).get("_", {})
-    return sum(1 for key, rule in want.items() if table.get(key) != rule)
+    return sum(1 for key in want if key not in table)
 
 
 class DeviceTracker:

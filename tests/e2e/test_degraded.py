@@ -198,8 +198,7 @@ def test_the_service_starts_with_a_device_down_and_routes_around_it(
     pending, and done by the service's reconciler once it answers again."""
     config = tmp_path / "serve.yaml"
     config.write_text(
-        f"topology: {diamond.topo.file}\ninventory: {diamond.file}\n"
-        f"journal: {tmp_path / 'journal.sqlite'}\n"
+        f"topology: {diamond.topo.file}\ninventory: {diamond.file}\n"  # and its journal
         f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
     )
     flow, tags = str(FLOW), {"upper": {"4097"}, "lower": {"4098"}}

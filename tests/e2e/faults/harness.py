@@ -100,10 +100,15 @@ class Service:
             assert time.monotonic() < deadline, view
             time.sleep(0.3)
 
-    def health_names(self, device: str) -> None:
-        """``/v1/health`` says ``device`` is not up, the service degraded."""
+    def health_names(self, device: str, *states: str) -> None:
+        """``/v1/health`` says ``device`` is not up (in one of ``states``, when given), since
+        when and why, and the service is degraded (``/healthz`` too)."""
         health = self.client.devices()
         assert health.status == "degraded" and device in health.down, health
+        (found,) = [d for d in health.devices if d.name == device]
+        assert not states or found.state in states, found
+        assert found.since is not None and found.error, found
+        assert self.client.health().status == "degraded"
 
     def until_up(self, timeout: float = 20.0) -> None:
         """Until every device answers again (health), without restarting the service."""

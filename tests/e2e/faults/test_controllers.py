@@ -37,7 +37,7 @@ def svc(ryu: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Service]:
 def test_the_controller_paused(svc: Service) -> None:
     assert svc.path() == "long"
     with paused(pid_of(svc.fab, "ryu")):
-        svc.health_names("br2")
+        svc.health_names("br2", "hung")
         svc.refused_in_time("br", "temporary")  # the first switch of the new path it asks
         assert svc.path() == "long"
     svc.until_up()

@@ -42,7 +42,7 @@ def test_the_optical_switch_paused(svc: Service) -> None:
     move onto a path through it is refused; after SIGCONT it succeeds."""
     assert svc.path() == "long"
     with paused(pid_of(svc.fab, "ost1")):
-        svc.health_names("ost1")
+        svc.health_names("ost1", "hung")
         svc.move("temporary")
         svc.refused_in_time("ost1", "long")
         assert svc.path() == "temporary"
@@ -60,7 +60,7 @@ def test_a_p4_switch_hung(svc: Service, fault: str) -> None:
     svc.move("temporary")
     port = int(svc.fab.state.targets["br1"].rsplit(":", 1)[1])
     with paused(pid_of(svc.fab, "p4rt-br1")) if fault == "paused" else cut_off(port):
-        svc.health_names("br1")
+        svc.health_names("br1", "hung", "down")
         moved = svc.move("short")  # from where the flows are: no parking needed
         assert moved.cleanup_pending == ("br1",), moved
         svc.refused_in_time("br1", "long", via="temporary")
@@ -78,7 +78,7 @@ def test_a_p4_switch_killed(svc: Service) -> None:
     target = svc.fab.state.targets["br1"]
     p4rtsite.kill(svc.fab.state, "br1")
     try:
-        svc.health_names("br1")
+        svc.health_names("br1", "down")
         svc.refused_in_time("br1", "temporary")
         assert svc.path() == "long"
     finally:

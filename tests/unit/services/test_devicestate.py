@@ -19,9 +19,11 @@ from services.reroute.devicestate import (
     Transition,
     advance,
     classify,
+    missing,
     unknown,
 )
-from services.reroute.rules import initial_rules
+from services.reroute.resync import wanted
+from services.reroute.rules import host_flow, initial_rules
 from services.reroute.tables import tables_from
 from services.reroute.topology import load_topology
 from tests.unit.services.test_resync import NGNCS
@@ -209,3 +211,14 @@ def test_listeners_are_called_awaited_and_the_periodic_probes_find_a_change() ->
         return calls
 
     assert asyncio.run(main()) == ["unknown>up", "up>down", "down>up"]
+
+
+def test_rules_on_another_path_are_not_missing_but_a_lost_table_is() -> None:
+    topo = TOPO
+    on = {"long": (host_flow(topo.paths["long"]),)}
+    there = {"temporary": on["long"]}
+    want, other = wanted(topo, on)["br2"], wanted(topo, there)["br2"]
+    assert missing(want, want.values()) == 0
+    assert missing(want, []) == len(want)
+    ingress = [k for k in want if k in other]  # the same flow's ingress, tagged otherwise
+    assert ingress and missing({k: want[k] for k in ingress}, other.values()) == 0
