@@ -17,7 +17,9 @@ fails within the device's timeout; the probe gives up at ``SLACK`` x timeout), t
 it answered after it had not (or for the first time), after its driver made a new
 connection meanwhile (``connections`` grew: it restarted between two probes),
 or while it is out of sync, its rules (ours, by cookie) read back and compared with
-``expected(name)``: fewer than expected is ``out_of_sync``. ``start()`` probes every
+``expected(name)``: fewer of ours than expected, and some of them gone, is ``out_of_sync``
+(as many as expected, on other paths, is a placement another writer with another journal
+made: a resync must not move its traffic back). ``start()`` probes every
 device every half timeout, so a device that stops answering is reported within
 ``1.75 x timeout`` of its last answer (its driver's own liveness, OpenFlow ECHO or gRPC
 keepalive, ends a dead connection meanwhile).
@@ -328,7 +330,7 @@ class DeviceTracker:
             return classify(exc, getattr(driver, "down_since", None) is not None, timeout * SLACK)
         self._connections[name] = connections
         lacking = missing(want, have)
-        if not lacking:
+        if not lacking or len(have) >= len(want):  # as many of ours: placed by another view
             return Finding(state=State.UP, detail=summary)
         return Finding(
             state=State.OUT_OF_SYNC,
