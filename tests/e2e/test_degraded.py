@@ -38,10 +38,10 @@ from tests.e2e.conftest import Probe, running, wait_arriving
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.faultrelay import FaultRelay
 from tests.unit.services.service.conftest import OPERATOR, ServeProcess
-from tests.unit.services.test_degraded_plan import DIAMOND
 
 pytestmark = pytest.mark.fabric
 TIMEOUT_S = 1.0  # the inventory's device_timeout_s here
+DIAMOND = Path(__file__).resolve().parents[2] / "topologies" / "diamond.yaml"
 FLOW = FlowSpec.parse("10.0.0.1>10.0.0.2")
 
 
@@ -75,8 +75,7 @@ class Diamond:
 @pytest.fixture(scope="module")
 def diamond(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Diamond]:
     here = tmp_path_factory.mktemp("diamond")
-    (here / "diamond.yaml").write_text(yaml.safe_dump(DIAMOND, sort_keys=False))
-    topo = load_topology(here / "diamond.yaml")
+    topo = load_topology(DIAMOND)
     with running(topo) as fab:
         doc = yaml.safe_load(fab.state.inventory.read_text())
         relays = {n: FaultRelay(doc["devices"][n]["target"]) for n in ("s2", "s4")}

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-import yaml
 
 from drivers.base import Session
 from drivers.errors import DeviceTimeout, DeviceUnreachable, DriverError
@@ -24,35 +23,11 @@ from services.reroute.reach import Devices, ask, what_it_did
 from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric, FakeOptical
 
-TOPO = load_topology(Path(__file__).resolve().parents[3] / "topologies" / "ngncs-ost.yaml")
+ROOT = Path(__file__).resolve().parents[3]
+TOPO = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")
 FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3")
 HUNG_S = 0.2
-INITIAL = {"initial": True}
-# two paths between h1 and h2: upper h1-s1-s2-s3-h2 (initial), lower h1-s1-s4-s3-h2
-DIAMOND = {
-    "name": "diamond",
-    "topology": {
-        "subnets": ["10.0.0.0/24"],
-        "kinds": {"ovs": {"protocols": ["OpenFlow13"]}},
-        "nodes": {
-            "h1": {"kind": "host", "interfaces": {"eth0": "10.0.0.1/24"}},
-            "h2": {"kind": "host", "interfaces": {"eth0": "10.0.0.2/24"}},
-            **{f"s{i}": {"kind": "ovs", "dpid": i} for i in range(1, 5)},
-        },
-        "links": [
-            {"endpoints": ["h1:eth0", "s1:p1"]},
-            {"endpoints": ["h2:eth0", "s3:p1"]},
-            {"endpoints": ["s1:p2", "s2:p1"]},
-            {"endpoints": ["s2:p2", "s3:p2"]},
-            {"endpoints": ["s1:p3", "s4:p1"]},
-            {"endpoints": ["s4:p2", "s3:p3"]},
-        ],
-        "paths": {
-            "upper": {"src": "h1", "dst": "h2", "via": ["s1:p2", "s2:p2", "s3:p1"]} | INITIAL,
-            "lower": {"src": "h1", "dst": "h2", "via": ["s1:p3", "s4:p2", "s3:p1"]},
-        },
-    },
-}
+DIAMOND = ROOT / "topologies" / "diamond.yaml"  # upper h1-s1-s2-s3-h2, lower via s4
 
 
 def fabric() -> tuple[FakeFabric, FakeOptical, dict[str, Driver]]:
@@ -115,8 +90,7 @@ def test_a_hung_device_of_the_new_path_refuses_the_plan_naming_it() -> None:
 
 
 def test_a_dead_switch_only_on_the_old_path_is_owed_then_cleaned(tmp_path: Path) -> None:
-    (tmp_path / "diamond.yaml").write_text(yaml.safe_dump(DIAMOND))
-    topo = load_topology(tmp_path / "diamond.yaml")
+    topo = load_topology(DIAMOND)
     fake = FakeFabric(topo)
     s2 = fake.switches["s2"]
     left = dict(s2.table)
