@@ -48,7 +48,6 @@ class Devices(Mapping[str, Driver]):
         self._waiting: dict[str, DriverError] = {}
         self._since: dict[str, float] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self.opened: dict[str, float] = {}  # device -> time.time() it (last) opened
 
     def __getitem__(self, name: str) -> Driver:
         driver = self._drivers[name]
@@ -64,10 +63,6 @@ class Devices(Mapping[str, Driver]):
     def unready(self, name: str) -> DriverError | None:
         """The error device ``name`` gave when it was last opened, while it is not open."""
         return self._waiting.get(name)
-
-    def waiting(self) -> dict[str, DriverError]:
-        """Every device not open yet, with its last error."""
-        return dict(self._waiting)
 
     def down_since(self, name: str) -> float | None:
         """Since when (``time.time()``) device ``name`` has failed to open, while it has."""
@@ -103,7 +98,6 @@ class Devices(Mapping[str, Driver]):
         if failed:
             await self.close()
             raise failed[0]
-        self.opened = dict.fromkeys(names, time.time())
 
     async def _bring_up(self, name: str) -> None:
         """Open device ``name``, again and again (backoff) until it opens."""
@@ -118,7 +112,6 @@ class Devices(Mapping[str, Driver]):
                 continue
             del self._waiting[name]
             self._since.pop(name, None)
-            self.opened[name] = time.time()
             self._tasks.pop(name, None)
             log.info("%s: opened", name)
             return

@@ -7,10 +7,6 @@ request (never the program it ran before) until the program is put back."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -25,19 +21,10 @@ from services.reroute.devicestate import DeviceTracker, State
 from tests.drivers.conftest import OvsSite
 from tests.drivers.p4rt_site import P4rtSite
 from tests.drivers.test_p4runtime import RULE, FakeBridge
+from tests.e2e.faults.harness import paused
 
 TIMEOUT_S = 0.3
 PATIENCE_S = 10.0  # how long a test waits for what must happen (no timing is asserted)
-
-
-@contextmanager
-def paused(pid: int) -> Iterator[None]:
-    """The process stopped (SIGSTOP) meanwhile, continued (SIGCONT) after."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.fabric

@@ -6,32 +6,13 @@ SIGCONT the next reroute succeeds on the same service, hitless under the probe."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from fabric.fabric import Fabric
-from services.reroute.topology import Topology, load_topology
-from tests.e2e.conftest import NGNCS, running
-from tests.e2e.faults.harness import Service, paused, pid_of, serving
+from tests.e2e.conftest import NGNCS
+from tests.e2e.faults.harness import Service, paused, pid_of
 
 pytestmark = pytest.mark.fabric
-RYU = NGNCS.with_name("ngncs-ost-ryu.yaml")
-
-
-@pytest.fixture(scope="module")
-def ryu() -> Iterator[tuple[Topology, Fabric]]:
-    topo = load_topology(RYU)
-    with running(topo) as fab:
-        yield topo, fab
-
-
-@pytest.fixture
-def svc(ryu: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Service]:
-    topo, fab = ryu
-    with serving(topo, fab, tmp_path) as svc:
-        yield svc
+TOPOLOGY = NGNCS.with_name("ngncs-ost-ryu.yaml")
 
 
 def test_the_controller_paused(svc: Service) -> None:

@@ -8,33 +8,14 @@ the same service."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from fabric import p4rtsite
-from fabric.fabric import Fabric
-from services.reroute.topology import Topology, load_topology
-from tests.e2e.conftest import NGNCS, running
-from tests.e2e.faults.harness import Service, cut_off, paused, pid_of, serving
+from tests.e2e.conftest import NGNCS
+from tests.e2e.faults.harness import Service, cut_off, paused, pid_of
 
 pytestmark = pytest.mark.fabric
-P4 = NGNCS.with_name("ngncs-ost-p4.yaml")
-
-
-@pytest.fixture(scope="module")
-def p4() -> Iterator[tuple[Topology, Fabric]]:
-    topo = load_topology(P4)
-    with running(topo) as fab:
-        yield topo, fab
-
-
-@pytest.fixture
-def svc(p4: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Service]:
-    topo, fab = p4
-    with serving(topo, fab, tmp_path) as svc:
-        yield svc
+TOPOLOGY = NGNCS.with_name("ngncs-ost-p4.yaml")
 
 
 def test_the_optical_switch_paused(svc: Service) -> None:

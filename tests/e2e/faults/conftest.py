@@ -1,0 +1,28 @@
+"""Each fault module's fabric (its ``TOPOLOGY``, built once per module) and, per test,
+``reroute serve`` on it (``harness.serving``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabric.fabric import Fabric
+from services.reroute.topology import Topology, load_topology
+from tests.e2e.conftest import running
+from tests.e2e.faults.harness import Service, serving
+
+
+@pytest.fixture(scope="module")
+def fab(request: pytest.FixtureRequest) -> Iterator[tuple[Topology, Fabric]]:
+    topo = load_topology(request.module.TOPOLOGY)
+    with running(topo) as built:
+        yield topo, built
+
+
+@pytest.fixture
+def svc(fab: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Service]:
+    topo, built = fab
+    with serving(topo, built, tmp_path) as service:
+        yield service
