@@ -269,12 +269,16 @@ def check(inv: Inventory, topo: Topology, scope: Iterable[str] | None = None) ->
                 f"{topo.name}{hint if 'did you mean' in hint else ''} (those are: "
                 f"{', '.join(sorted(nodes))})"
             )
-    for name in switching_nodes(topo, scope):
-        if name not in inv.devices:
-            raise ConfigError(
-                f"{inv.at('devices')}: switch {name} of topology {topo.name} has no device: "
-                f"say how to reach it (devices: {{{name}: {{driver: ..., target: ...}}}})"
-            )
+    wanted = list(switching_nodes(topo, scope))
+    if missing := [name for name in wanted if name not in inv.devices]:
+        some = "switch " if len(missing) == 1 else f"{len(missing)} switches "
+        raise ConfigError(
+            f"{inv.at('devices')}: {some}{', '.join(missing)} of topology {topo.name} "
+            f"{'has' if len(missing) == 1 else 'have'} no device: say how to reach "
+            f"{'it' if len(missing) == 1 else 'each'} (devices: {{{missing[0]}: "
+            "{driver: ..., target: ...}, ...})"
+        )
+    for name in wanted:
         _check_role(inv, topo, name)
 
 

@@ -5,6 +5,8 @@ A moved flow is both directions: TCP needs its ACKs, so ``FlowSpec.reverse()`` m
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -15,6 +17,8 @@ from services.reroute.errors import PlanError
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1}
 # the forms of a flow as text; in a shell the first two need quotes (> is a redirect there)
 FORMS = "SRC>DST, SRC->DST or src=SRC,dst=DST"
+# a host's name in a topology (``vm2``): allowed wherever an address is, once resolved
+HOST_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _PROTOCOL_NAMES = {v: k for k, v in reversed(PROTOCOLS.items())}  # the first name of a number
 
 
@@ -61,10 +65,13 @@ class FlowSpec:
         return text
 
     @classmethod
-    def parse(cls, text: str) -> FlowSpec:
+    def parse(cls, text: str, hosts: Mapping[str, str] | None = None) -> FlowSpec:
         """A flow as text (addresses may carry a prefix), in any of the forms of ``FORMS``:
         ``10.0.0.2>10.0.0.3[,udp][,sport=N][,dport=N]``, the same with ``->``, or
-        ``src=10.0.0.2,dst=10.0.0.3[,...]`` (no character a shell treats specially)."""
+        ``src=10.0.0.2,dst=10.0.0.3[,...]`` (no character a shell treats specially).
+
+        ``hosts``: a topology's host names and their addresses; a name among them stands
+        for its address (``vm2>vm3``). Without it only addresses are taken."""
         head, *opts = [p.strip() for p in text.split(",")]
         src, sep, dst = head.partition(">")
         if sep:
@@ -93,16 +100,44 @@ class FlowSpec:
                 raise ValueError(f"no {'destination' if src else 'source'}: expected {FORMS}")
             if (fields["l4_src"] or fields["l4_dst"]) and fields["ip_proto"] not in (6, 17):
                 raise ValueError("ports need tcp or udp")
-            return cls(src=_address(src), dst=_address(dst), **fields)
+            return cls(src=_address(src, hosts), dst=_address(dst, hosts), **fields)
         except ValueError as exc:
             raise PlanError(f"flow {text!r}: {exc}") from exc
 
 
-def _address(text: str) -> Prefix:
+def _address(text: str, hosts: Mapping[str, str] | None) -> Prefix:
+    if hosts is not None and HOST_NAME.match(text) and text in hosts:
+        text = hosts[text]
+    elif HOST_NAME.match(text):
+        if hosts is None:
+            raise ValueError(f"{text!r} is not an IPv4 address or prefix")
+        raise ValueError(
+            f"{text!r} is not a host of the topology; hosts: {', '.join(sorted(hosts))}"
+        )
     try:
         return Prefix.parse(text)
     except ValueError as exc:
         raise ValueError(f"{text!r} is not an IPv4 address or prefix ({exc})") from None
+
+
+class _AnyHost(Mapping[str, str]):
+    """Every host name, standing for a documentation address (RFC 5737)."""
+
+    def __getitem__(self, key: str) -> str:
+        if not HOST_NAME.match(key):
+            raise KeyError(key)
+        return "192.0.2.1"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+ANY_HOST: Mapping[str, str] = _AnyHost()
+"""For ``FlowSpec.parse``: checks a flow's form before the topology that resolves its host
+names is at hand (an API request's fields are checked before the engine sees them)."""
 
 
 def lacks_destination(text: str) -> bool:

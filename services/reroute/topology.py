@@ -203,6 +203,11 @@ class Topology:
         return self.of_kind(Host)
 
     @property
+    def addresses(self) -> dict[str, str]:
+        """Each host's name and its first address: a flow may name hosts (``vm2>vm3``)."""
+        return {h.name: str(h.address) for h in self.hosts}
+
+    @property
     def switches(self) -> list[Switch]:
         """The packet switches."""
         return self.of_kind(Switch)

@@ -57,7 +57,7 @@ def _in_flags(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
     return Intent(
-        flows=parse_flows(args.flow, *_example(topo)),
+        flows=parse_flows(args.flow, *_example(topo), hosts=topo.addresses),
         to_path=args.to,
         strategy=Strategy(args.strategy),
         drain_s=None if args.drain_ms is None else args.drain_ms / 1000,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from services.reroute.errors import ConfigError, PlanError
@@ -34,19 +34,24 @@ def example(src: str, dst: str) -> str:
 
 
 def parse_flows(
-    texts: Sequence[str], src: str, dst: str, here: Path | None = None
+    texts: Sequence[str],
+    src: str,
+    dst: str,
+    here: Path | None = None,
+    hosts: Mapping[str, str] | None = None,
 ) -> tuple[FlowSpec, ...]:
-    """The flows of the ``--flow`` options; errors give an example from ``src`` to ``dst``
-    and, for a flow without destination, say that the shell probably took its ``>`` (naming
-    the empty file it made in ``here``, the working directory, when there is one)."""
+    """The flows of the ``--flow`` options (``hosts``: the topology's host names, which may
+    stand for addresses); errors give an example from ``src`` to ``dst`` and, for a flow
+    without destination, say that the shell probably took its ``>`` (naming the empty file
+    it made in ``here``, the working directory, when there is one)."""
     if not texts:
         raise ConfigError(f"give at least one flow to move, e.g. {example(src, dst)}")
-    return tuple(_parse(text, here or Path.cwd()) for text in texts)
+    return tuple(_parse(text, here or Path.cwd(), hosts) for text in texts)
 
 
-def _parse(text: str, here: Path) -> FlowSpec:
+def _parse(text: str, here: Path, hosts: Mapping[str, str] | None) -> FlowSpec:
     try:
-        return FlowSpec.parse(text)
+        return FlowSpec.parse(text, hosts)
     except PlanError as exc:
         if not lacks_destination(text) or not text.strip():
             raise

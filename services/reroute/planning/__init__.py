@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from drivers.gcpause import gc_paused
 from services.reroute.errors import PlanError, option
-from services.reroute.model import Intent
+from services.reroute.model import Intent, Strategy
 from services.reroute.planning.electronic import initial_optics, plan_electronic
 from services.reroute.planning.optical import plan_optical
 from services.reroute.planning.plan import Plan
@@ -58,6 +58,7 @@ def _plan(
     scope: frozenset[str] | None,
     space: CookieSpace,
 ) -> Plan:
+    _refuse_unused(intent)
     if optics is None:
         optics = initial_optics(topo)
     to = topo.paths.get(intent.to_path)
@@ -71,3 +72,17 @@ def _plan(
             f"leave out {via}"
         )
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope, space=space)
+
+
+def _refuse_unused(intent: Intent) -> None:
+    """An option the intent's strategy would ignore is refused, never silently dropped."""
+    if intent.strategy is Strategy.MBB and intent.bbm_gap_s:
+        raise PlanError(
+            f"{option('bbm_gap_ms')} is the extra outage of a break-before-make; a "
+            f"make-before-break has none: leave it out, or ask {option('strategy', 'bbm')}"
+        )
+    if intent.strategy is Strategy.BBM and intent.via is not None:
+        raise PlanError(
+            f"{option('via')} parks the flows during a make-before-break; a break-before-make "
+            f"parks nothing: leave it out, or ask {option('strategy', 'mbb')}"
+        )

@@ -206,8 +206,9 @@ def _current_ingress(
             flow = flows[missing]
             spec = flow if d.forward else flow.reverse()
             raise PlanError(
-                f"flow {spec} is not installed at {bridge} port {port} "
-                f"(the ingress of path {to.name})"
+                f"flow {spec} is not installed: no path carries it (no rule of ours "
+                f"matches it at {bridge} port {port}, where path {to.name} and the other "
+                "paths from there begin)"
             )
         ours = [r for r in rules if r is not None]
         if d is dirs[0]:

@@ -29,8 +29,9 @@ MBB parked (``intent.via`` names an electrical temporary path that survives the 
   swap      shift the flows onto the target path, verify, drain, clean ``via``
 
 BBM
-  circuits, then the electronic move to the target at once (traffic is dropped until the
-  transceivers lock), then await the lock to report when the path works.
+  circuits, then (``bbm_gap_s``, experiments) a wait that lengthens the outage, then the
+  electronic move to the target at once (traffic is dropped until the transceivers lock),
+  then await the lock to report when the path works.
 
 Refused: reconfigurations that would cut a path still carrying flows not in the intent.
 """
@@ -236,8 +237,10 @@ def _bbm(
         topo, tables, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=0.0),
         now, partial_ok=False, space=space,
     )  # fmt: skip
+    gap = (Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s),) if intent.bbm_gap_s else ()
     phases = [
         Phase(name="circuits", steps=circuits, concurrent=True),
+        *([Phase(name="gap", steps=gap)] if gap else []),
         *(p for p in move.phases if p.name != "drain"),
         Phase(name="await-lock", steps=(lock,)),
     ]

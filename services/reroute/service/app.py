@@ -179,19 +179,33 @@ def openapi_json() -> str:
     return json.dumps(openapi_document(api()), indent=2) + "\n"
 
 
-def _validation(loc: tuple[str, ...], message: str, kind: str) -> dict[str, Any]:
+def _validation(loc: tuple[str | int, ...], message: str, kind: str) -> dict[str, Any]:
     return {"detail": [{"loc": list(loc), "msg": message, "type": kind}]}
 
 
-async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
+async def _request_invalid(request: Request, exc: Exception) -> JSONResponse:
     """422 naming the fields at fault. FastAPI's own handler echoes each bad input back and
-    fails (500) on a body that is not UTF-8; the input is left out here, bytes never echo."""
+    fails (500) on a body that is not UTF-8; the input is left out here, bytes never echo.
+    A body that is not declared JSON is a 415 naming its type (FastAPI would not parse it,
+    and report the JSON object it then misses as "not a valid dictionary")."""
     assert isinstance(exc, RequestValidationError)
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body_at_fault = all(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors())
+    if body_at_fault and not _is_json(media):
+        said = f"Content-Type {media!r}" if media else "no Content-Type"
+        detail = f"the request body must be JSON (Content-Type: application/json), not {said}"
+        return JSONResponse({"detail": detail}, status_code=415)
     errors = [
         {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type"))}
         for e in exc.errors()
     ]
     return JSONResponse({"detail": errors}, status_code=422)
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 async def _plan_error(_: Request, exc: Exception) -> JSONResponse:

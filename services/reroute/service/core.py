@@ -73,7 +73,7 @@ NEEDS_RESYNC = frozenset({State.OUT_OF_SYNC, State.NO_PIPELINE})
 class FieldError(PlanError):
     """A plan error caused by one field of the request (``loc``, as in FastAPI's 422s)."""
 
-    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         self.loc = loc
         super().__init__(message)
 
@@ -154,7 +154,7 @@ class RerouteService:
     async def submit(self, request: RerouteRequest, key: str | None) -> tuple[Record, bool]:
         """The reroute of ``request`` and whether it is new (see the module docstring)."""
         self._accepting()
-        intent = request.intent()
+        intent = self._intent(request)
         check_paths(self.engine, intent)
         admitted = self._admitted
         busy = self.scheduler.busy  # the queue read once per request
@@ -201,13 +201,27 @@ class RerouteService:
             )
         return old
 
+    def _intent(self, request: RerouteRequest) -> Intent:
+        """The request's intent, its host names resolved with the topology's (a 422 names
+        the flow at fault)."""
+        hosts = self.engine.topo.addresses
+        try:
+            return request.intent(hosts)
+        except PlanError:
+            for i, flow in enumerate(request.flows):
+                try:
+                    FlowSpec.parse(flow, hosts)
+                except PlanError as exc:
+                    raise FieldError(("body", "flows", i), str(exc)) from None
+            raise
+
     def _accepting(self) -> None:
         if self.draining:
             raise ApiError(503, "the service is shutting down: not accepting changes")
 
     async def dry_run(self, request: RerouteRequest) -> Plan:
         """The plan of ``request`` on the devices as they are now (changes nothing)."""
-        intent = request.intent()
+        intent = self._intent(request)
         check_paths(self.engine, intent)
         return await self.engine.plan(intent)
 
@@ -236,7 +250,7 @@ class RerouteService:
         flows: tuple[FlowSpec, ...] = ()
         if flow is not None:
             try:
-                spec = FlowSpec.parse(flow)
+                spec = FlowSpec.parse(flow, self.engine.topo.addresses)
             except PlanError as exc:
                 raise FieldError(("query", "flow"), str(exc)) from exc
             flows = (spec, spec.reverse())
@@ -353,6 +367,16 @@ class RerouteService:
         """Refuse changes (503) from now on; let the running reroutes finish."""
         self.draining = True
         if self._stopping is None:
+            running = self.scheduler.running
+            try:
+                queued = str(self.scheduler.queued)
+            except RerouteError:  # the journal cannot be read now (etcd cut off)
+                queued = "an unknown number of"
+            log.info(
+                "shutting down: refusing changes; waiting for %d running reroute(s); "
+                "%s queued stay in the journal",
+                running, queued,
+            )  # fmt: skip
             self._stopping = asyncio.create_task(self.scheduler.stop())
 
     @property
@@ -370,6 +394,7 @@ class RerouteService:
         await self._stopping
         await self.devices.stop()
         self.bus.close()
+        log.info("shut down: no reroute runs here any more")
 
     def _record(self, reroute_id: str) -> Record:
         record = self.journal.get(reroute_id)

@@ -7,13 +7,14 @@ Requests are strict: unknown fields, wrong types and malformed flows are 422 wit
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool
 
 from services.reroute.errors import PlanError
 from services.reroute.journal import RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model import ANY_HOST, FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Disruption
 
 MAX_MS = 600_000.0
@@ -21,7 +22,7 @@ MAX_MS = 600_000.0
 
 def _flow(text: str) -> str:
     try:
-        FlowSpec.parse(text)
+        FlowSpec.parse(text, ANY_HOST)  # host names are resolved with the topology
     except (PlanError, ValueError) as exc:
         raise ValueError(str(exc)) from None
     return text
@@ -41,7 +42,8 @@ class RerouteRequest(BaseModel):
         min_length=1,
         max_length=100_000,
         description="SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N], e.g. 10.0.0.2>10.0.0.3; "
-        "also SRC->DST or src=SRC,dst=DST[,...]",
+        "also SRC->DST or src=SRC,dst=DST[,...]; SRC and DST may name the topology's hosts "
+        "(vm2>vm3)",
     )
     to_path: PathName
     strategy: Strategy = Strategy.MBB
@@ -55,10 +57,11 @@ class RerouteRequest(BaseModel):
     lock_timeout_ms: Millis = Field(default=3000.0, description="optical: lock wait")
     dry_run: StrictBool = Field(default=False, description="return the plan, change nothing")
 
-    def intent(self) -> Intent:
-        """The engine's ``Intent`` of this request."""
+    def intent(self, hosts: Mapping[str, str] | None = None) -> Intent:
+        """The engine's ``Intent`` of this request, host names resolved with ``hosts`` (a
+        topology's ``addresses``)."""
         return Intent(
-            flows=tuple(FlowSpec.parse(f) for f in self.flows),
+            flows=tuple(FlowSpec.parse(f, hosts) for f in self.flows),
             to_path=self.to_path,
             strategy=self.strategy,
             drain_s=None if self.drain_ms is None else self.drain_ms / 1000,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from drivers.base import FlowRule
-from services.reroute.journal import Record, StepRecord
+from services.reroute.journal import Record, RerouteState, StepRecord
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import scoped_directions
 from services.reroute.planning.plan import Plan
@@ -52,7 +52,7 @@ def reroute_view(
     return RerouteView(
         id=record.id,
         state=record.state,
-        summary=record.summary,
+        summary=_summary(record),
         intent=intent_view(record.intent) if record.intent else None,
         plan=record.plan_text or None,
         steps=step_views(record.step_names, steps, step_phases(record.plan_text)),
@@ -223,3 +223,14 @@ def optics_view(topo: Topology, circuits: frozenset[Circuit], read: frozenset[st
             for o in topo.optical_switches
         ]
     )
+
+
+QUEUED = " (queued)"  # how the journal's summary of a reroute not yet planned ends
+
+
+def _summary(record: Record) -> str:
+    """The record's summary as its state is now: one that ended before it was planned
+    (rejected, cancelled) is no longer queued."""
+    if record.summary.endswith(QUEUED) and record.state is not RerouteState.PENDING:
+        return record.summary.removesuffix(QUEUED) + f" ({record.state.value}, not run)"
+    return record.summary

@@ -105,6 +105,14 @@ def test_a_scope_needs_only_its_devices(tmp_path: Path) -> None:
         inventory.check(inv, NGNCS, scope=["br2"])
 
 
+def test_every_device_missing_from_an_inventory_is_named(tmp_path: Path) -> None:
+    gone = ("  br1:", "  br2:", "  ost1:")
+    inv = load(tmp_path, "".join(x for x in GOOD.splitlines(True) if not x.startswith(gone)))
+    with pytest.raises(ConfigError) as err:
+        inventory.check(inv, NGNCS)
+    assert "3 switches br1, br2, ost1 of topology ngncs-ost have no device" in str(err.value)
+
+
 def test_a_missing_password_source_is_named_without_a_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

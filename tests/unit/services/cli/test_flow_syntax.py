@@ -108,3 +108,15 @@ def test_the_monitor_explains_an_unquoted_arrow_before_it_calls_anything(
     assert "flow '10.10.0.1-': no destination" in done.stderr
     assert "--flow '10.10.0.1>10.10.0.2'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_host_names_stand_for_their_addresses_where_a_topology_names_them(
+    tmp_path: Path,
+) -> None:
+    hosts = {"vm2": "10.0.0.2", "vm3": "10.0.0.3"}
+    (named,) = parse_flows(["vm2>vm3,udp"], "10.0.0.2", "10.0.0.3", tmp_path, hosts)
+    assert named == FlowSpec.parse("10.0.0.2>10.0.0.3,udp")
+    with pytest.raises(PlanError, match="'vm9' is not a host of the topology; hosts: vm2, vm3"):
+        parse_flows(["vm9>vm3"], "10.0.0.2", "10.0.0.3", tmp_path, hosts)
+    with pytest.raises(PlanError, match="'vm2' is not an IPv4 address or prefix"):  # no topology
+        FlowSpec.parse("vm2>vm3")

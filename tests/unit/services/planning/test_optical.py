@@ -140,6 +140,16 @@ def test_bbm_declares_outage_and_is_dark_until_lock() -> None:
     assert p.steps()[0].kind is StepKind.CIRCUITS and p.steps()[-1].kind is StepKind.AWAIT_LOCK
 
 
+def test_bbm_gap_lengthens_an_optical_outage_and_mbb_refuses_it() -> None:
+    tables = tables_with([])
+    bbm = Intent(flows=(LONG,), to_path="short", strategy=Strategy.BBM, bbm_gap_s=3.0)
+    steps = plan(NGNCS, tables, bbm, 0.0).steps()
+    assert [s.kind for s in steps[:2]] == [StepKind.CIRCUITS, StepKind.WAIT]
+    assert steps[1].duration_s == 3.0
+    with pytest.raises(PlanError, match="bbm_gap_ms is the extra outage"):
+        plan(NGNCS, tables, replace(bbm, strategy=Strategy.MBB), 0.0)
+
+
 @pytest.mark.parametrize(
     ("intent", "message"),
     [
@@ -245,8 +255,8 @@ def test_every_refusal_names_what_works(intent: Intent, where: str) -> None:
 
 
 def _taken(intent: Intent, name: str, value: str) -> Intent:
-    if name == "strategy":
-        return replace(intent, strategy=Strategy(value))
+    if name == "strategy":  # a break-before-make parks nothing: via is refused with it
+        return replace(intent, strategy=Strategy(value), via=None)
     assert name == "via", name
     return replace(intent, via=value or None)
 

@@ -4,6 +4,7 @@ idempotency, dry run, the FIFO queue and cancel, events, drain and restart."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import httpx
@@ -93,7 +94,8 @@ def test_a_refused_intent_is_a_rejected_reroute_whether_judged_at_once_or_queued
     assert at_once.headers["Location"] == f"/v1/reroutes/{at_once.json()['id']}"
     unknown = http.post("/v1/reroutes", json={**BODY, "flows": ["10.0.0.1>10.0.0.3"]})
     assert unknown.status_code == 201 and unknown.json()["state"] == "rejected"
-    assert "is not installed at br2 port 1" in unknown.json()["error"]
+    assert "not installed: no path carries it" in unknown.json()["error"]
+    assert "rejected, not run" in unknown.json()["summary"]  # no longer "(queued)"
     assert fake.snapshot() == before  # nothing changed
     client = fake_server.client()
     first = client.create([FLOW], "temporary", drain_ms=1000)  # still running when the next arrives
@@ -196,8 +198,9 @@ def test_events_stream_steps_and_state_changes(fake_server: ServerThread) -> Non
 
 
 def test_drain_refuses_changes_finishes_the_running_one_keeps_pending(
-    topo: Topology, fake: FakeFabric, tmp_path: Path
+    topo: Topology, fake: FakeFabric, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "reroute.service")
     config = settings(topo, tmp_path / "journal.sqlite")
     with ServerThread(config, fake.drivers) as srv:
         client = srv.client(retries=0)
@@ -209,6 +212,12 @@ def test_drain_refuses_changes_finishes_the_running_one_keeps_pending(
         assert refused.value.status == 503 and refused.value.is_unavailable
         srv.thread.join(10)
         assert not srv.thread.is_alive()
+    said = [r.getMessage() for r in caplog.records if r.name == "reroute.service"]
+    begun = "shutting down: refusing changes; waiting for 1 running reroute(s); 1 queued"
+    assert any(m.startswith(begun) for m in said), said
+    assert said.index(next(m for m in said if m.startswith(begun))) < said.index(
+        "shut down: no reroute runs here any more"
+    )
     journal = Journal(tmp_path / "journal.sqlite")
     states = {r.id: r.state for r in journal.history()}
     journal.close()
@@ -344,3 +353,51 @@ def test_health_asks_every_device_and_names_the_ones_down(
     assert again["status"] == "ok" and all(d["state"] == "up" for d in again["devices"])
     healthy = fake_server.http(None).get("/healthz").json()
     assert healthy["status"] == "ok" and healthy["devices"] == {}
+
+
+def test_host_names_of_the_topology_stand_for_their_addresses(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    before = fake.snapshot()
+    client, http = fake_server.client(), fake_server.http()
+    named = client.create(["vm2>vm3"], "temporary", dry_run=True).text
+    assert named == client.create([FLOW], "temporary", dry_run=True).text
+    answer = http.post("/v1/reroutes", json={**BODY, "flows": [FLOW, "vm9>vm3"]})
+    assert answer.status_code == 422, answer.text
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == ["body", "flows", 1]
+    assert "'vm9' is not a host of the topology; hosts: vm1, vm2, vm3, vm4" in error["msg"]
+    assert http.get("/v1/reroutes", params={"flow": "vm2>vm3"}).status_code == 200
+    assert fake.snapshot() == before
+    assert journal_ids(tmp_path / "journal.sqlite") == []
+
+
+def test_an_option_the_strategy_would_ignore_is_refused_naming_it(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    before = fake.snapshot()
+    http = fake_server.http()
+    for body, field in (
+        ({**BODY, "bbm_gap_ms": 3000}, "bbm_gap_ms"),  # MBB has no gap
+        ({**BODY, "to_path": "short", "strategy": "bbm", "via": "temporary"}, "via"),
+    ):
+        answer = http.post("/v1/reroutes", json=body)
+        assert answer.status_code in (201, 422), answer.text
+        said = answer.json().get("error") or answer.json()["detail"][0]["msg"]
+        assert f"{field} " in said and "leave it out" in said, said
+        assert answer.status_code == 422 or answer.json()["state"] == "rejected"
+    assert fake.snapshot() == before
+
+
+def test_a_body_not_declared_json_is_a_415_naming_its_type(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    before = fake.snapshot()
+    http = fake_server.http()
+    raw = json.dumps(BODY).encode()
+    for headers, named in (({}, "no Content-Type"), ({"Content-Type": "text/plain"}, "text/plain")):
+        answer = http.post("/v1/reroutes", content=raw, headers=headers)
+        assert answer.status_code == 415, answer.text
+        assert named in answer.json()["detail"] and "application/json" in answer.json()["detail"]
+    assert fake.snapshot() == before
+    assert journal_ids(tmp_path / "journal.sqlite") == []
