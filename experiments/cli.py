@@ -118,7 +118,27 @@ def _list(args: argparse.Namespace) -> int:
             f"{'':20}   backends: {', '.join(exp.backends)}; parameters:"
             f" experiments/configs/{name}.yaml"
         )
+        quick, full = (_estimate(exp, quick=q) for q in (True, False))
+        print(f"{'':20}   about {full} on its first backend ({quick} with --quick)")
+    print(f"\n--quick: {QUICK}")
     return 0
+
+
+QUICK = (
+    "the short scale CI runs (few repetitions, short streams): it shows that an experiment "
+    "works, its numbers are not the seeds' (reroute experiment full runs those)"
+)
+
+
+def _estimate(exp: Experiment, *, quick: bool) -> str:
+    """How long ``run`` takes at the default or quick scale, from its repetitions' lengths
+    (``full.rep_seconds``, the estimate ``full --dry-run`` prints)."""
+    from experiments.full import rep_seconds
+    from experiments.runner import duration, options
+
+    opts = options(exp, backend=None, quick=quick, seed=0, config=None, sets=[])
+    cfg = opts.config.model_dump()
+    return duration(sum(rep_seconds(exp.name, r.params, cfg) for r in exp.plan(opts)))
 
 
 def _experiment(name: str) -> Experiment:
@@ -292,7 +312,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="the short scale (CI)")
+    parser.add_argument("--quick", action="store_true", help=QUICK)
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="parameters over experiments/configs/NAME.yaml"
     )

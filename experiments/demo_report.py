@@ -172,7 +172,11 @@ def _gap(r: RunNumbers) -> str:
 
 
 def _gap_at(r: RunNumbers) -> str:
-    return NONE if r.udp.gap_at_ms is None else f"{r.udp.gap_at_ms:+.0f}"
+    """When the longest gap began, after the request; none where nothing was requested
+    (the run with nothing moved has a gap, but no request to time it from)."""
+    if r.timing is None or r.udp.gap_at_ms is None:
+        return NONE
+    return f"{r.udp.gap_at_ms:+.0f}"
 
 
 def _dip(r: RunNumbers) -> str:

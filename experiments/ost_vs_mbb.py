@@ -282,15 +282,28 @@ def conclusions(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
         return "Not enough runs of both strategies to conclude anything."
     n = ", ".join(f"{len(by['bbm'])} + {len(by['mbb'])} on {b}" for b, by in backends.items())
     dark = _mean(every["bbm"], _timing("dark_ms")) or 0.0
-    hitless = sum(1 for r in every["mbb"] if (_cap("retransmitted")(r) or 0) == 0)
     return (
         f"Make-before-break cut TCP's unavailability from {gap['bbm']:.0f} ms to"
         f" {gap['mbb']:.0f} ms and its retransmitted share from {loss['bbm'] or 0:.2f} % to"
         f" {loss['mbb'] or 0:.2f} % (seed 003: 598 -> 121 ms, 2.8 -> 0.93 %; {n} runs). BBM's"
         f" outage is the dark circuit (switching + lock, {dark:.0f} ms on average) stretched by"
         f" TCP's retransmission backoff, while MBB parks the traffic on the electrical path"
-        f" until the circuit is lit: {hitless} of its {len(every['mbb'])} runs retransmitted"
-        " nothing."
+        f" until the circuit is lit: {_retransmitted(every['mbb'])}."
+    )
+
+
+def _retransmitted(runs: Sequence[Raw]) -> str:
+    """How many of ``runs`` retransmitted nothing, said so that none and all read right."""
+    counts = [_cap("retransmitted")(r) or 0 for r in runs]
+    some = sorted(c for c in counts if c)
+    if not some:
+        return f"none of its {len(counts)} runs retransmitted anything"
+    typical = f"median {statistics.median(some):g} packets"
+    if len(some) == len(counts):
+        return f"each of its {len(counts)} runs retransmitted a little ({typical})"
+    return (
+        f"{len(counts) - len(some)} of its {len(counts)} runs retransmitted nothing, the other"
+        f" {len(some)} a little ({typical})"
     )
 
 

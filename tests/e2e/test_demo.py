@@ -122,3 +122,5 @@ def test_table_sets_both_runs_beside_seed_003() -> None:
     assert cells["longest gap = unavailability (ms)"] == ["835.0", "1.2", "3.0", "598", "121"]
     assert cells["UDP probe packets sent"] == ["20000", "20000", "20000", "-", "-"]
     assert cells["request -> traffic on new path (ms)"] == ["850", "850", "-", "-", "-"]
+    # the run with nothing moved has a gap, but no request to time it from
+    assert cells["it began (ms after the request)"] == ["+9", "+9", "-", "-", "-"]

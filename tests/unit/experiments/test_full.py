@@ -84,3 +84,18 @@ def test_results_of_another_commit_are_not_mixed_in(
     monkeypatch.setattr(full, "git_head", lambda: "abc1234-dirty")
     with pytest.raises(ConfigError, match="the tree is modified"):
         full._check_commit(tmp_path / "new", allow_dirty=False)
+
+
+def test_list_says_how_long_each_experiment_runs_and_what_quick_means(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from experiments import catalog, cli
+
+    assert cli._list(argparse.Namespace()) == 0
+    said = capsys.readouterr().out
+    lengths = [line for line in said.splitlines() if "on its first backend" in line]
+    assert len(lengths) == len(catalog.EXPERIMENTS)
+    assert all("with --quick)" in line and "about " in line for line in lengths)
+    assert "--quick: the short scale CI runs" in said

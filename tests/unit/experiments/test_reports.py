@@ -220,3 +220,17 @@ def test_rate_around_the_request() -> None:
     assert rate_around(stream, -1000, 0) == 100
     assert rate_around(stream, 0, 800) == 0
     assert rate_around(stream, 5000, 6000) is None
+
+
+@pytest.mark.parametrize(
+    ("counts", "said"),
+    [
+        ([0, 0, 0], "none of its 3 runs retransmitted anything"),
+        ([2, 5, 1], "each of its 3 runs retransmitted a little (median 2 packets)"),
+        ([0, 4, 0], "2 of its 3 runs retransmitted nothing, the other 1 a little (median 4"),
+    ],
+)
+def test_mbb_retransmissions_are_said_as_they_are(counts: list[int], said: str) -> None:
+    from experiments.ost_vs_mbb import _retransmitted
+
+    assert _retransmitted([{"capture": {"retransmitted": c}} for c in counts]).startswith(said)
