@@ -49,7 +49,10 @@ def _fire(args: argparse.Namespace, flows: list[str]) -> Callable[[int], Failove
     from services.reroute.service.client import RerouteClient
 
     token = args.token or (Path(args.token_file).read_text().strip() if args.token_file else "")
-    client = RerouteClient(args.api, token, retries=args.retries)
+    if (args.cert is None) != (args.key is None):
+        raise SystemExit(f"reroute monitor {args.kind}: --cert and --key go together")
+    cert = (args.cert, args.key) if args.cert else None
+    client = RerouteClient(args.api, token, retries=args.retries, ca=args.cacert, cert=cert)
     await_service(client, args.api, args.api_wait_s)  # and warm the connection for the failover
     run_id = args.id or uuid.uuid4().hex[:8]
 
@@ -137,6 +140,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--api", required=True, metavar="URL", help="the site's reroute service")
     p.add_argument("--token", help="bearer token (operator role)")
     p.add_argument("--token-file", help="file holding the bearer token")
+    p.add_argument("--cacert", type=Path, metavar="FILE", help="HTTPS: the service's CA (PEM)")
+    p.add_argument("--cert", type=Path, metavar="FILE", help="HTTPS: client certificate (PEM)")
+    p.add_argument("--key", type=Path, metavar="FILE", help="HTTPS: its private key (PEM)")
     p.add_argument(
         "--flow", action="append", default=[], metavar=flowarg.METAVAR, help=flowarg.HELP
     )

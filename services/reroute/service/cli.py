@@ -37,9 +37,9 @@ def _serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
     inv = settings.inventory.file if settings.inventory else "-"
+    url = f"{settings.scheme}://{where}:{port}"
     print(
-        f"reroute serve: http://{where}:{port} (fabric {settings.fabric}, inventory {inv}); "
-        f"the page: http://{where}:{port}/ui/",
+        f"reroute serve: {url} (fabric {settings.fabric}, inventory {inv}); the page: {url}/ui/",
         flush=True,
     )
     serve(settings, sock)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import builtins
 import json
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, overload
 
 import httpx
@@ -126,8 +128,12 @@ class RerouteClient:
         retries: int = 3,
         backoff_s: float = 0.05,
         transport: httpx.BaseTransport | None = None,
+        ca: Path | None = None,
+        cert: tuple[Path, Path] | None = None,
     ) -> None:
-        """``transport``: for tests (e.g. ``httpx.MockTransport``); default: the network."""
+        """``transport``: for tests (e.g. ``httpx.MockTransport``); default: the network.
+        HTTPS: ``ca`` the CA file that signed the service's certificate (default: the
+        system's); ``cert`` (certificate, key) where the service asks for a client's."""
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
@@ -135,7 +141,7 @@ class RerouteClient:
             base_url=base_url.rstrip("/"),
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout_s,
-            transport=transport or nodelay_transport(),
+            transport=transport or nodelay_transport(ca=ca, cert=cert),
         )
 
     def close(self) -> None:
@@ -312,10 +318,20 @@ class EventStream:
         self.close()
 
 
-def nodelay_transport() -> httpx.HTTPTransport:
+def nodelay_transport(
+    *, ca: Path | None = None, cert: tuple[Path, Path] | None = None
+) -> httpx.HTTPTransport:
     """TCP_NODELAY: httpx writes a request's headers and body separately, and Nagle's
-    algorithm would hold the body for the server's delayed ACK (40 ms on Linux)."""
-    return httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    algorithm would hold the body for the server's delayed ACK (40 ms on Linux). ``ca``,
+    ``cert``: HTTPS with this CA file, and this client certificate and key."""
+    verify: ssl.SSLContext | bool = True
+    if ca is not None or cert is not None:
+        verify = ssl.create_default_context(cafile=None if ca is None else str(ca))
+        if cert is not None:
+            verify.load_cert_chain(str(cert[0]), str(cert[1]))
+    return httpx.HTTPTransport(
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)], verify=verify
+    )
 
 
 def _check(answer: httpx.Response, *, read: bool = False) -> None:

@@ -8,6 +8,8 @@ fabric: ngncs-ost          # that fabric's name (default: the topology's name)
 scope: [br2]               # switches this instance manages (default: all)
 journal: /run/reroute/ngncs-ost/journal-site-a.sqlite   # default: in the inventory's state_dir
 listen: 127.0.0.1:8080
+tls: {certificate: api.pem, private_key: api.key}   # HTTPS (default: plain HTTP); add
+                           # client_ca: ca.pem to require client certificates signed by it
 tokens:
   - {token: "a-long-random-operator-token", role: operator}
   - {token: "a-long-random-read-only-token", role: read}
@@ -29,6 +31,7 @@ listen on). A bad inventory stops the service before it starts, naming file and 
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +110,29 @@ class RetentionSpec(BaseModel):
     days: float = Field(default=30.0, gt=0, le=36_500)
 
 
+class ServeTls(BaseModel):
+    """``tls:``: the API over HTTPS (TLS 1.2 or later) with this certificate and key;
+    ``client_ca``: also require a client certificate signed by this CA (mutual TLS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    certificate: Path = Field(description="PEM: the server's certificate (and its chain)")
+    private_key: Path = Field(description="PEM: its private key (readable by the service only)")
+    client_ca: Path | None = Field(
+        default=None, description="PEM: require client certificates signed by this CA"
+    )
+
+    def context(self) -> ssl.SSLContext:
+        """The server's TLS context (OSError, ssl.SSLError: a file is unreadable or wrong)."""
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.certificate, self.private_key)
+        if self.client_ca is not None:
+            ctx.load_verify_locations(self.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -127,6 +153,11 @@ class ServiceConfig(BaseModel):
     )
     listen: Annotated[str, AfterValidator(_listen)] = Field(
         default="127.0.0.1:8080", description="HOST:PORT of the API (and the page, /ui/)"
+    )
+    tls: ServeTls | None = Field(
+        default=None,
+        description="serve HTTPS: {certificate: FILE, private_key: FILE, client_ca?: FILE} "
+        "(default: plain HTTP, for loopback or behind a TLS proxy)",
     )
     tokens: tuple[TokenSpec, ...] = Field(
         default=(),
@@ -175,6 +206,11 @@ class Settings:
     retention: Retention = field(default_factory=Retention)
     store: SqliteStore | EtcdStore = field(default_factory=SqliteStore)
     auto_resync: bool = True
+    tls: ServeTls | None = None  # None: plain HTTP
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls is None else "https"
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -207,6 +243,9 @@ def _relative_to(config: ServiceConfig, path: Path, doc: Document) -> ServiceCon
     updates: dict[str, Any] = {k: base / v for k, v in relative.items()}
     if (store := _store_relative_to(config.store, base)) is not config.store:
         updates["store"] = store
+    if config.tls is not None:
+        files = {k: p for k, p in config.tls if isinstance(p, Path) and not p.is_absolute()}
+        updates["tls"] = config.tls.model_copy(update={k: base / p for k, p in files.items()})
     fixed = config.model_copy(update=updates)
     fixed._source = Source(file=path, doc=doc, relative=relative)
     return fixed
@@ -262,6 +301,7 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
     fabric = config.fabric or topo.name
     tokens = TokenTable(_tokens(config))
     _check_journal(config)
+    _check_tls(config)
     return Settings(
         topo=topo,
         fabric=fabric,
@@ -275,7 +315,19 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
         retention=Retention(reroutes=config.retention.reroutes, days=config.retention.days),
         store=config.store,
         auto_resync=config.auto_resync,
+        tls=config.tls,
     )
+
+
+def _check_tls(config: ServiceConfig) -> None:
+    """The TLS files load (before the service opens any device): the error names them."""
+    if config.tls is None:
+        return
+    try:
+        config.tls.context()
+    except (OSError, ssl.SSLError) as exc:
+        files = ", ".join(str(p) for _, p in config.tls if p is not None)
+        raise ConfigError(f"{_at(config, 'tls')}: cannot load {files}: {exc}") from exc
 
 
 def _check_journal(config: ServiceConfig) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -68,12 +70,22 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def server(settings: Settings, *, drivers: DriverFactory | None = None) -> DrainingServer:
     """A uvicorn server of the service that drains on SIGTERM."""
     app = create_app(settings, drivers=drivers)
+    tls = settings.tls
+    https: dict[str, Any] = {}
+    if tls is not None:  # uvicorn makes the context; ServeTls.context checked the files
+        https = {
+            "ssl_certfile": str(tls.certificate),
+            "ssl_keyfile": str(tls.private_key),
+            "ssl_ca_certs": None if tls.client_ca is None else str(tls.client_ca),
+            "ssl_cert_reqs": ssl.CERT_NONE if tls.client_ca is None else ssl.CERT_REQUIRED,
+        }
     config = uvicorn.Config(
         app,
         log_config=None,
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,
+        **https,
     )
     return DrainingServer(config, app)
 
