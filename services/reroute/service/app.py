@@ -10,6 +10,7 @@ closes everything.
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -18,8 +19,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from services.reroute import __version__
 from services.reroute.engine import Engine
@@ -41,6 +48,7 @@ from services.reroute.store import EtcdStore, SqliteStore, open_store
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 TITLE = "reroute"
+DOCS_ASSETS = str(importlib.resources.files("fastapi_offline") / "static")
 DESCRIPTION = (
     "Make-before-break reroutes of live flows. Reroutes that share no device, optical port "
     "or flow run at once; overlapping ones run one after the other, first in, first out; a "
@@ -50,9 +58,17 @@ DESCRIPTION = (
 
 def api(lifespan: Lifespan | None = None) -> FastAPI:
     """The FastAPI application: routes and page (without ``lifespan``: no service)."""
-    app = FastAPI(title=TITLE, version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title=TITLE,
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served by ``mount_docs`` from shipped files, not a CDN
+        redoc_url=None,
+    )
     app.include_router(router)
     mount_ui(app)
+    mount_docs(app)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(PlanError, _plan_error)
     app.add_exception_handler(ApiError, _api_error)
@@ -61,6 +77,56 @@ def api(lifespan: Lifespan | None = None) -> FastAPI:
     app.add_exception_handler(RerouteError, _reroute_error)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
+
+
+def mount_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their scripts and styles served from the
+    files of the ``fastapi-offline`` package, under ``/docs/static/``: FastAPI's defaults
+    load them from a public CDN, which a lab network often cannot reach (a blank page)."""
+    app.mount("/docs/static", StaticFiles(directory=DOCS_ASSETS), name="docs-static")
+
+    async def swagger() -> HTMLResponse:
+        return _offline(
+            get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title=f"{TITLE} API",
+                swagger_js_url="/docs/static/swagger-ui-bundle.js",
+                swagger_css_url="/docs/static/swagger-ui.css",
+                swagger_favicon_url="/docs/static/favicon.png",
+                oauth2_redirect_url="/docs/oauth2-redirect",
+            )
+        )
+
+    async def redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    async def redoc() -> HTMLResponse:
+        return _offline(
+            get_redoc_html(
+                openapi_url="/openapi.json",
+                title=f"{TITLE} API",
+                redoc_js_url="/docs/static/redoc.standalone.js",
+                redoc_favicon_url="/docs/static/favicon.png",
+                with_google_fonts=False,
+            )
+        )
+
+    app.add_api_route("/docs", swagger, include_in_schema=False)
+    app.add_api_route("/docs/oauth2-redirect", redirect, include_in_schema=False)
+    app.add_api_route("/redoc", redoc, include_in_schema=False)
+
+
+# the docs pages load nothing from elsewhere, whatever the assets would (ReDoc's footer logo
+# is on its vendor's CDN): their own scripts and the inline one that starts them
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; worker-src 'self' blob:; connect-src 'self'"
+)
+
+
+def _offline(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = DOCS_POLICY
+    return page
 
 
 def create_app(settings: Settings, *, drivers: DriverFactory | None = None) -> FastAPI:

@@ -18,8 +18,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/ui"})
-PUBLIC_PREFIXES = ("/ui/",)
+PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui"})
+PUBLIC_PREFIXES = ("/ui/", "/docs/static/")
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -25,7 +25,9 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 class Browser:
     """One headless chromium window (``with Browser() as b``)."""
 
-    def __init__(self, width: int = 1440, height: int = 1000) -> None:
+    def __init__(self, width: int = 1440, height: int = 1000, *, offline: bool = False) -> None:
+        """``offline``: every host name fails to resolve (a lab network without the
+        internet): only addresses given as such, the service's 127.0.0.1, are reached."""
         missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
         if missing:
             pytest.fail(f"{', '.join(missing)} missing: run `make setup` (Debian's chromium)")
@@ -40,6 +42,7 @@ class Browser:
             "--no-first-run",
             "--disable-extensions",
             f"--window-size={width},{height}",
+            *(["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"] if offline else []),
         ):
             options.add_argument(arg)
         self.driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))

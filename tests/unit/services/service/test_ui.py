@@ -362,3 +362,34 @@ def watch(b: Browser) -> None:
 
 def xcs(b: Browser) -> set[str]:
     return {x or "" for x in b.attrs("#topo .xc", "data-xc")}
+
+
+def _resources(browser: Browser) -> list[str]:
+    """Every URL the page loaded or tried to (the document's own included)."""
+    urls: list[str] = browser.driver.execute_script(
+        "return [location.href, ...performance.getEntriesByType('resource').map(e => e.name)];"
+    )
+    return urls
+
+
+def test_the_api_docs_work_offline_from_files_the_service_ships(
+    fake_server: ServerThread,
+) -> None:
+    """/docs (Swagger UI) and /redoc in chromium with no name resolvable but the service's
+    address: every script and style comes from the service, and both render the API."""
+    anonymous = fake_server.http(None)
+    for path in ("/docs", "/redoc", "/docs/static/swagger-ui-bundle.js"):
+        assert anonymous.get(path).status_code == 200, path  # no token needed
+    assert "cdn" not in anonymous.get("/docs").text.lower()
+    with Browser(offline=True) as browser:
+        browser.open(f"{fake_server.url}/docs")
+        browser.wait(lambda: "/v1/reroutes" in browser.text(".swagger-ui"), "Swagger UI's API")
+        swagger = _resources(browser)
+        browser.open(f"{fake_server.url}/redoc")
+        browser.wait(lambda: "Reroute flows" in browser.text("redoc"), "ReDoc's API")
+        redoc = _resources(browser)
+        said = " ".join(browser.console())
+    assert any(u.endswith("/docs/static/redoc.standalone.js") for u in redoc), redoc
+    for url in (*swagger, *redoc):  # ReDoc's footer logo is on its CDN: the page's policy
+        blocked = f"'{url}' violates the following Content Security Policy" in said
+        assert url.startswith(fake_server.url) or blocked, f"loaded from elsewhere: {url}"
