@@ -3,10 +3,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 TOPO ?= topologies/ngncs-ost.yaml
 
-.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick experiments-full
+.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick experiments-full install
 
 setup:
 	@scripts/setup.sh
+
+# The service for a lab server (README "Deploy"): a venv of its own under PREFIX, the config
+# in ETC (never overwritten), the systemd unit in UNIT_DIR ("" to skip). As root.
+PREFIX ?= /opt/reroute
+ETC ?= /etc/reroute
+UNIT_DIR ?= /etc/systemd/system
+install:
+	PREFIX=$(PREFIX) ETC=$(ETC) UNIT_DIR=$(UNIT_DIR) scripts/install.sh
 
 demo: setup
 	$(BIN)/reroute demo --topology $(TOPO)

@@ -2,7 +2,8 @@
 # Build the CI image locally: no image can be pulled, so the base is a debootstrapped
 # Debian bookworm imported into Docker, then docker/Dockerfile adds Open vSwitch, the
 # tools and the project's Python environment. Run as root from the repository root:
-#   docker/build.sh            # reroute-base:bookworm (once) and reroute-ci:latest
+#   docker/build.sh            # reroute-base:bookworm (once), reroute-ci:latest and
+#                              # reroute-service:latest (docker/service/: the service alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the Debian mirror: the one this host's apt uses (its sources list), or MIRROR=URL
@@ -27,3 +28,5 @@ tar --append -f "$context" --transform 's|.*|docker/ca-certificates.crt|' \
   /etc/ssl/certs/ca-certificates.crt 2>/dev/null
 echo "docker/build.sh: building reroute-ci:latest from $(git rev-parse --short HEAD)"
 docker build -q -t reroute-ci:latest -f docker/Dockerfile - < "$context"
+echo "docker/build.sh: building reroute-service:latest (the service alone, make install)"
+docker build -q -t reroute-service:latest -f docker/service/Dockerfile - < "$context"

@@ -51,6 +51,7 @@ from services.reroute.rules import path_tag
 from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
 from services.reroute.service.metrics import Metrics
+from services.reroute.service.oplog import lifecycle_log
 from services.reroute.service.scheduler import Scheduler
 from services.reroute.service.schemas import (
     DeviceHealth,
@@ -372,7 +373,7 @@ class RerouteService:
                 queued = str(self.scheduler.queued)
             except RerouteError:  # the journal cannot be read now (etcd cut off)
                 queued = "an unknown number of"
-            log.info(
+            lifecycle_log.info(
                 "shutting down: refusing changes; waiting for %d running reroute(s); "
                 "%s queued stay in the journal",
                 running, queued,
@@ -394,7 +395,7 @@ class RerouteService:
         await self._stopping
         await self.devices.stop()
         self.bus.close()
-        log.info("shut down: no reroute runs here any more")
+        lifecycle_log.info("shut down: no reroute runs here any more")
 
     def _record(self, reroute_id: str) -> Record:
         record = self.journal.get(reroute_id)

@@ -31,7 +31,8 @@ from services.reroute.service.events import Subscription
 requests_log = logging.getLogger("reroute.requests")
 reroutes_log = logging.getLogger("reroute.reroutes")
 devices_log = logging.getLogger("reroute.device_states")
-LOGGERS = (requests_log, reroutes_log, devices_log)
+lifecycle_log = logging.getLogger("reroute.lifecycle")  # start of a shutdown, its end
+LOGGERS = (requests_log, reroutes_log, devices_log, lifecycle_log)
 IDLE_S = 60.0
 FINAL = frozenset(s.value for s in RerouteState if s.final)
 

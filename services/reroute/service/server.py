@@ -6,11 +6,16 @@
 3. event streams end, open requests complete, the drivers and the journal are closed.
 
 A second signal exits at once; the journal then recovers on the next start what was cut.
+
+Under systemd (``Type=notify``, packaging/reroute.service) the server tells the manager
+on ``$NOTIFY_SOCKET`` when it serves (``READY=1``, once the devices are being opened and the
+journal is open: the lifespan has run) and when it starts draining (``STOPPING=1``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import ssl
 from types import FrameType
@@ -31,6 +36,7 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.app = app
         self.drain_requested = False
+        self._told_ready = False
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """A signal handler: only set flags (``on_tick`` acts on them in the loop)."""
@@ -39,7 +45,10 @@ class DrainingServer(uvicorn.Server):
         self.drain_requested = True
 
     async def on_tick(self, counter: int) -> bool:
-        """Stop once a requested drain has finished."""
+        """Tell systemd once serving and once draining; stop once a drain has finished."""
+        if self.started and not self._told_ready:
+            self._told_ready = True
+            notify("READY=1\nSTATUS=serving")
         if self.drain_requested and self._drained():
             return True
         return await super().on_tick(counter)
@@ -48,11 +57,27 @@ class DrainingServer(uvicorn.Server):
         svc = service_of(self.app)
         if svc is None:
             return True
+        if not svc.draining:
+            notify("STOPPING=1\nSTATUS=draining: running reroutes finish, no new one starts")
         svc.begin_drain()
         if not svc.drained:
             return False
         svc.bus.close()
         return True
+
+
+def notify(state: str) -> None:
+    """Send ``state`` to the service manager (sd_notify's protocol: one datagram to the
+    unix socket named by ``$NOTIFY_SOCKET``, ``@`` for an abstract one); nothing without it."""
+    where = os.environ.get("NOTIFY_SOCKET")
+    if not where:
+        return
+    address = "\0" + where[1:] if where.startswith("@") else where
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.sendto(state.encode(), address)
+    except OSError as exc:  # the manager went away: nothing to tell
+        log.warning("could not tell the service manager %r: %s", state.split("\n")[0], exc)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -200,7 +200,7 @@ def test_events_stream_steps_and_state_changes(fake_server: ServerThread) -> Non
 def test_drain_refuses_changes_finishes_the_running_one_keeps_pending(
     topo: Topology, fake: FakeFabric, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "reroute.service")
+    caplog.set_level(logging.INFO, "reroute.lifecycle")
     config = settings(topo, tmp_path / "journal.sqlite")
     with ServerThread(config, fake.drivers) as srv:
         client = srv.client(retries=0)
@@ -212,7 +212,7 @@ def test_drain_refuses_changes_finishes_the_running_one_keeps_pending(
         assert refused.value.status == 503 and refused.value.is_unavailable
         srv.thread.join(10)
         assert not srv.thread.is_alive()
-    said = [r.getMessage() for r in caplog.records if r.name == "reroute.service"]
+    said = [r.getMessage() for r in caplog.records if r.name == "reroute.lifecycle"]
     begun = "shutting down: refusing changes; waiting for 1 running reroute(s); 1 queued"
     assert any(m.startswith(begun) for m in said), said
     assert said.index(next(m for m in said if m.startswith(begun))) < said.index(
