@@ -49,8 +49,15 @@ class Universe:
     unfenced: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, topo: Topology, scope: frozenset[str] | None = None) -> Universe:
-        """The atoms of the devices of ``topo`` in ``scope`` (None: all)."""
+    def of(
+        cls,
+        topo: Topology,
+        scope: frozenset[str] | None = None,
+        *,
+        unfenced: frozenset[str] = frozenset(),
+    ) -> Universe:
+        """The atoms of the devices of ``topo`` in ``scope`` (None: all); ``unfenced``: the
+        devices whose drivers elect no writer."""
 
         def mine(name: str) -> bool:
             return scope is None or name in scope
@@ -63,7 +70,8 @@ class Universe:
             for o in topo.optical_switches
             if mine(o.name)
         }
-        return cls(switches=frozenset(s.name for s in topo.switches if mine(s.name)), ports=ports)
+        switches = frozenset(s.name for s in topo.switches if mine(s.name))
+        return cls(switches=switches, ports=ports, unfenced=unfenced)
 
     @property
     def devices(self) -> frozenset[str]:
