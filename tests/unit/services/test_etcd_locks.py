@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from drivers.errors import DeviceRejected
+from drivers.p4runtime import P4RuntimeDriver
 from fabric.etcdcluster import EtcdCluster
 from services.reroute.errors import DriverError
 from services.reroute.etcd import locks as etcd_locks
@@ -23,6 +24,7 @@ from services.reroute.etcd.locks import REVISION_BITS, EtcdLocks
 from services.reroute.executor import Executor
 from services.reroute.locks import Universe
 from services.reroute.resources import EVERYTHING
+from tests.drivers.test_p4runtime import add, emulator, host
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
@@ -212,5 +214,46 @@ def test_an_unfenced_device_waits_out_the_lock_delay_after_its_holder_died(
             assert await holder(etcd, b, "rest1") == b.owner
             await got.release()
             assert await c.try_acquire(frozenset({"rest1", "pol1"})) is not None  # cleared
+
+    asyncio.run(main())
+
+
+def test_a_device_that_saw_more_is_claimed_after_the_epoch_is_raised(cluster: EtcdCluster) -> None:
+    """The P4Runtime emulator once had a primary of a generation above every token (a clock
+    behind, etcd restored from a snapshot): the executor's claim with the lock's token is
+    refused, the epoch raised while the lock is ours, and the claim made again; the writes
+    land. A holder whose lease expired then is refused and raises nothing; its successor
+    claims at once."""
+
+    def replica(address: str, election_id: int) -> P4RuntimeDriver:
+        driver = P4RuntimeDriver("br1", address, device_id=1, election_id=election_id)
+        driver.share()
+        return driver
+
+    async def main() -> None:
+        async with (
+            emulator() as (_, _, address),
+            replicas(cluster, "/t/p4", SMALL) as (etcd, (a, b)),
+            replica(address, 3) as ghost,
+            replica(address, 1) as mine,
+            replica(address, 2) as theirs,
+        ):
+            await ghost.claim_master((a.epoch + 1000) << REVISION_BITS)
+            held = await a.try_acquire(frozenset({"br1"}))
+            assert held is not None
+            token = held.revision("br1")
+            await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+            assert held.revision("br1") > (a.epoch - 1) << REVISION_BITS > token
+            await mine.apply([add(host(1))])
+            await etcd.revoke(a.lease)
+            later = await b.try_acquire(frozenset({"br1"}))
+            assert later is not None
+            await Executor({"br1": theirs}, None, generation=later.revision)._claim("br1")  # type: ignore[arg-type]
+            await theirs.apply([add(host(2))])
+            epoch = (await etcd.aget("/t/p4/epoch")).value  # type: ignore[union-attr]
+            with pytest.raises(DeviceRejected):
+                await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+            assert (await etcd.aget("/t/p4/epoch")).value == epoch  # type: ignore[union-attr]
+            assert set(await theirs.read()) == {host(1), host(2)}
 
     asyncio.run(main())
