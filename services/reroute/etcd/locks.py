@@ -103,6 +103,7 @@ GONE = ("pending/", "running/", "claims/", "locks/", "owners/")
 EPOCH_BASE = 1577836800  # 2020-01-01T00:00:00Z: epochs count seconds from here
 REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
 REVISION_LIMIT = 1 << REVISION_BITS
+TOKEN_LIMIT = 1 << 64  # OpenFlow's generation_id, the high half of P4Runtime's election id
 MAX_TXN_OPS = 128  # etcd's --max-txn-ops (default): compares, and operations, per transaction
 CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 puts each
 HELD = "held/"  # lock-delay markers (module docstring)
@@ -113,11 +114,17 @@ OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives
 def token(epoch: int, revision: int) -> int:
     """The fencing token of a lock taken at ``revision`` in a cluster of ``epoch``."""
     if not 0 < revision < REVISION_LIMIT:
-        raise StoreUnavailable(
-            f"etcd revision {revision} is beyond what a fencing token holds (2**33): "
-            "start the prefix anew (a new epoch)"
-        )
+        raise _beyond(revision)
+    if epoch << REVISION_BITS >= TOKEN_LIMIT:
+        raise StoreUnavailable(f"epoch {epoch} puts fencing tokens beyond 64 bits")
     return epoch << REVISION_BITS | revision
+
+
+def _beyond(revision: int) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"etcd revision {revision} is beyond what a fencing token holds (2**33): "
+        "start the prefix anew (a new epoch)"
+    )
 
 
 def _created(key: str, revision: int) -> Compare:
@@ -174,6 +181,7 @@ class EtcdLocks:
         self.lock_delay_s = lock_delay_s  # unfenced devices' lock-delay (module docstring)
         self._first_seen: dict[tuple[str, int], float] = {}  # (marker, mod revision) -> when
         self._revision = 0  # the highest revision etcd answered this owner's lock calls at
+        self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a delay ends
 
     @property
     def changed(self) -> asyncio.Event:
@@ -377,7 +385,9 @@ class EtcdLocks:
         wait = max(self._first_seen[m.key, m.mod_revision] for m in blocking)
         left = wait + self.lock_delay_s - now
         if left > 0:
-            asyncio.get_running_loop().call_later(left, self._changed.set)
+            if self._wake is not None:
+                self._wake.cancel()
+            self._wake = asyncio.get_running_loop().call_later(left, self._changed.set)
             return False
         for batch in _chunks(blocking, MAX_TXN_OPS // 2):
             compares = [unchanged(m.key, m.mod_revision) for m in batch]
@@ -387,8 +397,8 @@ class EtcdLocks:
 
     def _check_revision(self) -> None:
         """Refuse to lock (before any transaction) once revisions near what a token holds."""
-        if self._revision >= REVISION_LIMIT - 1:
-            token(self.epoch, self._revision)  # raises, naming the remedy
+        if self._revision + 1 >= REVISION_LIMIT:
+            raise _beyond(self._revision + 1)
 
     async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
         self._check_revision()
@@ -450,9 +460,7 @@ class EtcdHeld:
                 first = claim if i == 0 else None
                 result = await self._locks._take(chunk, first)
                 if result is None:
-                    await self._let_go(got, claim=False)
-                    if claim is not None and self._claim == claim:
-                        await self._let_go([], claim=True)
+                    await self._let_go(got, claim=claim is not None and self._claim == claim)
                     return False
                 if first is not None:
                     self._claim, self._claim_at = first, result.revision
@@ -543,12 +551,12 @@ class EtcdHeld:
             if need != epoch:  # raise it, unless another raised it meanwhile
                 compares.append(unchanged(locks._epoch_key, current.mod_revision if current else 0))
                 ops.append(put(locks._epoch_key, str(need).encode()))
-            result = await locks.etcd.atxn(compares, ops, [get_op(locks._lock(device))])
+            above = token(need, taken.revision)  # raises beyond 64 bits, before any write
+            failure = [get_op(locks._lock(device))]
+            result = locks._seen(await locks.etcd.atxn(compares, ops, failure))
             if result.succeeded:
                 locks.epoch = max(locks.epoch, need)
-                self._taken[device] = Taken(
-                    revision=taken.revision, token=token(need, taken.revision)
-                )
+                self._taken[device] = Taken(revision=taken.revision, token=above)
                 log.warning("%s: the device saw generation %d; epoch raised to %d",
                             device, seen, need)  # fmt: skip
                 return self._taken[device].token
