@@ -9,7 +9,8 @@
 - ``PortMonitor``, ``PortEvents``: link state of ports (optical power where the device has
   it), polled or pushed.
 - ``CrossConnectSwitch``: optical cross-connects (add / remove / list).
-- ``MasterElection``: a device that elects its one writer (fencing of replicas).
+- ``MasterElection``: a device that elects its one writer (fencing of replicas);
+  ``GenerationSeen``: and tells the highest generation it saw.
 - ``Session``: ``open`` / ``close`` / ``identify``, or ``async with driver:``.
 """
 
@@ -104,6 +105,17 @@ class MasterElection(Protocol):
     async def claim_master(self, generation_id: int) -> None:
         """Become the device's only writer as ``generation_id``; ``DeviceRejected`` when
         the device has seen a later one (this writer is stale: nothing may be written)."""
+        ...
+
+
+@runtime_checkable
+class GenerationSeen(Protocol):
+    """A ``MasterElection`` device that tells the highest generation it has seen (OpenFlow
+    1.3 ROLE_REQUEST NOCHANGE, P4Runtime's arbitration): a replica whose claim was refused
+    as stale while it holds the device's lock raises its tokens above it (etcd.locks)."""
+
+    async def generation_seen(self) -> int:
+        """The highest generation the device has seen (0: none)."""
         ...
 
 

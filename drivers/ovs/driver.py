@@ -90,6 +90,9 @@ log = logging.getLogger("reroute.drivers.ovs")
 BUNDLE_FLAGS = ofp13.OFPBF_ATOMIC | ofp13.OFPBF_ORDERED
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 _ALL_PORT_REASONS = 1 << ofp13.OFPPR_ADD | 1 << ofp13.OFPPR_DELETE | 1 << ofp13.OFPPR_MODIFY
+ROLE_NOCHANGE, ROLE_SLAVE = 0, 3  # OFPCR_ROLE_*: ask the role (and generation); a slave
+NO_GENERATION = 0xFFFF_FFFF_FFFF_FFFF  # what OVS answers NOCHANGE before any generation
+FOLLOW_TRIES = 3  # a superseded session's tries to become a slave (``_follow``)
 _CHUNK = 4096  # adds encoded and written at a time: OVS checks them while we make the next
 _COMMANDS = {FlowOp.ADD: FlowModCommand.ADD, FlowOp.DELETE: FlowModCommand.DELETE_STRICT}
 
@@ -165,8 +168,8 @@ class OvsDriver(Session):
             self.datapath_id = ofp13.parse_features_reply(reply.body).datapath_id
             self._check_dpid(self.datapath_id)
             self.bundles = await self._probe_bundles(chan)
-            if self._generation is not None:  # a master before the switch was lost: again,
-                await self._claim(chan, self._generation)  # or STALE if another took over
+            if self._generation is not None:  # a master before the switch was lost
+                await self._reclaim(chan)
         except ofp13.CodecError as exc:
             await chan.close()
             raise ProtocolError(self.name, str(exc)) from exc
@@ -266,15 +269,57 @@ class OvsDriver(Session):
         await self._claim(await self._channel(), generation_id)
         self._generation = generation_id  # claimed again on a new channel (``_connect``)
 
+    async def generation_seen(self) -> int:
+        """The highest generation id the switch has seen (``GenerationSeen``): a
+        ROLE_REQUEST NOCHANGE, which OVS answers with it (0: none yet)."""
+        _, generation = await self._role(await self._channel(), ROLE_NOCHANGE, 0)
+        return 0 if generation == NO_GENERATION else generation
+
     async def _claim(self, chan: Channel, generation_id: int) -> None:
-        msg = ofp13.encode_role_request(chan.xids(1), ofp13.ROLE_MASTER, generation_id)
-        reply = await chan.request(msg)
-        try:
-            role, _ = ofp13.parse_role_reply(reply.body)
-        except ofp13.CodecError as exc:
-            raise ProtocolError(self.name, str(exc)) from exc
+        role, _ = await self._role(chan, ofp13.ROLE_MASTER, generation_id)
         if role != ofp13.ROLE_MASTER:
             raise DeviceRejected(self.name, f"ROLE_REPLY gives role {role}, not master")
+
+    async def _reclaim(self, chan: Channel) -> None:
+        """Claim the generation this session was master with on a new channel (the switch
+        restarted, or the connection dropped). Refused as stale, another replica claimed
+        the switch since: this session gives its claim up and follows as a slave at the
+        switch's generation, so it still reads (an error here would leave it unable to),
+        its flow-mods are refused, and it writes again only after ``claim_master`` with a
+        current token (not as an equal, whose writes OVS would take)."""
+        assert self._generation is not None
+        try:
+            await self._claim(chan, self._generation)
+        except DeviceRejected as exc:
+            if not exc.code.endswith("STALE"):
+                raise
+            log.warning("%s: generation %d was superseded; a slave until claimed again",
+                        self.name, self._generation)  # fmt: skip
+            self._generation = None
+            await self._follow(chan)
+
+    async def _follow(self, chan: Channel) -> None:
+        """Become a slave at the switch's current generation (a newer master may claim
+        between the two requests: then again)."""
+        for _ in range(FOLLOW_TRIES):
+            _, generation = await self._role(chan, ROLE_NOCHANGE, 0)
+            if generation == NO_GENERATION:  # forgotten meanwhile (restarted): no master
+                return
+            try:
+                await self._role(chan, ROLE_SLAVE, generation)
+                return
+            except DeviceRejected as exc:
+                if not exc.code.endswith("STALE"):
+                    raise
+        raise DeviceRejected(self.name, "no slave role: the master kept changing", "STALE")
+
+    async def _role(self, chan: Channel, role: int, generation_id: int) -> tuple[int, int]:
+        """ROLE_REQUEST: the role and generation id of the ROLE_REPLY."""
+        reply = await chan.request(ofp13.encode_role_request(chan.xids(1), role, generation_id))
+        try:
+            return ofp13.parse_role_reply(reply.body)
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, str(exc)) from exc
 
     async def close(self) -> None:
         """Close the OpenFlow connection."""

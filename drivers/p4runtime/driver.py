@@ -247,6 +247,12 @@ class P4RuntimeDriver(Session):
         await self._session.get()
         await self._arbitration.claim(generation_id << 64 | self.election_id % 2**64)
 
+    async def generation_seen(self) -> int:
+        """The generation of the primary's election id (``GenerationSeen``): the high 64
+        bits of the id the server last named as primary (0: none claimed)."""
+        await self._session.get()
+        return self._arbitration.primary_id >> 64
+
     async def close(self) -> None:
         """Stop the arbitration stream and close the gRPC channel."""
         self._session.forget()

@@ -29,6 +29,7 @@ class Arbitration:
         self.device_id = device_id
         self.election_id = election_id
         self.primary = False
+        self.primary_id = 0  # the primary's election id, as the server last told it
         self.backup_ok = False  # a replica's session: a backup until it claims (``share``)
         self._call: Any = None
         self._watch: asyncio.Task[None] | None = None
@@ -95,6 +96,7 @@ class Arbitration:
     def _note(self, update: p4runtime_pb2.MasterArbitrationUpdate) -> None:
         self.client.wire.debug("< StreamChannel %s", oneline(update))
         was, self.primary = self.primary, update.status.code == code_pb2.OK
+        self.primary_id = election_value(update.election_id)
         if was and not self.primary:
             log.warning("%s: no longer the primary client", self.client.name)
         if self._answer is not None and not self._answer.done() and self._answers(update):

@@ -34,6 +34,7 @@ from drivers.base import (
     PortMonitor,
     PortState,
 )
+from drivers.contract import GenerationSeen
 from drivers.gcpause import gc_paused
 from services.reroute import guard
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
@@ -46,6 +47,7 @@ from services.reroute.journal import (
     RerouteState,
     StepState,
 )
+from services.reroute.locks import Outranking
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -384,13 +386,27 @@ class Executor:
             ) from exc
 
     async def _claim(self, device: str) -> None:
-        """Claim ``device`` as its master (once per run) where it elects one."""
+        """Claim ``device`` as its master (once per run) where it elects one. Refused as
+        stale while the lock is still ours (``Outranking``: a hold in etcd), the device saw
+        a generation above our token (a clock behind, etcd restored): the hold raises the
+        token above what the device reports and the claim is made again; a hold superseded
+        meanwhile raises nothing and the refusal stands."""
         if self.generation is None or device in self._claimed:
             return
         driver = self.drivers.get(device)
         generation = self.generation(device)
         if isinstance(driver, MasterElection) and generation > 0:
-            await driver.claim_master(generation)
+            try:
+                await driver.claim_master(generation)
+            except DriverError:
+                held = getattr(self.generation, "__self__", None)  # ``Held.revision``'s
+                if not isinstance(held, Outranking) or not isinstance(driver, GenerationSeen):
+                    raise
+                seen = await driver.generation_seen()
+                above = await held.outrank(device, seen) if seen >= generation else None
+                if above is None:
+                    raise
+                await driver.claim_master(above)
         self._claimed.add(device)
 
     async def _device_step(self, step: Step) -> None:

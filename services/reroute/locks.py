@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Protocol, runtime_checkable
 
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 from services.reroute.topology import Topology
@@ -43,10 +43,21 @@ class Universe:
 
     switches: frozenset[str]
     ports: dict[str, tuple[str, ...]]  # optical switch -> its port keys
+    # devices whose driver elects no writer (no ``MasterElection``: REST, OpenFlow 1.0,
+    # SCPI): a deposed holder's last write may still land, so etcd holds them back from
+    # a new owner for a while (``etcd.locks``: lock-delay)
+    unfenced: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, topo: Topology, scope: frozenset[str] | None = None) -> Universe:
-        """The atoms of the devices of ``topo`` in ``scope`` (None: all)."""
+    def of(
+        cls,
+        topo: Topology,
+        scope: frozenset[str] | None = None,
+        *,
+        unfenced: frozenset[str] = frozenset(),
+    ) -> Universe:
+        """The atoms of the devices of ``topo`` in ``scope`` (None: all); ``unfenced``: the
+        devices whose drivers elect no writer."""
 
         def mine(name: str) -> bool:
             return scope is None or name in scope
@@ -59,7 +70,8 @@ class Universe:
             for o in topo.optical_switches
             if mine(o.name)
         }
-        return cls(switches=frozenset(s.name for s in topo.switches if mine(s.name)), ports=ports)
+        switches = frozenset(s.name for s in topo.switches if mine(s.name))
+        return cls(switches=switches, ports=ports, unfenced=unfenced)
 
     @property
     def devices(self) -> frozenset[str]:
@@ -102,6 +114,16 @@ class Held(Protocol):
 
     def revision(self, device: str) -> int:
         """A number that grows each time ``device`` changes hands (0: not counted)."""
+        ...
+
+
+@runtime_checkable
+class Outranking(Protocol):
+    """Held keys whose fencing tokens can be raised above what a device saw (etcd)."""
+
+    async def outrank(self, device: str, seen: int) -> int | None:
+        """A token for ``device`` above ``seen`` while this owner still holds it; None when
+        it does not (it was superseded: nothing may be raised)."""
         ...
 
 

@@ -597,3 +597,37 @@ def test_a_later_master_fences_the_earlier_one(sw: Switch) -> None:
     assert "IS_SLAVE" in refused, refused
     assert "STALE" in stale, stale
     assert left == []
+
+
+@fabric
+def test_a_superseded_connection_reconnects_as_a_slave_that_reads(sw: Switch) -> None:
+    """A replica whose claim another superseded, and whose connection then dropped: on
+    reconnecting its old generation is refused as stale; it follows as a slave (reads work,
+    its flow-mods are refused, not taken as an equal's), tells the switch's generation, and
+    a claim with a current token makes it master again."""
+
+    async def main() -> tuple[list[FlowRule], str, int, list[FlowRule]]:
+        async with (
+            OvsDriver(BRIDGE, sw.target) as old,
+            OvsDriver(BRIDGE, sw.target) as new,
+        ):
+            base = await old.generation_seen()  # the shared switch's, from earlier tests
+            await old.claim_master(base + 5)
+            await new.claim_master(base + 6)
+            await new.apply(adds(RULES[:1]))
+            chan = old._link.current
+            assert chan is not None
+            await chan.close()  # the connection dropped
+            table = await old.read()  # reconnected: its generation is stale
+            with pytest.raises(DeviceRejected) as refused:
+                await old.apply(adds(RULES[1:2]))
+            seen = await old.generation_seen() - base
+            await old.claim_master(base + 7)
+            await old.apply(adds(RULES[1:2]))
+            return table, str(refused.value), seen, await new.read()
+
+    table, refused, seen, after = asyncio.run(main())
+    assert table == RULES[:1]
+    assert "IS_SLAVE" in refused, refused
+    assert seen == 6
+    assert sorted(after, key=str) == sorted(RULES[:2], key=str)

@@ -871,3 +871,35 @@ def test_a_tls_channel_checks_the_servers_certificate(tmp_path: Path) -> None:
     table, error = asyncio.run(main())
     assert table == [RULE]
     assert isinstance(error, DeviceUnreachable), error
+
+
+def test_a_superseded_replica_reconnects_as_a_backup_that_reads() -> None:
+    """A replica whose claim another superseded, and whose stream then ended: it arbitrates
+    again with its kept election id, is refused primacy and stays a backup (no error), so
+    it reads while its writes are refused; it tells the primary's generation, and a claim
+    with a current one makes it the primary again."""
+
+    async def main() -> tuple[list[FlowRule], DeviceRejected, int, list[FlowRule]]:
+        async with emulator() as (_, _, address):
+            a = P4RuntimeDriver("a", address, device_id=1, election_id=1)
+            b = P4RuntimeDriver("b", address, device_id=1, election_id=1)
+            a.share()
+            b.share()
+            async with a, b:
+                await a.claim_master(5)
+                await b.claim_master(6)
+                await b.apply([add(host(1))])
+                await a._arbitration.stop()  # the stream ended (a network blip)
+                table = await a.read()  # arbitrated again as 5: a backup
+                with pytest.raises(DeviceRejected) as refused:
+                    await a.apply([add(host(2))])
+                seen = await a.generation_seen()
+                await a.claim_master(7)
+                await a.apply([add(host(2))])
+                return table, refused.value, seen, await b.read()
+
+    table, refused, seen, after = asyncio.run(main())
+    assert table == [host(1)]
+    assert refused.code == "not-primary"
+    assert seen == 6
+    assert set(after) == {host(1), host(2)}

@@ -6,18 +6,55 @@ disappears when the lease expires -- the replica died, hangs, or lost etcd -- an
 every lock it held: ``alive`` is that key's existence.
 
 A resource key is ``P/locks/<device>`` (the whole device) or ``P/locks/<device>/<port>``
-(one optical port). A set is taken in **one transaction**, all or nothing: a device is free
-when neither its key nor any of its port keys exists; a port when neither it nor its
-device's key does; and the owner's own key must still exist (a replica whose lease expired
-takes nothing). ``claim`` adds the reroute's claim ``P/claims/<id>`` to the same
-transaction, so two replicas never start one pending reroute.
+(one optical port), valued with its owner, under its lease. A device is free when neither
+its key nor any of its port keys exists; a port when neither it nor its device's key does;
+and the owner's own key must still exist (a replica whose lease expired takes nothing).
+``claim`` adds the reroute's claim ``P/claims/<id>`` to the first transaction, so two
+replicas never start one pending reroute.
 
-The fencing token of a device (``revision``: OpenFlow's ``generation_id``, P4Runtime's
-election id) is the revision of the transaction that took it, under the cluster's
-**epoch**: ``P/epoch`` holds the second (since 2020) when the first replica met this
-prefix, and the token is ``epoch * 2**33 + revision``. A switch remembers the highest
-generation it saw for as long as it runs, and a rebuilt etcd counts its revisions from 1
-again: without the epoch, every claim of the new cluster would be refused as stale.
+**Any number of keys.** etcd refuses a transaction of more than 128 compares or operations
+(``--max-txn-ops``), and a key costs up to 4 compares: a set is taken in chunks of
+``CHUNK`` keys in name order, one transaction each. When a later chunk is not free, the
+chunks taken are given back before ``try_acquire`` answers None: all or nothing as callers
+see it (another replica may meet a chunk for a moment and retry; name order leaves no
+cycle to deadlock on).
+
+**Only one's own.** Every key a hold took is let go (``release``, ``narrow``) with a compare
+of its create revision with the one this hold took it at: a replica that resumes after its
+lease expired deletes nothing of its successor's (its own went with the lease).
+
+**Fencing tokens that only grow.** The token of a lock (``revision``: OpenFlow's
+``generation_id``, P4Runtime's election id) is ``epoch * 2**33 + r``, ``r`` the revision of
+the transaction that took the key and ``epoch`` the value of ``P/epoch`` read in that same
+transaction. ``P/epoch`` starts at the second (since 2020) the first replica met the prefix
+and only ever grows. A switch keeps the highest generation it saw, so tokens must outgrow
+all it saw: a rebuilt etcd counts revisions from 1 again (its later epoch covers that), but
+a clock behind, or a snapshot restored without ``--bump-revision``, give tokens below the
+switch's. Then the device refuses the claim as stale, and the executor asks the hold to
+``outrank`` what the device reports (OpenFlow ROLE_REQUEST NOCHANGE, P4Runtime's
+arbitration): while this owner still holds the device's lock (compared in the same
+transaction), ``P/epoch`` is raised (compare-and-swap) so its token passes the device's,
+and the claim is made again. A holder whose lock is gone was superseded, legitimately: it
+raises nothing. An epoch read under a held lock tops the tokens of that key's earlier
+holders (an epoch no greater, an earlier revision) and is topped by every later holder's
+(a later revision, an epoch never lower). After restoring etcd from a snapshot, restore
+with ``etcdutl snapshot restore --bump-revision 1000000000 --mark-compacted`` (etcd 3.5
+and later) where possible; otherwise the first claim of each device after the restore
+costs one refusal and one epoch raise. Revisions reach 2**33 only after 8.6e9 writes: the
+lock transaction is refused before that (from the last revision seen), or, when passed
+meanwhile, what was taken is given back before the error is raised.
+
+**Lock-delay** (Chubby's). A device with no fencing (``Universe.unfenced``: REST, OpenFlow
+1.0, SCPI) may still receive a deposed holder's last write after its lock went with the
+lease (a REST request already sent, a command thread finishing). Each lock of such a device
+also puts ``P/held/<key>/`` (no lease), deleted with the lock by a clean release. A marker
+whose lock is gone was left by a holder that died: a new taker counts ``lock_delay_s`` from
+the moment it first saw that (its own monotonic clock: never before the loss), and only
+then clears the marker (compared unchanged) and takes the key; until then ``try_acquire``
+answers None, and ``changed`` is set when the delay ends. The delay must cover the step cap
+and the longest device timeout: ``lock_delay_s`` defaults to ``LOCK_DELAY_S``; the service
+should pass its ``step_timeout_s`` + the inventory's longest device ``timeout_s``. Fenced
+devices (``MasterElection``) wait for nothing: the token fences them.
 
 ``changed`` is set on the changes under the prefix (one watch) that another replica made
 and that may let a reroute start: the scheduler wakes on it when another replica queues a
@@ -31,22 +68,31 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
+from typing import TypeVar
+
+from aetcd import rpc
 
 from services.reroute.etcd.client import (
+    KV,
     Change,
     Compare,
     Etcd,
     Op,
     StoreUnavailable,
+    TxnResult,
     absent,
     delete,
     exists,
     get_op,
+    prefix_end,
     put,
+    unchanged,
 )
 from services.reroute.locks import Universe, new_owner
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 
+_T = TypeVar("_T")
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
 RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
@@ -56,21 +102,71 @@ QUEUED = "pending/"
 GONE = ("pending/", "running/", "claims/", "locks/", "owners/")
 EPOCH_BASE = 1577836800  # 2020-01-01T00:00:00Z: epochs count seconds from here
 REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
+REVISION_LIMIT = 1 << REVISION_BITS
+TOKEN_LIMIT = 1 << 64  # OpenFlow's generation_id, the high half of P4Runtime's election id
+MAX_TXN_OPS = 128  # etcd's --max-txn-ops (default): compares, and operations, per transaction
+CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 puts each
+HELD = "held/"  # lock-delay markers (module docstring)
+LOCK_DELAY_S = 3.0  # an unfenced device's wait after its holder died (module docstring)
+OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives up
 
 
 def token(epoch: int, revision: int) -> int:
     """The fencing token of a lock taken at ``revision`` in a cluster of ``epoch``."""
-    if not 0 < revision < 1 << REVISION_BITS:
-        raise StoreUnavailable(
-            f"etcd revision {revision} is beyond what a fencing token holds (2**33): "
-            "start the prefix anew (a new epoch)"
-        )
+    if not 0 < revision < REVISION_LIMIT:
+        raise _beyond(revision)
+    if epoch << REVISION_BITS >= TOKEN_LIMIT:
+        raise StoreUnavailable(f"epoch {epoch} puts fencing tokens beyond 64 bits")
     return epoch << REVISION_BITS | revision
+
+
+def _beyond(revision: int) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"etcd revision {revision} is beyond what a fencing token holds (2**33): "
+        "start the prefix anew (a new epoch)"
+    )
+
+
+def _created(key: str, revision: int) -> Compare:
+    """``key`` is the one created at ``revision`` (not deleted and made again since)."""
+    return rpc.Compare(
+        key=key.encode(),
+        target=rpc.Compare.CREATE,
+        result=rpc.Compare.EQUAL,
+        create_revision=revision,
+    )
+
+
+def _keys_under(prefix: str) -> Op:
+    """Read the names of every key under ``prefix`` (not their values)."""
+    request = rpc.RangeRequest(
+        key=prefix.encode(), range_end=prefix_end(prefix).encode(), keys_only=True
+    )
+    return rpc.RequestOp(request_range=request)
+
+
+def _chunks(items: list[_T], size: int = CHUNK) -> list[list[_T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Taken:
+    """One lock key as a hold took it."""
+
+    revision: int  # its create revision (compared when it is let go)
+    token: int  # its fencing token
 
 
 class EtcdLocks:
     def __init__(
-        self, etcd: Etcd, prefix: str, universe: Universe, *, ttl_s: int = 2, owner: str = ""
+        self,
+        etcd: Etcd,
+        prefix: str,
+        universe: Universe,
+        *,
+        ttl_s: int = 2,
+        owner: str = "",
+        lock_delay_s: float = LOCK_DELAY_S,
     ) -> None:
         self.etcd = etcd
         self.prefix = prefix.rstrip("/") + "/"
@@ -82,6 +178,10 @@ class EtcdLocks:
         self._changed = asyncio.Event()
         self._valid_until = 0.0  # monotonic: the lease surely lives until then
         self._tasks: list[asyncio.Task[None]] = []
+        self.lock_delay_s = lock_delay_s  # unfenced devices' lock-delay (module docstring)
+        self._first_seen: dict[tuple[str, int], float] = {}  # (marker, mod revision) -> when
+        self._revision = 0  # the highest revision etcd answered this owner's lock calls at
+        self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a delay ends
 
     @property
     def changed(self) -> asyncio.Event:
@@ -194,6 +294,18 @@ class EtcdLocks:
     def _lock(self, key: str) -> str:
         return f"{self.prefix}locks/{key}"
 
+    def _marker(self, key: str) -> str:
+        """The lock-delay marker of lock ``key``; it ends in "/" so that a device's range
+        holds its own and its ports' markers, and no other device's (``br1`` vs ``br10``)."""
+        return f"{self.prefix}{HELD}{key}/"
+
+    @property
+    def _epoch_key(self) -> str:
+        return f"{self.prefix}epoch"
+
+    def _unfenced(self, key: str) -> bool:
+        return device_of(key) in self.universe.unfenced
+
     def _expand(self, keys: Keys) -> list[str]:
         out = set(keys)
         if EVERYTHING in out:
@@ -202,25 +314,99 @@ class EtcdLocks:
         return sorted(out)
 
     def _free(self, key: str) -> list[Compare]:
+        """No lock on ``key`` nor on what overlaps it; for an unfenced device, no lock-delay
+        marker either (a clean release deletes it)."""
         if "/" in key:
-            return [absent(self._lock(device_of(key))), absent(self._lock(key))]
-        return [absent(self._lock(key)), absent(self._lock(key) + "/", prefix=True)]
+            device = device_of(key)
+            free = [absent(self._lock(device)), absent(self._lock(key))]
+            markers = [absent(self._marker(device)), absent(self._marker(key))]
+        else:
+            free = [absent(self._lock(key)), absent(self._lock(key) + "/", prefix=True)]
+            markers = [absent(self._marker(key), prefix=True)]
+        return free + markers if self._unfenced(key) else free
 
-    async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
-        wanted = self._expand(keys)
-        compares = [c for k in wanted for c in self._free(k)] + self.fence()
-        ops = [put(self._lock(k), self.owner.encode(), self.lease) for k in wanted]
+    def _held_ops(self, keys: list[str]) -> list[Op]:
+        """Put the locks of ``keys`` (and their markers) and read the epoch they are under."""
+        ops = [put(self._lock(k), self.owner.encode(), self.lease) for k in keys]
+        ops += [put(self._marker(k), self.owner.encode()) for k in keys if self._unfenced(k)]
+        return [*ops, get_op(self._epoch_key)]
+
+    def _seen(self, result: TxnResult) -> TxnResult:
+        self._revision = max(self._revision, result.revision)
+        return result
+
+    def _epoch_in(self, result: TxnResult) -> int:
+        """The epoch a lock transaction read (its last range is ``P/epoch``)."""
+        kvs = result.ranges[-1]
+        if kvs:
+            try:
+                self.epoch = int(kvs[0].value)
+            except ValueError:
+                raise StoreUnavailable(f"{self._epoch_key} holds {kvs[0].value!r}") from None
+        return self.epoch
+
+    async def _take(
+        self, keys: list[str], claim: str | None, again: bool = True
+    ) -> TxnResult | None:
+        """``keys`` (at most ``CHUNK``) and ``claim`` in one transaction; None: not free,
+        or an unfenced one still held back (lock-delay)."""
+        compares = [c for k in keys for c in self._free(k)] + self.fence()
+        ops = self._held_ops(keys)
         if claim is not None:
             compares += [
                 exists(f"{self.prefix}pending/{claim}"),
                 absent(f"{self.prefix}claims/{claim}"),
             ]
-            ops.append(put(f"{self.prefix}claims/{claim}", self.owner.encode(), self.lease))
-        result = await self.etcd.atxn(compares, ops)
-        if not result.succeeded:
+            ops.insert(0, put(f"{self.prefix}claims/{claim}", self.owner.encode(), self.lease))
+        delayed = any(self._unfenced(k) for k in keys)
+        failure = [get_op(self.prefix + HELD, prefix=True), _keys_under(self._lock(""))]
+        result = self._seen(await self.etcd.atxn(compares, ops, failure if delayed else []))
+        if result.succeeded:
+            return result
+        if delayed and again and await self._clear(keys, result.ranges[0], result.ranges[1]):
+            return await self._take(keys, claim, again=False)
+        return None
+
+    async def _clear(self, keys: list[str], markers: list[KV], locks: list[KV]) -> bool:
+        """Delete the markers in the way of ``keys`` whose holders died at least
+        ``lock_delay_s`` ago (as first seen here); False: none, or some are still young
+        (``changed`` is set when the youngest comes of age)."""
+        taken = {kv.key for kv in locks}
+        start = len(self.prefix + HELD)
+        dead = [m for m in markers if self._lock(m.key[start:-1]) not in taken]
+        now = time.monotonic()
+        self._first_seen = {
+            (m.key, m.mod_revision): self._first_seen.get((m.key, m.mod_revision), now)
+            for m in dead
+        }
+        blocking = [m for m in dead if _blocks(m.key[start:-1], keys)]
+        if not blocking:
+            return False
+        wait = max(self._first_seen[m.key, m.mod_revision] for m in blocking)
+        left = wait + self.lock_delay_s - now
+        if left > 0:
+            if self._wake is not None:
+                self._wake.cancel()
+            self._wake = asyncio.get_running_loop().call_later(left, self._changed.set)
+            return False
+        for batch in _chunks(blocking, MAX_TXN_OPS // 2):
+            compares = [unchanged(m.key, m.mod_revision) for m in batch]
+            compares += [absent(self._lock(m.key[start:-1])) for m in batch]
+            self._seen(await self.etcd.atxn(compares, [delete(m.key) for m in batch]))
+        return True
+
+    def _check_revision(self) -> None:
+        """Refuse to lock (before any transaction) once revisions near what a token holds."""
+        if self._revision + 1 >= REVISION_LIMIT:
+            raise _beyond(self._revision + 1)
+
+    async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
+        self._check_revision()
+        held = EtcdHeld(self, frozenset(), {}, None)
+        if not await held.take(self._expand(keys), claim):
             return None
-        taken = token(self.epoch, result.revision)
-        return EtcdHeld(self, keys, dict.fromkeys(wanted, taken), claim)
+        held._keys = keys
+        return held
 
     async def acquire(self, keys: Keys) -> EtcdHeld:
         while True:
@@ -239,36 +425,66 @@ class EtcdLocks:
         return await self.etcd.aget(f"{self.prefix}owners/{owner}") is not None
 
 
+def _blocks(marked: str, keys: list[str]) -> bool:
+    """A marker of lock key ``marked`` is in the way of one of ``keys`` (they overlap)."""
+    return any(marked == k or device_of(marked) == k or marked == device_of(k) for k in keys)
+
+
 class EtcdHeld:
     """Lock keys of one owner for one reroute (or recovery)."""
 
     def __init__(
-        self, locks: EtcdLocks, keys: Keys, revisions: dict[str, int], claim: str | None
+        self, locks: EtcdLocks, keys: Keys, taken: dict[str, Taken], claim: str | None
     ) -> None:
         self._locks = locks
         self._keys = keys
-        self._revisions = revisions  # lock key (device or device/port) -> its fencing token
+        self._taken = taken  # lock key (device or device/port) -> as taken
         self._claim = claim
+        self._claim_at = 0  # the create revision of the claim's key
 
     @property
     def keys(self) -> Keys:
         return self._keys
 
     def revision(self, device: str) -> int:
-        return self._revisions.get(device, 0)
+        """The fencing token of ``device`` (0: not held whole)."""
+        taken = self._taken.get(device)
+        return 0 if taken is None else taken.token
+
+    async def take(self, keys: list[str], claim: str | None = None) -> bool:
+        """Also hold ``keys`` (sorted) and ``claim``, chunk by chunk; all or nothing: what
+        this call took is given back when a chunk is not free, or on an error."""
+        got: list[str] = []
+        try:
+            for i, chunk in enumerate(_chunks(keys) or [[]]):
+                first = claim if i == 0 else None
+                result = await self._locks._take(chunk, first)
+                if result is None:
+                    await self._let_go(got, claim=claim is not None and self._claim == claim)
+                    return False
+                if first is not None:
+                    self._claim, self._claim_at = first, result.revision
+                got += chunk
+                self._record(chunk, result)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._let_go(got, claim=claim is not None and self._claim == claim)
+            raise
+        return True
+
+    def _record(self, keys: list[str], result: TxnResult) -> None:
+        """``keys``, taken in ``result``: held (so an error can give them back), then
+        tokened (``token`` raises past 2**33 revisions)."""
+        self._taken |= dict.fromkeys(keys, Taken(revision=result.revision, token=0))
+        taken = Taken(
+            revision=result.revision, token=token(self._locks._epoch_in(result), result.revision)
+        )
+        self._taken |= dict.fromkeys(keys, taken)
 
     async def extend(self, keys: Keys) -> bool:
-        locks = self._locks
-        more = [k for k in locks._expand(keys) if not covers(self._revisions, {k})]
-        if not more:
-            self._keys = self._keys | keys
-            return True
-        compares = [c for k in more for c in locks._free(k)] + locks.fence()
-        ops = [put(locks._lock(k), locks.owner.encode(), locks.lease) for k in more]
-        result = await locks.etcd.atxn(compares, ops)
-        if not result.succeeded:
+        more = [k for k in self._locks._expand(keys) if not covers(self._taken, {k})]
+        if more and not await self.take(more):
             return False
-        self._revisions |= dict.fromkeys(more, token(locks.epoch, result.revision))
         self._keys = self._keys | keys
         return True
 
@@ -276,28 +492,75 @@ class EtcdHeld:
         locks = self._locks
         assert covers(self._keys, keys), f"narrowing {sorted(self._keys)} to {sorted(keys)}"
         keep = locks._expand(keys)
-        new = [k for k in keep if k not in self._revisions]  # ports of a device held whole
-        drop = [k for k in self._revisions if k not in keep]
-        ops: list[Op] = [put(locks._lock(k), locks.owner.encode(), locks.lease) for k in new]
-        ops += [delete(locks._lock(k)) for k in drop]
-        if ops:
-            result = await locks.etcd.atxn(locks.fence(), ops)
+        new = [k for k in keep if k not in self._taken]  # ports of a device held whole
+        drop = [k for k in self._taken if k not in keep]
+        for chunk in _chunks(new):
+            devices = sorted({device_of(k) for k in chunk})
+            mine = [_created(locks._lock(d), self._taken[d].revision) for d in devices]
+            result = locks._seen(await locks.etcd.atxn(mine, locks._held_ops(chunk)))
             if not result.succeeded:
                 raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
-            for k in drop:
-                del self._revisions[k]
-            self._revisions |= dict.fromkeys(new, token(locks.epoch, result.revision))
+            self._record(chunk, result)
+        if not await self._let_go(drop, claim=False):
+            raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
         self._keys = keys
 
     async def release(self) -> None:
-        locks = self._locks
-        ops = [delete(locks._lock(k)) for k in self._revisions]
-        if self._claim is not None:
-            ops.append(delete(f"{locks.prefix}claims/{self._claim}"))
-        self._revisions = {}
+        keys, claim = list(self._taken), self._claim is not None
         self._keys = frozenset()
-        if ops:
-            try:
-                await locks.etcd.atxn([], ops)
-            except StoreUnavailable as exc:  # they go with the lease
-                log.warning("locks not released (they go when the lease expires): %s", exc)
+        try:
+            if not await self._let_go(keys, claim=claim):
+                log.warning("locks no longer this replica's (its lease expired): left alone")
+        except StoreUnavailable as exc:  # they go with the lease
+            log.warning("locks not released (they go when the lease expires): %s", exc)
+
+    async def _let_go(self, keys: list[str], *, claim: bool) -> bool:
+        """Delete ``keys`` (and the claim) where they are still the ones this hold took;
+        False: some were not (they went with an expired lease, and may be another's)."""
+        locks, ok = self._locks, True
+        for i, chunk in enumerate(_chunks(keys) or [[]]):
+            compares = [_created(locks._lock(k), self._taken[k].revision) for k in chunk]
+            ops = [delete(locks._lock(k)) for k in chunk]
+            ops += [delete(locks._marker(k)) for k in chunk if locks._unfenced(k)]
+            if claim and i == 0 and self._claim is not None:
+                key = f"{locks.prefix}claims/{self._claim}"
+                compares.append(_created(key, self._claim_at))
+                ops.append(delete(key))
+                self._claim = None
+            for k in chunk:
+                del self._taken[k]
+            if ops:
+                ok = locks._seen(await locks.etcd.atxn(compares, ops)).succeeded and ok
+        return ok
+
+    async def outrank(self, device: str, seen: int) -> int | None:
+        """A token for ``device`` above ``seen`` (a generation the device saw), ``P/epoch``
+        raised where needed, while this hold still has the device's lock (compared in the
+        same transaction); None: it does not (superseded: nothing raised)."""
+        locks = self._locks
+        taken = self._taken.get(device)
+        if taken is None:
+            return None
+        mine = _created(locks._lock(device), taken.revision)
+        for _ in range(OUTRANK_TRIES):
+            current = await locks.etcd.aget(locks._epoch_key)
+            epoch = int(current.value) if current is not None else locks.epoch
+            need = max(epoch, (seen >> REVISION_BITS) + 1)
+            compares = [mine]
+            ops: list[Op] = []
+            if need != epoch:  # raise it, unless another raised it meanwhile
+                compares.append(unchanged(locks._epoch_key, current.mod_revision if current else 0))
+                ops.append(put(locks._epoch_key, str(need).encode()))
+            above = token(need, taken.revision)  # raises beyond 64 bits, before any write
+            failure = [get_op(locks._lock(device))]
+            result = locks._seen(await locks.etcd.atxn(compares, ops, failure))
+            if result.succeeded:
+                locks.epoch = max(locks.epoch, need)
+                self._taken[device] = Taken(revision=taken.revision, token=above)
+                log.warning("%s: the device saw generation %d; epoch raised to %d",
+                            device, seen, need)  # fmt: skip
+                return self._taken[device].token
+            now = result.ranges[0]
+            if not now or now[0].create_revision != taken.revision:
+                return None  # superseded: the device's later generation is legitimate
+        raise StoreUnavailable(f"{locks._epoch_key}: raised by others {OUTRANK_TRIES} times")

@@ -28,6 +28,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from drivers.base import MasterElection
 from services.reroute import __version__
 from services.reroute.engine import Engine
 from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
@@ -188,7 +189,11 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
         sqlite = isinstance(settings.store, SqliteStore)
         journal_path = journal_file(settings) if sqlite else None
         async with drivers(settings) as connected:
-            universe = Universe.of(settings.topo, frozenset(connected))
+            # devices that elect no writer wait out etcd's lock-delay (etcd.locks)
+            unfenced = frozenset(
+                n for n, d in connected.items() if not isinstance(d, MasterElection)
+            )
+            universe = Universe.of(settings.topo, frozenset(connected), unfenced=unfenced)
             async with open_store(
                 settings.store,
                 journal_file=journal_path,

@@ -1,0 +1,259 @@
+"""Locks in etcd (services/reroute/etcd/locks.py) against real etcd members on loopback: a
+replica lets go only of what is still its own, any number of keys is taken all or nothing,
+fencing tokens outgrow what a device saw (and a superseded holder raises nothing), and a
+device with no fencing waits out the lock-delay after its holder died, not after a clean
+release."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from drivers.errors import DeviceRejected
+from drivers.p4runtime import P4RuntimeDriver
+from fabric.etcdcluster import EtcdCluster
+from services.reroute.errors import DriverError
+from services.reroute.etcd import locks as etcd_locks
+from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, put
+from services.reroute.etcd.locks import REVISION_BITS, EtcdLocks
+from services.reroute.executor import Executor
+from services.reroute.locks import Universe
+from services.reroute.resources import EVERYTHING
+from tests.drivers.test_p4runtime import add, emulator, host
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
+)
+SMALL = Universe(switches=frozenset({"br1", "br2"}), ports={"ost1": ("ost1/in1", "ost1/in2")})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    with EtcdCluster(tmp_path_factory.mktemp("etcd"), size=1) as members:
+        yield members
+
+
+@asynccontextmanager
+async def replicas(
+    cluster: EtcdCluster, prefix: str, universe: Universe, count: int = 2, delay: float = 3.0
+) -> AsyncIterator[tuple[Etcd, list[EtcdLocks]]]:
+    etcd = Etcd(EtcdSettings(endpoints=tuple(cluster.endpoints)))
+    owners = [
+        await EtcdLocks(etcd, prefix, universe, lock_delay_s=delay).open() for _ in range(count)
+    ]
+    try:
+        yield etcd, owners
+    finally:
+        for owner in owners:
+            await owner.close()
+        await etcd.aclose()
+
+
+async def holder(etcd: Etcd, locks: EtcdLocks, key: str) -> str | None:
+    kv = await etcd.aget(f"{locks.prefix}locks/{key}")
+    return None if kv is None else kv.value.decode()
+
+
+def test_a_replica_whose_lease_expired_lets_go_of_nothing_of_its_successor(
+    cluster: EtcdCluster,
+) -> None:
+    async def main() -> None:
+        async with replicas(cluster, "/t/release", SMALL) as (etcd, (a, b)):
+            held = await a.try_acquire(frozenset({"br1", "ost1"}), claim=None)
+            assert held is not None
+            await etcd.revoke(a.lease)  # as if it expired: paused past the TTL
+            taken = await b.try_acquire(frozenset({"br1", "ost1/in2"}))
+            assert taken is not None
+            with pytest.raises(StoreUnavailable):
+                await held.narrow(frozenset({"br1"}))  # ost1's ports are b's to keep
+            await held.release()  # resumes and lets go: raises nothing, deletes nothing
+            assert await holder(etcd, b, "br1") == b.owner
+            assert await holder(etcd, b, "ost1/in2") == b.owner
+
+    asyncio.run(main())
+
+
+def test_two_hundred_devices_are_taken_all_or_nothing(cluster: EtcdCluster) -> None:
+    """etcd allows 128 operations per transaction: 200 devices (2 compares each) and a
+    claim are taken in chunks; a chunk that is not free gives the earlier ones back."""
+    big = Universe(switches=frozenset(f"s{i:03}" for i in range(200)), ports={})
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/big", big) as (etcd, (a, b)):
+            await etcd.atxn([], [put("/t/big/pending/q", b"")])
+            one = await b.try_acquire(frozenset({"s150"}))
+            assert one is not None
+            assert await a.try_acquire(frozenset({EVERYTHING}), claim="q") is None
+            assert await holder(etcd, a, "s000") is None  # the first chunks given back
+            assert await etcd.aget("/t/big/claims/q") is None
+            await one.release()
+            held = await a.try_acquire(frozenset({EVERYTHING}), claim="q")
+            assert held is not None and all(held.revision(f"s{i:03}") > 0 for i in range(200))
+            assert await b.try_acquire(frozenset({"s199"})) is None
+            await held.narrow(frozenset({"s000"}))
+            assert await holder(etcd, a, "s199") is None and await holder(etcd, a, "s000")
+            await held.release()
+            assert await etcd.aget("/t/big/claims/q") is None
+            assert await b.try_acquire(frozenset({EVERYTHING})) is not None
+
+    asyncio.run(main())
+
+
+def test_a_revision_beyond_the_token_gives_back_what_it_took(
+    cluster: EtcdCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def main() -> None:
+        async with replicas(cluster, "/t/limit", SMALL, count=1) as (etcd, (a,)):
+            first = await a.try_acquire(frozenset({"br2"}))
+            assert first is not None
+            await first.release()
+            now = (await etcd.atxn([], [])).revision
+            monkeypatch.setattr(etcd_locks, "REVISION_LIMIT", now + 5, raising=False)
+            for _ in range(10):  # another writer passes the limit meanwhile
+                await etcd.atxn([], [put("/t/limit/other", b"")])
+            with pytest.raises(StoreUnavailable, match="2\\*\\*33"):
+                await a.try_acquire(frozenset({"br1"}))
+            assert await holder(etcd, a, "br1") is None  # not leaked
+            with pytest.raises(StoreUnavailable, match="2\\*\\*33"):
+                await a.try_acquire(frozenset({"br1"}))  # refused before writing
+            assert (await etcd.atxn([], [])).revision == now + 10 + 2  # taken, given back
+
+    asyncio.run(main())
+
+
+class Switch:
+    """A device that keeps the highest generation it saw, as OVS and P4Runtime do."""
+
+    def __init__(self, name: str, seen: int) -> None:
+        self.name = name
+        self.seen = seen
+        self.master = 0
+
+    def share(self) -> None:
+        pass
+
+    async def claim_master(self, generation_id: int) -> None:
+        if generation_id < self.seen:
+            raise DeviceRejected(self.name, f"{generation_id} < {self.seen}", "OFPRRFC_STALE")
+        self.seen = self.master = generation_id
+
+    async def generation_seen(self) -> int:
+        return self.seen
+
+
+def test_a_claim_refused_as_stale_raises_the_epoch_while_the_lock_is_ours(
+    cluster: EtcdCluster,
+) -> None:
+    """A switch saw a generation above every token (a clock behind, etcd restored from a
+    snapshot): the holder raises ``P/epoch`` above it and claims; a holder superseded
+    meanwhile raises nothing and is refused, and the successor's tokens top both."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/epoch", SMALL) as (etcd, (a, b)):
+            held = await a.try_acquire(frozenset({"br1", "br2"}))
+            assert held is not None
+            switch = Switch("br1", seen=(a.epoch + 7) << REVISION_BITS)
+            seen, token = switch.seen, held.revision("br1")
+            executor = Executor({"br1": switch}, None, generation=held.revision)  # type: ignore[arg-type,dict-item]
+            await executor._claim("br1")
+            assert switch.master == held.revision("br1") > seen > token
+            assert a.epoch == b.epoch + 8  # b learns it from its next lock transaction
+            deposed = await a.try_acquire(frozenset({"ost1"}))
+            assert deposed is not None
+            other = Switch("ost1", seen=(a.epoch + 100) << REVISION_BITS)
+            await etcd.revoke(a.lease)
+            later = await b.try_acquire(frozenset({"br1"}))
+            assert later is not None and later.revision("br1") > held.revision("br1")
+            assert await deposed.outrank("ost1", other.seen) is None
+            stale = Executor({"br2": Switch("br2", seen=1 << 62)}, None, generation=held.revision)  # type: ignore[arg-type,dict-item]
+            with pytest.raises(DriverError):
+                await stale._claim("br2")  # its lock went with its lease: no raise
+            assert (await etcd.aget("/t/epoch/epoch")).value == str(b.epoch).encode()  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+UNFENCED = Universe(
+    switches=frozenset({"br1", "rest1"}),
+    ports={"pol1": ("pol1/in1", "pol1/in2")},
+    unfenced=frozenset({"rest1", "pol1"}),
+)
+
+
+def test_an_unfenced_device_waits_out_the_lock_delay_after_its_holder_died(
+    cluster: EtcdCluster,
+) -> None:
+    async def main() -> None:
+        async with replicas(cluster, "/t/delay", UNFENCED, count=3, delay=1.0) as (
+            etcd,
+            (a, b, c),
+        ):
+            clean = await c.try_acquire(frozenset({"rest1"}))
+            assert clean is not None
+            await clean.release()
+            again = await b.try_acquire(frozenset({"rest1"}))  # a clean release: no wait
+            assert again is not None
+            await again.release()
+            held = await a.try_acquire(frozenset({"br1", "rest1", "pol1"}))
+            assert held is not None
+            await etcd.revoke(a.lease)  # died: its REST request may still land
+            assert await b.try_acquire(frozenset({"br1"})) is not None  # fenced: at once
+            lost = time.monotonic()
+            assert await b.try_acquire(frozenset({"rest1"})) is None
+            assert await b.try_acquire(frozenset({"pol1/in2"})) is None
+            b.changed.clear()
+            async with asyncio.timeout(3):
+                await b.changed.wait()  # set when the delay ends, not only on a change
+            got = await b.acquire(frozenset({"rest1", "pol1/in2"}))
+            assert time.monotonic() - lost >= 1.0
+            assert await holder(etcd, b, "rest1") == b.owner
+            await got.release()
+            assert await c.try_acquire(frozenset({"rest1", "pol1"})) is not None  # cleared
+
+    asyncio.run(main())
+
+
+def test_a_device_that_saw_more_is_claimed_after_the_epoch_is_raised(cluster: EtcdCluster) -> None:
+    """The P4Runtime emulator once had a primary of a generation above every token (a clock
+    behind, etcd restored from a snapshot): the executor's claim with the lock's token is
+    refused, the epoch raised while the lock is ours, and the claim made again; the writes
+    land. A holder whose lease expired then is refused and raises nothing; its successor
+    claims at once."""
+
+    def replica(address: str, election_id: int) -> P4RuntimeDriver:
+        driver = P4RuntimeDriver("br1", address, device_id=1, election_id=election_id)
+        driver.share()
+        return driver
+
+    async def main() -> None:
+        async with (
+            emulator() as (_, _, address),
+            replicas(cluster, "/t/p4", SMALL) as (etcd, (a, b)),
+            replica(address, 3) as ghost,
+            replica(address, 1) as mine,
+            replica(address, 2) as theirs,
+        ):
+            await ghost.claim_master((a.epoch + 1000) << REVISION_BITS)
+            held = await a.try_acquire(frozenset({"br1"}))
+            assert held is not None
+            token = held.revision("br1")
+            await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+            assert held.revision("br1") > (a.epoch - 1) << REVISION_BITS > token
+            await mine.apply([add(host(1))])
+            await etcd.revoke(a.lease)
+            later = await b.try_acquire(frozenset({"br1"}))
+            assert later is not None
+            await Executor({"br1": theirs}, None, generation=later.revision)._claim("br1")  # type: ignore[arg-type]
+            await theirs.apply([add(host(2))])
+            epoch = (await etcd.aget("/t/p4/epoch")).value  # type: ignore[union-attr]
+            with pytest.raises(DeviceRejected):
+                await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+            assert (await etcd.aget("/t/p4/epoch")).value == epoch  # type: ignore[union-attr]
+            assert set(await theirs.read()) == {host(1), host(2)}
+
+    asyncio.run(main())
