@@ -133,6 +133,23 @@ class StepRecord:
     error: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """The reroutes in flight and the queue, read at one moment (``Journaling.queue``).
+
+    A running reroute whose owner died holds no lock any more (etcd: its locks went with
+    its lease); only its row in flight keeps an overlapping reroute from its devices. Two
+    reads at different moments could miss it in both (pending at the first, running at
+    the second). ``guard``: what a lock transaction adds (etcd compares) so that it takes
+    its keys only while no reroute has started running since this read (empty for SQLite,
+    whose file locks take no compares: one ``reroute serve`` per journal)."""
+
+    running: list[Record]  # oldest first, without their step records
+    pending: list[Record]  # in queue order
+    revision: int = 0  # the store's revision read at (etcd; 0: none)
+    guard: tuple[object, ...] = ()
+
+
 class JournalError(RerouteError):
     """The journal file cannot be used."""
 
@@ -290,6 +307,10 @@ class Journaling(Protocol):
     def in_flight(self) -> list[Record]: ...
 
     def pending(self) -> list[Record]: ...
+
+    def queue(self) -> Queue: ...
+
+    def started_since(self, queue: Queue) -> bool: ...
 
     def history(
         self,
@@ -636,6 +657,18 @@ class Journal:
     def pending(self) -> list[Record]:
         """The queued reroutes, oldest first (the order they run in)."""
         return self._select("state = ?", (RerouteState.PENDING,), "rowid")
+
+    def queue(self) -> Queue:
+        """The reroutes running and pending, read in one transaction (one snapshot)."""
+        self.db.execute("BEGIN")
+        try:
+            return Queue(running=self.in_flight(), pending=self.pending())
+        finally:
+            self.db.execute("COMMIT")
+
+    def started_since(self, queue: Queue) -> bool:
+        """A reroute started here after ``queue`` was read (its guard is empty: never)."""
+        return False
 
     def history(
         self,

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 
 from services.reroute.etcd.client import (
     Change,
@@ -206,9 +207,12 @@ class EtcdLocks:
             return [absent(self._lock(device_of(key))), absent(self._lock(key))]
         return [absent(self._lock(key)), absent(self._lock(key) + "/", prefix=True)]
 
-    async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
+    async def try_acquire(
+        self, keys: Keys, claim: str | None = None, extra: Sequence[Compare] = ()
+    ) -> EtcdHeld | None:
         wanted = self._expand(keys)
         compares = [c for k in wanted for c in self._free(k)] + self.fence()
+        compares += extra  # the journal's (``Queue.guard``: nothing started since its read)
         ops = [put(self._lock(k), self.owner.encode(), self.lease) for k in wanted]
         if claim is not None:
             compares += [
@@ -257,13 +261,14 @@ class EtcdHeld:
     def revision(self, device: str) -> int:
         return self._revisions.get(device, 0)
 
-    async def extend(self, keys: Keys) -> bool:
+    async def extend(self, keys: Keys, extra: Sequence[Compare] = ()) -> bool:
         locks = self._locks
         more = [k for k in locks._expand(keys) if not covers(self._revisions, {k})]
         if not more:
             self._keys = self._keys | keys
             return True
         compares = [c for k in more for c in locks._free(k)] + locks.fence()
+        compares += extra  # the journal's (``Queue.guard``)
         ops = [put(locks._lock(k), locks.owner.encode(), locks.lease) for k in more]
         result = await locks.etcd.atxn(compares, ops)
         if not result.succeeded:
