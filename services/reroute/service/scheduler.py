@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -244,34 +244,32 @@ class Scheduler:
         """Lock each of ``records`` (disjoint) under ``queue``'s guard, all at once, and run
         those locked; spawned only once every lock answered, so that no start of this
         replica's own lands between the read and a lock. False: some were not locked (held
-        by another owner, claimed by another replica, or a reroute started since the read:
-        when this replica started it, read again at once -- no watch event says so)."""
+        by another owner, claimed by another replica, or a reroute started since the read).
+        A start since the read that this journal knows of (``started_since``: etcd, one of
+        this replica's, which no watch event tells; SQLite, any) reads the queue again at
+        once; with no guard (file locks), it voids the locks just taken."""
         tries = [
             self.engine.lock.try_acquire(r.resources, claim=r.id, extra=queue.guard)
             for r in records
         ]
         results = await asyncio.gather(*tries, return_exceptions=True)
+        stale = bool(records) and self.journal.started_since(queue)
+        void = stale and not queue.guard
         for record, held in zip(records, results, strict=True):
             if isinstance(held, BaseException) or held is None:
                 continue
-            waking = Waking(held, self._let_go, self._guard)
+            if void:
+                await held.release()
+                continue
+            waking = Waking(held, self._let_go, self.journal)
             self._spawn(record.id, waking, self._run(record, waking))
         for failed in results:
             if isinstance(failed, BaseException):
                 raise failed
-        everyone = all(r is not None for r in results)
-        if not everyone and self.journal.started_since(queue):
+        everyone = not void and all(r is not None for r in results)
+        if stale and not everyone:
             self._wake.set()
         return everyone
-
-    async def _guard(self, keys: Keys) -> tuple[object, ...] | None:
-        """What taking more ``keys`` (a plan that needs more) must compare: the guard of a
-        fresh read of the reroutes in flight; None: one overlaps them (its owner may be
-        dead, holding no lock): not taken."""
-        queue = self.journal.queue()
-        if _overlaps(keys, [r.resources for r in queue.running]):
-            return None
-        return queue.guard
 
     async def _alive(self, record: Record) -> bool:
         if record.owner == self.engine.lock.owner:
@@ -441,27 +439,31 @@ class Scheduler:
 
 class Waking:
     """A ``Held`` that wakes the scheduler when it narrows (what it let go may start
-    others), and takes more only where no reroute is in flight (``guard``)."""
+    others), and takes more only where no reroute is in flight (``extend``)."""
 
-    def __init__(
-        self,
-        held: Held,
-        wake: Callable[[], None],
-        guard: Callable[[Keys], Awaitable[tuple[object, ...] | None]],
-    ) -> None:
+    def __init__(self, held: Held, wake: Callable[[], None], journal: Journaling) -> None:
         self._held = held
         self._wake = wake
-        self._guard = guard
+        self._journal = journal
 
     @property
     def keys(self) -> Keys:
         return self._held.keys
 
     async def extend(self, keys: Keys, extra: Sequence[object] = ()) -> bool:
-        guard = await self._guard(keys)
-        if guard is None:
+        """More keys (a plan that needs more), only where no reroute is in flight: a
+        running one whose owner died holds no lock. Read afresh; taken under that read's
+        guard (etcd), or let go again when a reroute started since (file locks)."""
+        queue = self._journal.queue()
+        if _overlaps(keys, [r.resources for r in queue.running]):
             return False
-        return await self._held.extend(keys, (*extra, *guard))
+        before = self._held.keys
+        if not await self._held.extend(keys, (*extra, *queue.guard)):
+            return False
+        if queue.guard or not self._journal.started_since(queue):
+            return True
+        await self._held.narrow(before)
+        return False
 
     async def narrow(self, keys: Keys) -> None:
         await self._held.narrow(keys)

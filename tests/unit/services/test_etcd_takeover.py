@@ -27,8 +27,8 @@ from services.reroute.engine import Engine, reroute
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.journal import Journal, Record, RerouteState
-from services.reroute.locks import Universe
+from services.reroute.journal import Journal, Journaling, Record, RerouteState
+from services.reroute.locks import FileLocks, Universe
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
 from services.reroute.resources import Keys
@@ -136,7 +136,7 @@ def planned(fake: FakeFabric, engine: Engine) -> tuple[Any, Keys]:
     return the_plan, engine.resources(the_plan)
 
 
-async def settle(sched: Scheduler, journal: EtcdJournal, ids: Sequence[str]) -> None:
+async def settle(sched: Scheduler, journal: Journaling, ids: Sequence[str]) -> None:
     """Dispatch (as the scheduler's loop does) until every reroute of ``ids`` ended."""
     for _ in range(40):
         await sched._dispatch()
@@ -148,7 +148,7 @@ async def settle(sched: Scheduler, journal: EtcdJournal, ids: Sequence[str]) -> 
     raise AssertionError([journal.get(i) for i in ids])
 
 
-def assert_x_then_y(fake: FakeFabric, journal: EtcdJournal) -> None:
+def assert_x_then_y(fake: FakeFabric, journal: Journaling) -> None:
     """X was recovered before Y started, and the flow is where Y put it."""
     x, y = journal.get("x"), journal.get("y")
     assert x is not None and y is not None
@@ -194,6 +194,63 @@ def test_a_reroute_started_between_the_read_and_the_lock_holds_its_devices(
         assert_x_then_y(fake, b.journal)
         await a.close()
         await b.close()
+
+    asyncio.run(main())
+
+
+class InterleavedFile(Journal):
+    """``Interleaved``, of the SQLite journal."""
+
+    between: Callable[[], None] = staticmethod(lambda: None)
+
+    def _then(self) -> None:
+        between, self.between = self.between, lambda: None
+        between()
+
+    def in_flight(self) -> list[Record]:
+        out = super().in_flight()
+        self._then()
+        return out
+
+    def queue(self) -> Queue:
+        out = super().queue()
+        self._then()
+        return out
+
+
+def test_with_file_locks_a_reroute_started_after_the_read_holds_its_devices(
+    tmp_path: Path,
+) -> None:
+    """The same with the SQLite journal and file locks (a CLI ``apply`` beside the service,
+    on one state directory): X is written running right after the scheduler's read by a
+    process that died (its file locks gone with it). File locks compare nothing: once it
+    holds Y's locks, the scheduler sees X started since its read, lets them go, and
+    recovers X first."""
+
+    async def main() -> None:
+        fake = FakeFabric(TOPO)
+        await on_temporary(fake)
+        universe, locks_dir, file = Universe.of(TOPO), tmp_path / "locks", tmp_path / "j.sqlite"
+        cli, cli_journal = FileLocks(locks_dir, universe).open(), Journal(file)
+        b_locks, b_journal = FileLocks(locks_dir, universe).open(), InterleavedFile(file)
+        engine = Engine(topo=TOPO, drivers=fake.switches, journal=b_journal, locks=b_locks)
+        sched = Scheduler(engine, b_journal, EventBus(), Metrics(lambda: 0, lambda: 0))
+        x_plan, keys = planned(fake, engine)
+        b_journal.enqueue("y", BACK, resources=keys)
+        held = await cli.try_acquire(keys)
+        assert held is not None
+        await held.release()  # the CLI dies (the kernel lets its locks go)...
+        await cli.close()
+
+        def x_lands() -> None:  # ... its write of X landing after the service's read
+            cli_journal.create("x", x_plan, owner=cli.owner, resources=keys)
+
+        b_journal.between = x_lands
+        await settle(sched, b_journal, ["x", "y"])
+        assert_x_then_y(fake, b_journal)
+        cli_journal.close()
+        b_journal.close()
+        await b_locks.close()
 
     asyncio.run(main())
 
