@@ -16,7 +16,11 @@ changed). The queue is the journal's ``pending`` rows: a restart rebuilds it.
 
 Running reroutes of other owners (a CLI ``apply`` on the same lock directory, another
 replica) block their resources; one whose owner died is recovered as ``reroute recover``
-does (``Engine.recover_one``) as soon as its resources can be taken.
+does (``Engine.recover_one``) as soon as its resources can be taken, before any reroute
+queued on them runs (its recovery plans from where it found the flows: after a newer
+reroute it would undo that one). Such a reroute holds no lock any more, only its row in
+flight: the queue and the reroutes in flight are read at one moment, and a reroute is
+locked only while none started since that read (``Journaling.queue``, ``_dispatch``).
 """
 
 from __future__ import annotations
