@@ -18,7 +18,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule, ForeignEntry, Survey
+from drivers.base import (
+    CrossConnectSwitch,
+    FlowProgrammer,
+    FlowRule,
+    ForeignEntry,
+    MasterElection,
+    Survey,
+)
 from drivers.gcpause import gc_paused
 from services.reroute.errors import (
     DeviceRejected,
@@ -324,11 +331,17 @@ async def restore(
     *,
     executor: Callable[[Journaling], Executor] | None = None,
     space: CookieSpace = DEFAULT_SPACE,
+    generation: Callable[[str], int] | None = None,
 ) -> None:
     """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
-    each restore plan (default: a plain one on ``drivers``)."""
+    each restore plan (default: a plain one on ``drivers``). ``generation``: the fencing
+    token of each device held (``Held.revision``): every device the recovery reads that
+    elects a master is claimed with it first (``claim``), so that the deposed owner's
+    last write lands before the read or is refused, never after it."""
     paths = [topo.paths[p] for p in (*record.touched, *record.origins) if p in topo.paths]
     crossed = {n for p in paths for n in _path_devices(p)} if paths else None
+    if generation is not None:
+        await claim(drivers, drivers if crossed is None else crossed, generation)
     tables = await read_tables(drivers, crossed, space=space)
     origins, touched, now = record.origins, record.touched, time.time()
     plans = plan_restore(topo, tables, origins, touched, now=now, scope=scope, space=space)
@@ -348,6 +361,21 @@ async def restore(
         )
     finally:
         scratch.close()
+
+
+async def claim(
+    drivers: Mapping[str, Driver], names: Iterable[str], generation: Callable[[str], int]
+) -> None:
+    """Claim each device of ``names`` that elects a master (``MasterElection``) with its
+    ``generation`` (0: not held, not claimed), all at once; the first refusal is raised (a
+    later generation took it: this owner is stale). A device without an election has no
+    claim: its old owner's writes are held back by the locks' delay instead."""
+    claims: list[Awaitable[None]] = []
+    for name in names:
+        driver, token = drivers.get(name), generation(name)
+        if isinstance(driver, MasterElection) and token > 0:
+            claims.append(driver.claim_master(token))
+    await asyncio.gather(*claims)
 
 
 class NeedMore(RerouteError):
@@ -559,7 +587,8 @@ class Engine:
 
     async def recover_one(self, record: Record, held: Held | None = None) -> None:
         """Recover one reroute that stopped mid-plan (the caller holds its resources:
-        ``held``, whose revisions claim the devices that elect a master)."""
+        ``held``, whose revisions claim the devices that elect a master, before their
+        tables are read: claim, then read)."""
 
         def executor(journal: Journaling) -> Executor:
             return self.executor(journal, held=held)
@@ -567,6 +596,7 @@ class Engine:
         await restore(
             self.topo, self.drivers, self.journal, record, self.scope,
             executor=executor, space=self.space,
+            generation=None if held is None else held.revision,
         )  # fmt: skip
 
     async def dead(self) -> list[Record]:

@@ -133,6 +133,24 @@ class StepRecord:
     error: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """The reroutes in flight and the queue, read at one moment (``Journaling.queue``).
+
+    A running reroute whose owner died holds no lock any more (etcd: its locks went with
+    its lease); only its row in flight keeps an overlapping reroute from its devices. Two
+    reads at different moments could miss it in both (pending at the first, running at
+    the second). ``guard``: what a lock transaction adds (etcd compares) so that it takes
+    its keys only while no reroute has started running since this read. Empty for SQLite,
+    whose file locks take no compares: the scheduler asks ``started_since`` once it holds
+    the locks instead (any reroute starting after that needs them)."""
+
+    running: list[Record]  # oldest first, without their step records
+    pending: list[Record]  # in queue order
+    revision: int = 0  # the store's revision read at (etcd; SQLite: the highest row id)
+    guard: tuple[object, ...] = ()
+
+
 class JournalError(RerouteError):
     """The journal file cannot be used."""
 
@@ -290,6 +308,10 @@ class Journaling(Protocol):
     def in_flight(self) -> list[Record]: ...
 
     def pending(self) -> list[Record]: ...
+
+    def queue(self) -> Queue: ...
+
+    def started_since(self, queue: Queue) -> bool: ...
 
     def history(
         self,
@@ -636,6 +658,28 @@ class Journal:
     def pending(self) -> list[Record]:
         """The queued reroutes, oldest first (the order they run in)."""
         return self._select("state = ?", (RerouteState.PENDING,), "rowid")
+
+    def queue(self) -> Queue:
+        """The reroutes running and pending, read in one transaction (one snapshot); its
+        revision is the highest row id then (a reroute started without being queued, as
+        the CLI's ``apply`` does, is a row inserted after it)."""
+        self.db.execute("BEGIN")
+        try:
+            (last,) = self.db.execute("SELECT coalesce(max(rowid), 0) FROM reroutes").fetchone()
+            return Queue(running=self.in_flight(), pending=self.pending(), revision=last)
+        finally:
+            self.db.execute("COMMIT")
+
+    def started_since(self, queue: Queue) -> bool:
+        """A reroute started running that ``queue`` did not show (one queued then was in
+        it, pending): file locks compare nothing, so the scheduler asks this once it holds
+        its locks, and lets them go when so (the starter may have died since: no lock of
+        it would have stopped this one)."""
+        row = self.db.execute(
+            "SELECT 1 FROM reroutes WHERE state = ? AND rowid > ? LIMIT 1",
+            (RerouteState.RUNNING, queue.revision),
+        ).fetchone()
+        return row is not None
 
     def history(
         self,

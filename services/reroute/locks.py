@@ -25,7 +25,7 @@ import itertools
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +100,9 @@ class Held(Protocol):
         """What is held (as asked: a device may stand for its ports)."""
         ...
 
-    async def extend(self, keys: Keys) -> bool:
-        """Also hold ``keys``, all or nothing, without waiting; False: nothing changed."""
+    async def extend(self, keys: Keys, extra: Sequence[object] = ()) -> bool:
+        """Also hold ``keys``, all or nothing, without waiting; False: nothing changed.
+        ``extra``: the journal's compares (``Queue.guard``) the taking must also pass."""
         ...
 
     async def narrow(self, keys: Keys) -> None:
@@ -139,9 +140,12 @@ class Locks(Protocol):
         """Set on changes by other owners (None: no notice)."""
         ...
 
-    async def try_acquire(self, keys: Keys, claim: str | None = None) -> Held | None:
+    async def try_acquire(
+        self, keys: Keys, claim: str | None = None, extra: Sequence[object] = ()
+    ) -> Held | None:
         """``keys``, all or nothing, without waiting (None: some are held elsewhere);
-        ``claim``: and the pending reroute of that id, which no other owner starts."""
+        ``claim``: and the pending reroute of that id, which no other owner starts;
+        ``extra``: the journal's compares (``Queue.guard``, etcd) the taking must pass."""
         ...
 
     async def acquire(self, keys: Keys) -> Held:
@@ -183,7 +187,7 @@ class AtomHeld:
     def keys(self) -> Keys:
         return self._keys
 
-    async def extend(self, keys: Keys) -> bool:
+    async def extend(self, keys: Keys, extra: Sequence[object] = ()) -> bool:
         more = [a for a in self._locks.universe.atoms(keys) if a not in self._atoms]
         got = self._locks.take(more)
         if got is None:
@@ -240,7 +244,10 @@ class AtomLocks:
             got[atom] = handle
         return got
 
-    async def try_acquire(self, keys: Keys, claim: str | None = None) -> Held | None:
+    async def try_acquire(
+        self, keys: Keys, claim: str | None = None, extra: Sequence[object] = ()
+    ) -> Held | None:
+        # ``extra`` is etcd's (the SQLite journal's guard is empty)
         got = self.take(self.universe.atoms(keys))  # one process runs the queue: no claims
         return None if got is None else AtomHeld(self, keys, got)
 

@@ -16,6 +16,18 @@ lease expired -- paused, or cut off from etcd -- has its write-ahead records ref
 stops before its next step (``JournalError``), while another replica recovers the reroute.
 Reads are linearizable (etcd's default): any replica answers what every other wrote.
 
+The scheduler reads the queue and the reroutes in flight at one revision ``R`` (``queue``:
+one transaction of two ranges): a reroute is in one of them, never missed between two
+reads. A running reroute whose owner died keeps its devices through that read only (its
+locks went with its lease), so the transaction that locks a reroute's devices compares
+that no key under ``P/running/`` was created after ``R`` (``Queue.guard``, one range
+compare): a reroute started since -- whose owner may have died since, too -- makes it
+fail, and the scheduler reads again. Chosen over durable per-device reservations: no key
+more per device in any transaction (etcd allows 128 operations in one), nothing to hand
+over on takeover; the price is a lock transaction that fails when any reroute started
+in between, disjoint or not (rare: one replica's own starts retry at once,
+``started_since``; another's wake it through the watch).
+
 What each reroute costs in round trips to etcd (each a Raft round, fsynced on a quorum):
 the replica that runs a reroute is its only writer (fenced), so it keeps the reroute's row
 and steps as it wrote them, with the row's revision, and writes without reading first (the
@@ -35,6 +47,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from aetcd import rpc
+
 from services.reroute.etcd.client import (
     KV,
     Compare,
@@ -45,6 +59,7 @@ from services.reroute.etcd.client import (
     absent,
     delete,
     get_op,
+    prefix_end,
     put,
     unchanged,
 )
@@ -52,6 +67,7 @@ from services.reroute.journal import (
     Ended,
     JournalError,
     LeaseLost,
+    Queue,
     Record,
     RerouteState,
     Retention,
@@ -83,6 +99,7 @@ class EtcdJournal:
         self._live: dict[str, tuple[_Row, int]] = {}  # running here: row as written, revision
         self._seen: OrderedDict[str, tuple[_Row, int]] = OrderedDict()  # pending rows read
         self._ended: OrderedDict[str, tuple[Record, list[StepRecord]]] = OrderedDict()
+        self._started = 0  # the revision of the latest reroute started here (``create``)
 
     def _key(self, kind: str, name: str = "") -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -180,6 +197,7 @@ class EtcdJournal:
             put(self._key("running", reroute_id), b""),
         ]
         revision = self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
+        self._started = max(self._started, revision)
         self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = {}
 
@@ -344,12 +362,18 @@ class EtcdJournal:
         kv = self.etcd.get(self._key("reroutes", reroute_id))
         if kv is None:
             return None
+        return self._record(self._saw(kv))
+
+    def _saw(self, kv: KV) -> _Row:
+        """A reroute's row read from etcd; a pending one is kept with its revision, which
+        ``create`` compares (its next write, often) without reading it again."""
         row = _Row.of(kv)
-        if row.state is RerouteState.PENDING:  # create compares it (its next write, often)
-            self._seen[reroute_id] = (row, kv.mod_revision)
+        if row.state is RerouteState.PENDING:
+            self._seen[row.id] = (row, kv.mod_revision)
+            self._seen.move_to_end(row.id)
             while len(self._seen) > SEEN_KEPT:
                 self._seen.popitem(last=False)
-        return self._record(row)
+        return row
 
     def by_key(self, idem_key: str) -> Record | None:
         kv = self.etcd.get(self._key("keys", idem_key))
@@ -360,6 +384,30 @@ class EtcdJournal:
 
     def pending(self) -> list[Record]:
         return self._indexed("pending")
+
+    def queue(self) -> Queue:
+        """The reroutes in flight and the queue at one revision: one transaction of two
+        ranges (the indexes), one of reads for the rows (records without step records:
+        the scheduler needs none). Its guard (module docstring) compares that no reroute
+        started running after that revision."""
+        kinds = ("running", "pending")
+        result = self._txn([], [get_op(self._key(k), prefix=True) for k in kinds])
+        running_ids, pending_ids = (
+            [kv.key[len(self._key(k)) :] for kv in kvs]
+            for k, kvs in zip(kinds, result.ranges, strict=True)
+        )
+        kvs = self._many("reroutes", running_ids + pending_ids)
+        running, pending = (
+            [self._record(self._saw(kvs[i]), {}) for i in ids if i in kvs]
+            for ids in (running_ids, pending_ids)
+        )
+        guard = _created_before(self._key("running"), result.revision + 1)
+        return Queue(running=running, pending=pending, revision=result.revision, guard=(guard,))
+
+    def started_since(self, queue: Queue) -> bool:
+        """A reroute started here after ``queue`` was read: a lock transaction under its
+        guard failed because of this replica's own start (no watch event wakes it)."""
+        return self._started > queue.revision
 
     def history(
         self,
@@ -479,6 +527,17 @@ class EtcdJournal:
 
     def _put(self, row: _Row) -> Op:
         return put(self._key("reroutes", row.id), row.encode())
+
+
+def _created_before(prefix: str, revision: int) -> Compare:
+    """Every key under ``prefix`` was created before ``revision`` (true when none is)."""
+    return rpc.Compare(
+        key=prefix.encode(),
+        range_end=prefix_end(prefix).encode(),
+        target=rpc.Compare.CREATE,
+        result=rpc.Compare.LESS,
+        create_revision=revision,
+    )
 
 
 def _step_records(steps: dict[int, list[Any]]) -> list[StepRecord]:

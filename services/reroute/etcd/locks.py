@@ -68,6 +68,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -346,11 +347,16 @@ class EtcdLocks:
         return self.epoch
 
     async def _take(
-        self, keys: list[str], claim: str | None, again: bool = True
+        self,
+        keys: list[str],
+        claim: str | None,
+        extra: Sequence[Compare] = (),
+        again: bool = True,
     ) -> TxnResult | None:
-        """``keys`` (at most ``CHUNK``) and ``claim`` in one transaction; None: not free,
-        or an unfenced one still held back (lock-delay)."""
-        compares = [c for k in keys for c in self._free(k)] + self.fence()
+        """``keys`` (at most ``CHUNK``) and ``claim`` in one transaction, under the
+        caller's ``extra`` compares too (the journal's ``Queue.guard``: no reroute started
+        since its read); None: not free, or an unfenced one still held back (lock-delay)."""
+        compares = [c for k in keys for c in self._free(k)] + self.fence() + list(extra)
         ops = self._held_ops(keys)
         if claim is not None:
             compares += [
@@ -364,7 +370,7 @@ class EtcdLocks:
         if result.succeeded:
             return result
         if delayed and again and await self._clear(keys, result.ranges[0], result.ranges[1]):
-            return await self._take(keys, claim, again=False)
+            return await self._take(keys, claim, extra, again=False)
         return None
 
     async def _clear(self, keys: list[str], markers: list[KV], locks: list[KV]) -> bool:
@@ -400,10 +406,12 @@ class EtcdLocks:
         if self._revision + 1 >= REVISION_LIMIT:
             raise _beyond(self._revision + 1)
 
-    async def try_acquire(self, keys: Keys, claim: str | None = None) -> EtcdHeld | None:
+    async def try_acquire(
+        self, keys: Keys, claim: str | None = None, extra: Sequence[Compare] = ()
+    ) -> EtcdHeld | None:
         self._check_revision()
         held = EtcdHeld(self, frozenset(), {}, None)
-        if not await held.take(self._expand(keys), claim):
+        if not await held.take(self._expand(keys), claim, extra):
             return None
         held._keys = keys
         return held
@@ -451,14 +459,17 @@ class EtcdHeld:
         taken = self._taken.get(device)
         return 0 if taken is None else taken.token
 
-    async def take(self, keys: list[str], claim: str | None = None) -> bool:
-        """Also hold ``keys`` (sorted) and ``claim``, chunk by chunk; all or nothing: what
-        this call took is given back when a chunk is not free, or on an error."""
+    async def take(
+        self, keys: list[str], claim: str | None = None, extra: Sequence[Compare] = ()
+    ) -> bool:
+        """Also hold ``keys`` (sorted) and ``claim``, chunk by chunk, each under ``extra``;
+        all or nothing: what this call took is given back when a chunk is not free, or on
+        an error."""
         got: list[str] = []
         try:
             for i, chunk in enumerate(_chunks(keys) or [[]]):
                 first = claim if i == 0 else None
-                result = await self._locks._take(chunk, first)
+                result = await self._locks._take(chunk, first, extra)
                 if result is None:
                     await self._let_go(got, claim=claim is not None and self._claim == claim)
                     return False
@@ -481,9 +492,9 @@ class EtcdHeld:
         )
         self._taken |= dict.fromkeys(keys, taken)
 
-    async def extend(self, keys: Keys) -> bool:
+    async def extend(self, keys: Keys, extra: Sequence[Compare] = ()) -> bool:
         more = [k for k in self._locks._expand(keys) if not covers(self._taken, {k})]
-        if more and not await self.take(more):
+        if more and not await self.take(more, extra=extra):
             return False
         self._keys = self._keys | keys
         return True

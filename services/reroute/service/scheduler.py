@@ -16,21 +16,25 @@ changed). The queue is the journal's ``pending`` rows: a restart rebuilds it.
 
 Running reroutes of other owners (a CLI ``apply`` on the same lock directory, another
 replica) block their resources; one whose owner died is recovered as ``reroute recover``
-does (``Engine.recover_one``) as soon as its resources can be taken.
+does (``Engine.recover_one``) as soon as its resources can be taken, before any reroute
+queued on them runs (its recovery plans from where it found the flows: after a newer
+reroute it would undo that one). Such a reroute holds no lock any more, only its row in
+flight: the queue and the reroutes in flight are read at one moment, and a reroute is
+locked only while none started since that read (``Journaling.queue``, ``_dispatch``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import suppress
 from typing import Any
 
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Outcome, StepEvent
-from services.reroute.journal import Journaling, Record, RerouteState, Retention
+from services.reroute.journal import Journaling, Queue, Record, RerouteState, Retention
 from services.reroute.locks import Held
 from services.reroute.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
@@ -107,13 +111,14 @@ class Scheduler:
     def position(self, reroute_id: str) -> int | None:
         """How many reroutes run or wait before this pending one (those it overlaps; None:
         not queued)."""
-        pending = self.journal.pending()
+        queue = self.journal.queue()
+        pending = queue.pending
         mine = next((i for i, r in enumerate(pending) if r.id == reroute_id), None)
         if mine is None or reroute_id in self._running:
             return None
         keys = pending[mine].resources
         ahead = [r.resources for r in pending[:mine]]
-        ahead += [r.resources for r in self.journal.in_flight()]
+        ahead += [r.resources for r in queue.running]
         ahead += [h.keys for r, h in self._running.items() if r in {p.id for p in pending}]
         return sum(overlap(keys, k) for k in ahead)
 
@@ -201,21 +206,29 @@ class Scheduler:
 
     async def _dispatch(self) -> bool:
         """Start every queued reroute that can start; take over the reroutes of owners that
-        died. True: something could not be taken now and should be tried again soon."""
+        died. True: something could not be taken now and should be tried again soon.
+
+        The reroutes in flight and the queue are read at one moment (``Journaling.queue``):
+        a reroute going from one to the other in between is never missed in both. A running
+        reroute whose owner died holds its devices through that read alone (its locks went
+        with it), so every start is locked under the read's guard: one that started since
+        (and may have lost its owner since) fails the lock, and the queue is read again."""
         left = self.engine.lock.lease_left()
         if left is not None and left < self.engine.lock.step_s:
             return True  # this replica's lease is not renewed now: it starts nothing
+        queue = self.journal.queue()
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
         self._waiting = True  # until this look ends
-        for record in self.journal.in_flight():
+        for record in queue.running:
             if record.id in self._running:
                 continue
             blockers.append(record.resources)
             if not await self._alive(record):
                 retry |= not await self._take_over(record)
         waiting = retry  # a takeover waits for resources, too
-        for record in self.journal.pending():
+        starts: list[Record] = []
+        for record in queue.pending:
             if self.stopping:
                 break
             if record.id in self._running:  # being planned here
@@ -225,14 +238,42 @@ class Scheduler:
                 waiting = True
                 continue
             blockers.append(record.resources)
-            held = await self.engine.lock.try_acquire(record.resources, claim=record.id)
-            if held is None:  # held by another owner, or claimed by another replica
-                retry = waiting = True
-                continue
-            held = Waking(held, self._let_go)
-            self._spawn(record.id, held, self._run(record.id, held))
+            starts.append(record)
+        if not await self._start(starts, queue):
+            retry = waiting = True
         self._waiting = waiting
         return retry
+
+    async def _start(self, records: list[Record], queue: Queue) -> bool:
+        """Lock each of ``records`` (disjoint) under ``queue``'s guard, all at once, and run
+        those locked; spawned only once every lock answered, so that no start of this
+        replica's own lands between the read and a lock. False: some were not locked (held
+        by another owner, claimed by another replica, or a reroute started since the read).
+        A start since the read that this journal knows of (``started_since``: etcd, one of
+        this replica's, which no watch event tells; SQLite, any) reads the queue again at
+        once; with no guard (file locks), it voids the locks just taken."""
+        tries = [
+            self.engine.lock.try_acquire(r.resources, claim=r.id, extra=queue.guard)
+            for r in records
+        ]
+        results = await asyncio.gather(*tries, return_exceptions=True)
+        stale = bool(records) and self.journal.started_since(queue)
+        void = stale and not queue.guard
+        for record, held in zip(records, results, strict=True):
+            if isinstance(held, BaseException) or held is None:
+                continue
+            if void:
+                await held.release()
+                continue
+            waking = Waking(held, self._let_go, self.journal)
+            self._spawn(record.id, waking, self._run(record, waking))
+        for failed in results:
+            if isinstance(failed, BaseException):
+                raise failed
+        everyone = not void and all(r is not None for r in results)
+        if stale and not everyone:
+            self._wake.set()
+        return everyone
 
     async def _alive(self, record: Record) -> bool:
         if record.owner == self.engine.lock.owner:
@@ -292,15 +333,17 @@ class Scheduler:
     # ----------------------------------------------------------------------------------
     # one reroute
 
-    async def _run(self, reroute_id: str, held: Held) -> None:
+    async def _run(self, record: Record, held: Held) -> None:
+        """Run ``record`` as the queue read it: claimed since, and still pending then (the
+        claim compared it), no other replica runs or cancels it (``cancel`` compares the
+        claim absent), so it is not read again."""
         requeued = False
         try:
-            record = self.journal.get(reroute_id)
-            if record is not None and record.state is RerouteState.PENDING and record.intent:
+            if record.state is RerouteState.PENDING and record.intent:
                 requeued = await self._execute(record, held)
         finally:
             await held.release()
-            self._done(reroute_id, requeued)
+            self._done(record.id, requeued)
 
     async def _execute(self, record: Record, held: Held) -> bool:
         """Plan and run ``record``; True: it went back to the queue (``NeedMore``)."""
@@ -399,18 +442,32 @@ class Scheduler:
 
 
 class Waking:
-    """A ``Held`` that wakes the scheduler when it narrows: what it let go may start others."""
+    """A ``Held`` that wakes the scheduler when it narrows (what it let go may start
+    others), and takes more only where no reroute is in flight (``extend``)."""
 
-    def __init__(self, held: Held, wake: Callable[[], None]) -> None:
+    def __init__(self, held: Held, wake: Callable[[], None], journal: Journaling) -> None:
         self._held = held
         self._wake = wake
+        self._journal = journal
 
     @property
     def keys(self) -> Keys:
         return self._held.keys
 
-    async def extend(self, keys: Keys) -> bool:
-        return await self._held.extend(keys)
+    async def extend(self, keys: Keys, extra: Sequence[object] = ()) -> bool:
+        """More keys (a plan that needs more), only where no reroute is in flight: a
+        running one whose owner died holds no lock. Read afresh; taken under that read's
+        guard (etcd), or let go again when a reroute started since (file locks)."""
+        queue = self._journal.queue()
+        if _overlaps(keys, [r.resources for r in queue.running]):
+            return False
+        before = self._held.keys
+        if not await self._held.extend(keys, (*extra, *queue.guard)):
+            return False
+        if queue.guard or not self._journal.started_since(queue):
+            return True
+        await self._held.narrow(before)
+        return False
 
     async def narrow(self, keys: Keys) -> None:
         await self._held.narrow(keys)
