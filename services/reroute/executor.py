@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from drivers.base import (
@@ -47,7 +47,6 @@ from services.reroute.journal import (
     RerouteState,
     StepState,
 )
-from services.reroute.locks import Outranking
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -171,11 +170,15 @@ class Executor:
         lease: Callable[[], float] | None = None,
         lease_step_s: float = 0.0,
         generation: Callable[[str], int] | None = None,
+        outrank: Callable[[str, int], Awaitable[int | None]] | None = None,
     ) -> None:
         self.drivers = drivers
         # the generation a device is claimed with before this run first writes to it
         # (``MasterElection``: the revision of its lock in etcd); 0 or None: not claimed
         self.generation = generation
+        # raises that generation above what a device saw, while the lock is still ours
+        # (``locks.Outranking``); None: a refused claim stands
+        self.outrank = outrank
         self._claimed: set[str] = set()
         # seconds this replica's lease surely lives (etcd): a step starts only with at
         # least ``lease_step_s`` left, and its device steps time out before that
@@ -399,11 +402,10 @@ class Executor:
             try:
                 await driver.claim_master(generation)
             except DriverError:
-                held = getattr(self.generation, "__self__", None)  # ``Held.revision``'s
-                if not isinstance(held, Outranking) or not isinstance(driver, GenerationSeen):
+                if self.outrank is None or not isinstance(driver, GenerationSeen):
                     raise
                 seen = await driver.generation_seen()
-                above = await held.outrank(device, seen) if seen >= generation else None
+                above = await self.outrank(device, seen) if seen >= generation else None
                 if above is None:
                     raise
                 await driver.claim_master(above)

@@ -35,7 +35,7 @@ from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Outcome, StepEvent
 from services.reroute.journal import Journaling, Queue, Record, RerouteState, Retention
-from services.reroute.locks import Held
+from services.reroute.locks import Held, Outranking
 from services.reroute.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
 from services.reroute.service.metrics import Metrics
@@ -478,6 +478,13 @@ class Waking:
 
     def revision(self, device: str) -> int:
         return self._held.revision(device)
+
+    async def outrank(self, device: str, seen: int) -> int | None:
+        """``locks.Outranking``: the held token raised above ``seen`` (etcd); None where
+        the hold cannot (file locks) or no longer holds ``device``."""
+        if isinstance(self._held, Outranking):
+            return await self._held.outrank(device, seen)
+        return None
 
 
 async def _first(waits: list[Coroutine[Any, Any, Any]], timeout: float) -> None:
