@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from services.reroute.store import EtcdStore
 
 
+def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:
+    """The journal writes as the locks' owner of the moment (``fence``). It answers from
+    memory (``leased``) only under the first owner: after a lost lease, what it remembers
+    of the reroutes the old owner ran may have been changed by the replica that took them
+    over."""
+    first = locks.owner
+    journal.fence = locks.fence()
+    journal.leased = lambda: locks.owner == first and locks.valid_for() > 0
+    locks.on_owner.append(lambda now: setattr(journal, "fence", now.fence()))
+
+
 @asynccontextmanager
 async def open_etcd(
     spec: EtcdStore, universe: Universe
@@ -33,10 +44,10 @@ async def open_etcd(
     )
     try:
         locks = await EtcdLocks(etcd, spec.prefix, universe, ttl_s=spec.lease_ttl_s).open()
+        etcd.lease_left = locks.call_left  # no blocking call outlives the lease
         try:
             journal = EtcdJournal(etcd, spec.prefix)
-            journal.fence = locks.fence()
-            journal.leased = lambda: locks.valid_for() > 0
+            follow(journal, locks)
             yield journal, locks
         finally:
             await locks.close()
