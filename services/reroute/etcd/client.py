@@ -10,12 +10,14 @@ configured, failing over to the next endpoint when one is unreachable.
 **Deadlines.** ``timeout_s`` bounds a whole call, across endpoints, not each endpoint: a
 black-holed cluster of 3 members answers a call with ``StoreUnavailable`` after
 ``timeout_s``, not 3x it. Each endpoint tried gets an equal share of what is left (one that
-refuses at once leaves its share to the next). A blocking call is also bounded by the time
-the replica's lease surely has left (``lease_left``, set by the locks): a blocking call runs
-on the event loop that renews the lease, so a call that waited longer would both outlive
-the lease and keep it from being renewed; a write fenced by the lease is of no use after it
-anyway. With no lease left a call still gets ``NO_LEASE_CALL_S`` (reads, and the queue's
-unfenced writes, go on; a fenced write is refused by etcd itself).
+refuses at once leaves its share to the next; a member slower than its share is left for
+the next, which forwards to the same leader). A blocking call is also bounded by the time
+the replica's lease surely has left, less a step's margin (``lease_left``, set to the
+locks' ``call_left``): a blocking call runs on the event loop that renews the lease and
+cancels a step at its cap, so a call that waited longer would outlive the lease, keep it
+from being renewed, and hold back a step's cancellation; a write fenced by the lease is of
+no use after it anyway. With no lease left a call still gets ``NO_LEASE_CALL_S`` (reads,
+and the queue's unfenced writes, go on; a fenced write is refused by etcd itself).
 
 **Cut off.** Once a call found no endpoint answering (``unanswered``), a blocking call of
 a replica (one with a lease to renew) fails at once, without waiting, until any call is
@@ -218,8 +220,8 @@ class Etcd:
         # the revisions of this client's latest writes: a watcher tells them from others'
         self.written: deque[int] = deque(maxlen=WRITTEN)
         self._metadata: tuple[tuple[str, str], ...] | None = None
-        # seconds the lease of the replica using this client surely lives (None: no lease):
-        # bounds every blocking call (module docstring)
+        # seconds a blocking call of the replica using this client may take before its
+        # lease ends (None: no lease): bounds every blocking call (module docstring)
         self.lease_left: Callable[[], float] | None = None
         self.unanswered: float | None = None  # monotonic: since when no endpoint answers
 
@@ -387,9 +389,9 @@ class Etcd:
             async for reply in stream:
                 if reply.events:
                     yield [_change(e) for e in reply.events]
-        except grpc.RpcError as exc:
+        except grpc.RpcError as exc:  # (not ``unanswered``: the renewal tells)
             self._at = (at + 1) % len(self._aio)
-            raise self._unavailable(exc) from exc
+            raise StoreUnavailable(f"etcd at {self.where} cannot be used: {_detail(exc)}") from exc
 
     # -- errors and auth -----------------------------------------------------------------
 

@@ -19,7 +19,8 @@ and its health says so (``service/core.py``).
 **Timing.** A live replica's lease has at least 3/4 of its TTL left (renewed every quarter)
 less the renewal's delay. A device step is capped at ``step_s`` = 3/8 of the TTL and starts
 only with ``executor.lease_needed(step_s)`` = 1/2 of the TTL left (the cap and a margin of
-1/8 TTL), which leaves a quarter TTL for a late renewal. A blocking etcd call (the
+1/8 TTL, ``executor.LEASE_MARGIN`` of the cap), which leaves a quarter TTL for a late
+renewal. A blocking etcd call (the
 journal's) is bounded to end the margin before the lease (``call_left``), so that it
 cannot hold back past the lease the cancellation of a step that reached its cap.
 
@@ -65,6 +66,7 @@ from services.reroute.etcd.client import (
     get_op,
     put,
 )
+from services.reroute.executor import LEASE_MARGIN
 from services.reroute.locks import Universe, new_owner
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 
@@ -78,7 +80,6 @@ GONE = ("pending/", "running/", "claims/", "locks/", "owners/")
 EPOCH_BASE = 1577836800  # 2020-01-01T00:00:00Z: epochs count seconds from here
 REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
 STEP_SHARE = 3 / 8  # of the TTL: a device step's cap (``step_s``; module docstring)
-MARGIN_SHARE = 1 / 8  # of the TTL: a blocking etcd call ends that much before the lease
 
 
 def token(epoch: int, revision: int) -> int:
@@ -103,7 +104,7 @@ class EtcdLocks:
         self.owner = self.base
         self.lease = 0
         self.created = 0  # the revision that created this owner's key (``fence``)
-        self.leases = 0  # leases taken (the owner's number)
+        self.leases = 0  # owners tried (the number in the next one's name)
         self.expired = False  # etcd said the lease expired: a new one is being taken
         self.epoch = 0  # the cluster's (``P/epoch``), read at ``open``
         # called with the new owner once it has its lease (the journal's fence follows it)
@@ -134,9 +135,10 @@ class EtcdLocks:
         return self._valid_until - time.monotonic()
 
     def call_left(self) -> float:
-        """Seconds a blocking etcd call may take: it ends the margin before the lease
-        (module docstring)."""
-        return self.valid_for() - self.ttl_s * MARGIN_SHARE
+        """Seconds a blocking etcd call may take: it ends the step's margin before the
+        lease (module docstring; the client's floor, ``NO_LEASE_CALL_S``, is below the
+        margin of a TTL of 1 s, the shortest)."""
+        return self.valid_for() - self.step_s * LEASE_MARGIN
 
     def _lease_of(self, owner: str) -> Callable[[], float | None]:
         """``valid_for`` while ``owner`` is this replica's owner, minus infinity after."""
@@ -237,6 +239,7 @@ class EtcdLocks:
             self._valid_until = sent + ttl
 
     async def _reregister(self) -> None:
+        """A new lease and owner after the old lease expired (module docstring)."""
         old = self.owner
         await self._register()
         log.warning(
