@@ -23,8 +23,8 @@ from services.reroute.etcd import follow
 from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, put
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.executor import Executor, Outcome
-from services.reroute.journal import Journal, RerouteState
+from services.reroute.executor import Executor, Outcome, StepEvent
+from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.locks import Universe
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
@@ -242,6 +242,32 @@ def test_a_step_never_starts_with_less_lease_than_its_cap_and_a_margin() -> None
         assert bool(touched) is steps, (start, touched)
         assert outcome.state is RerouteState.RUNNING  # abandoned: taken over elsewhere
         assert cap <= 0.75
+
+
+def test_a_run_whose_lease_ended_during_a_step_writes_nothing_more() -> None:
+    """The lease replaced while the last step runs (a new owner: minus infinity for this
+    run): the step's end and the finish are not written; the reroute stays running in the
+    journal, for the takeover."""
+    left = [2.0]
+    last = len(MOVED.steps())  # (events count from 1)
+
+    def replaced(event: StepEvent) -> None:
+        if event.index == last and event.state is StepState.STARTED:
+            left[0] = -float("inf")  # re-registered meanwhile: this run's lease is gone
+
+    journal = Journal(None)
+    executor = Executor(
+        FakeFabric(TOPO).switches,
+        journal,
+        lease=lambda: left[0],
+        lease_step_s=0.75,
+        on_event=replaced,
+    )
+    outcome = asyncio.run(executor.run("r", MOVED))
+    record = journal.get("r")
+    assert outcome.state is RerouteState.RUNNING, outcome
+    assert record is not None and record.state is RerouteState.RUNNING
+    assert journal.steps("r")[-1].state is StepState.STARTED  # its end not written
 
 
 def _run_on_lease(
