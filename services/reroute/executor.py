@@ -304,7 +304,7 @@ class Executor:
             return None
         return LeaseLost(
             f"this replica's lease in etcd has under {self.lease_need:g} s left: no step "
-            "starts; another replica recovers the reroute"
+            "starts; another replica, or this one as a new owner, recovers the reroute"
         )
 
     def _abandoned(

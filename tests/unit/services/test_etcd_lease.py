@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -139,6 +140,43 @@ def test_health_says_no_lease_while_cut_off_then_a_new_owner(
             assert back["replica"] != before["replica"]
             assert back["replica"].startswith(before["replica"])
             assert _gauge(http, "reroute_lease_lost_seconds") == 0
+
+
+def test_the_old_owners_running_reroute_is_recovered_by_the_new_owner(
+    cluster: EtcdCluster, tmp_path: Path
+) -> None:
+    """The lease lost while a step runs (revoked here, as when paused past the TTL): the
+    run stops at its next check, the replica takes a new lease as a new owner, and that
+    owner recovers the old owner's reroute, which ends (rolled back), with every flow on
+    one path."""
+    fake = FakeFabric(TOPO)
+    entered, gate = threading.Event(), threading.Event()
+    switch = fake.switches[MOVED.steps()[0].device]
+    apply = switch.apply
+
+    async def held_back(changes: Sequence[FlowChange]) -> None:
+        if not gate.is_set():
+            entered.set()
+            while not gate.is_set():
+                await asyncio.sleep(0.01)
+        await apply(changes)
+
+    switch.apply = held_back  # type: ignore[method-assign]
+    store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix="/test/reown")
+    config = settings(TOPO, tmp_path / "unused.sqlite", store=store)
+    with ServerThread(config, fake.drivers) as srv, srv.http() as http:
+        first = http.get("/healthz").json()["replica"]
+        view = srv.client().create([str(FLOW)], "temporary")
+        assert entered.wait(10)
+        etcd = etcd_of(cluster.endpoints)
+        asyncio.run(etcd.revoke(srv.server.app.state.service.engine.lock.lease))
+        etcd.close()
+        now = _wait_health(http, lambda h: h["replica"] != first, within_s=5)
+        assert now["replica"].startswith(first)
+        gate.set()
+        done = srv.client().get(view.id, wait_s=15)
+        assert done.state is RerouteState.ROLLED_BACK, (done.state, done.error)
+        assert srv.client().flows()["long"] == ("10.0.0.2/32>10.0.0.3/32",)
 
 
 def _wait_health(
