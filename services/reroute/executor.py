@@ -13,6 +13,17 @@ the path it had before. A journal that can no longer be written (its disk filled
 such a failure: the step whose start it cannot record is not run, and the undo is
 journaled as far as it can be (the record stays ``running``, so recovery after a restart
 restores the same origins). Recovery after a crash is the engine's (``engine.recover``).
+
+**Under a lease** (replicas on etcd) a device that has no fencing of its own relies on
+timing: a step must have ended before this replica's lease may end. Each step is capped at
+the lock's ``step_s`` and starts only while the lease surely lives ``lease_needed(step_s)``
+more: checked before its write-ahead and **again after it** (a write-ahead may take up to
+the etcd client's deadline, during which the lease is not renewed), just before the device
+is touched. The margin beyond the cap (``LEASE_MARGIN``) covers what runs between the
+check and the device and between the cap's timeout and the step's cancellation: the event
+loop's other work (a blocking etcd call of another reroute, bounded by the client to end
+that much before the lease). A journal write of a run whose lease has surely ended -- or
+was replaced by a new one: a new owner, ``EtcdLocks`` -- is not even tried.
 """
 
 from __future__ import annotations
@@ -53,7 +64,15 @@ from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
 from services.reroute.topology import Circuit
 
 ALL_BITS = 0xFFFF_FFFF_FFFF_FFFF
+# what a step needs beyond its cap, as a share of the cap (``lease_needed``)
+LEASE_MARGIN = 1 / 3
 log = logging.getLogger("reroute.executor")
+
+
+def lease_needed(step_s: float) -> float:
+    """The lease a step capped at ``step_s`` needs left when it starts (module docstring):
+    strictly more than its cap."""
+    return step_s * (1 + LEASE_MARGIN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,9 +200,10 @@ class Executor:
         self.outrank = outrank
         self._claimed: set[str] = set()
         # seconds this replica's lease surely lives (etcd): a step starts only with at
-        # least ``lease_step_s`` left, and its device steps time out before that
+        # least ``lease_needed(lease_step_s)`` left, and times out after ``lease_step_s``
         self.lease = lease
         self.lease_step_s = lease_step_s
+        self.lease_need = lease_needed(lease_step_s)
         if lease is not None:
             step_timeout = min(step_timeout, lease_step_s)
         self.lock_events = lock_events  # False: poll port state even where events come
@@ -232,9 +252,11 @@ class Executor:
             for batch in batches:
                 index = range(first, first + len(batch))
                 # every start journaled (one write, with the previous batch's end) before
-                # any step of the batch runs
-                error = self._leased() or self._write(
-                    self.journal.steps_started, reroute_id, index, ended
+                # any step of the batch runs; the lease checked before and after it
+                error = (
+                    self._leased()
+                    or self._write(self.journal.steps_started, reroute_id, index, ended)
+                    or self._leased()
                 )
                 if isinstance(error, LeaseLost):
                     return self._abandoned(reroute_id, error, timings, started)
@@ -281,12 +303,13 @@ class Executor:
         )
 
     def _leased(self) -> LeaseLost | None:
-        """LeaseLost when this replica's lease may end before a step could finish."""
-        if self.lease is None or self.lease() >= self.lease_step_s:
+        """LeaseLost when this replica's lease may end before a step starting now has
+        ended (its cap and the margin: module docstring)."""
+        if self.lease is None or self.lease() >= self.lease_need:
             return None
         return LeaseLost(
-            f"this replica's lease in etcd has under {self.lease_step_s:g} s left: no step "
-            "starts; another replica recovers the reroute"
+            f"this replica's lease in etcd has under {self.lease_need:g} s left: no step "
+            "starts; another replica, or this one as a new owner, recovers the reroute"
         )
 
     def _abandoned(
@@ -303,10 +326,16 @@ class Executor:
             error=str(error),
         )
 
-    @staticmethod
-    def _write(record: Callable[..., None], *args: object) -> JournalError | None:
+    def _write(self, record: Callable[..., None], *args: object) -> JournalError | None:
         """A journal write during the run; its JournalError (the file cannot be written any
-        more, e.g. its disk filled up) is returned: the reroute stops and rolls back."""
+        more, e.g. its disk filled up) is returned: the reroute stops and rolls back. Not
+        tried once the run's lease has surely ended or was replaced (LeaseLost): the write
+        would be refused, or would be another owner's."""
+        if self.lease is not None and not self.lease() > 0:
+            return LeaseLost(
+                "this replica's lease in etcd ended: nothing more is written about this "
+                "reroute here; another replica recovers it"
+            )
         try:
             record(*args)
         except JournalError as exc:

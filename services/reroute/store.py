@@ -67,8 +67,10 @@ async def open_store(
     journal_file: Path | None,
     lock_dir: Path | None,
     universe: Universe,
+    lock_delay_s: float | None = None,
 ) -> AsyncIterator[tuple[Journaling, Locks]]:
-    """The journal and locks of ``spec`` (module docstring)."""
+    """The journal and locks of ``spec`` (module docstring); ``lock_delay_s``: etcd's
+    hold-back of an unfenced device whose holder died (None: ``etcd.locks.LOCK_DELAY_S``)."""
     if isinstance(spec, SqliteStore):
         journal = Journal(journal_file)
         locks = file_or_memory(lock_dir, universe)
@@ -80,5 +82,6 @@ async def open_store(
         return
     from services.reroute.etcd import open_etcd  # grpc only when asked for
 
-    async with open_etcd(spec, universe) as (etcd_journal, etcd_locks):
+    delay = {} if lock_delay_s is None else {"lock_delay_s": lock_delay_s}
+    async with open_etcd(spec, universe, **delay) as (etcd_journal, etcd_locks):
         yield etcd_journal, etcd_locks

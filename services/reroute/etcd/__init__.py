@@ -10,18 +10,30 @@ from typing import TYPE_CHECKING
 
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks
+from services.reroute.etcd.locks import LOCK_DELAY_S, EtcdLocks
 from services.reroute.locks import Universe
 
 if TYPE_CHECKING:
     from services.reroute.store import EtcdStore
 
 
+def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:
+    """The journal writes as the locks' owner of the moment (``fence``). It answers from
+    memory (``leased``) only under the first owner: after a lost lease, what it remembers
+    of the reroutes the old owner ran may have been changed by the replica that took them
+    over."""
+    first = locks.owner
+    journal.fence = locks.fence()
+    journal.leased = lambda: locks.owner == first and locks.valid_for() > 0
+    locks.on_owner.append(lambda now: setattr(journal, "fence", now.fence()))
+
+
 @asynccontextmanager
 async def open_etcd(
-    spec: EtcdStore, universe: Universe
+    spec: EtcdStore, universe: Universe, *, lock_delay_s: float = LOCK_DELAY_S
 ) -> AsyncIterator[tuple[EtcdJournal, EtcdLocks]]:
-    """The journal and this replica's locks (its lease taken) in the cluster of ``spec``."""
+    """The journal and this replica's locks (its lease taken) in the cluster of ``spec``;
+    ``lock_delay_s``: how long an unfenced device whose holder died is held back."""
     etcd = Etcd(
         EtcdSettings(
             endpoints=spec.endpoints,
@@ -32,11 +44,14 @@ async def open_etcd(
         )
     )
     try:
-        locks = await EtcdLocks(etcd, spec.prefix, universe, ttl_s=spec.lease_ttl_s).open()
+        locks = EtcdLocks(
+            etcd, spec.prefix, universe, ttl_s=spec.lease_ttl_s, lock_delay_s=lock_delay_s
+        )
+        await locks.open()
+        etcd.lease_left = locks.call_left  # no blocking call outlives the lease
         try:
             journal = EtcdJournal(etcd, spec.prefix)
-            journal.fence = locks.fence()
-            journal.leased = lambda: locks.valid_for() > 0
+            follow(journal, locks)
             yield journal, locks
         finally:
             await locks.close()

@@ -7,6 +7,24 @@ has for P4Runtime, and ``grpc.aio`` fits the asyncio service. Its ``Client`` tak
 insecure endpoint, so the channels are made here: one per endpoint, with TLS when
 configured, failing over to the next endpoint when one is unreachable.
 
+**Deadlines.** ``timeout_s`` bounds a whole call, across endpoints, not each endpoint: a
+black-holed cluster of 3 members answers a call with ``StoreUnavailable`` after
+``timeout_s``, not 3x it. Each endpoint tried gets an equal share of what is left (one that
+refuses at once leaves its share to the next; a member slower than its share is left for
+the next, which forwards to the same leader). A blocking call is also bounded by the time
+the replica's lease surely has left, less a step's margin (``lease_left``, set to the
+locks' ``call_left``): a blocking call runs on the event loop that renews the lease and
+cancels a step at its cap, so a call that waited longer would outlive the lease, keep it
+from being renewed, and hold back a step's cancellation; a write fenced by the lease is of
+no use after it anyway. With no lease left a call still gets ``NO_LEASE_CALL_S`` (reads,
+and the queue's unfenced writes, go on; a fenced write is refused by etcd itself).
+
+**Cut off.** Once a call found no endpoint answering (``unanswered``), a blocking call of
+a replica (one with a lease to renew) fails at once, without waiting, until any call is
+answered again: the lease's renewal, asynchronous, keeps trying every 50 ms and is the
+first to know. A replica cut off from etcd so blocks its event loop for one call's
+deadline, not one per call.
+
 Both flavours of call are here: blocking (``get``, ``txn``, ...) for the journal, whose
 write-ahead records must be stored before the step anyway, like SQLite's; asyncio
 (``aget``, ``atxn``, leases, watches) for locks and leases. Every gRPC error becomes a
@@ -17,8 +35,9 @@ unreachable, timed out).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,6 +50,9 @@ from services.reroute.journal import JournalError
 
 _T = TypeVar("_T")
 WRITTEN = 256  # own write revisions remembered (``Etcd.written``)
+# a blocking call's budget when the lease has (surely) nothing left: enough for a healthy
+# cluster on a LAN (a put is 0.6 ms), short enough to leave the event loop responsive
+NO_LEASE_CALL_S = 0.1
 Compare = Any  # rpc.Compare
 Op = Any  # rpc.RequestOp
 
@@ -117,6 +139,16 @@ def absent(key: str, *, prefix: bool = False) -> Compare:
     )
 
 
+def created(key: str, create_revision: int) -> Compare:
+    """``key`` is the one created at ``create_revision`` (not deleted and made again)."""
+    return rpc.Compare(
+        key=key.encode(),
+        target=rpc.Compare.CREATE,
+        result=rpc.Compare.EQUAL,
+        create_revision=create_revision,
+    )
+
+
 def unchanged(key: str, mod_revision: int) -> Compare:
     """``key`` was last changed at ``mod_revision`` (0: it does not exist)."""
     if mod_revision == 0:
@@ -188,6 +220,29 @@ class Etcd:
         # the revisions of this client's latest writes: a watcher tells them from others'
         self.written: deque[int] = deque(maxlen=WRITTEN)
         self._metadata: tuple[tuple[str, str], ...] | None = None
+        # seconds a blocking call of the replica using this client may take before its
+        # lease ends (None: no lease): bounds every blocking call (module docstring)
+        self.lease_left: Callable[[], float] | None = None
+        self.unanswered: float | None = None  # monotonic: since when no endpoint answers
+
+    def budget(self) -> float:
+        """Seconds a blocking call may take now: ``timeout_s``, less when the lease ends
+        sooner, never under ``NO_LEASE_CALL_S`` (module docstring)."""
+        total = self.settings.timeout_s
+        if self.lease_left is not None:
+            total = min(total, max(self.lease_left(), NO_LEASE_CALL_S))
+        return total
+
+    def _tries(self, total_s: float) -> Iterator[tuple[int, float]]:
+        """Each endpoint to try, from the one in use, with its timeout: an equal share of
+        what is left of ``total_s`` (none once it is spent)."""
+        n, start = len(self.settings.endpoints), self._at
+        end = time.monotonic() + total_s
+        for i in range(n):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            yield (start + i) % n, left / (n - i)
 
     @property
     def _aio(self) -> list[Any]:
@@ -210,18 +265,23 @@ class Etcd:
     # -- blocking ------------------------------------------------------------------------
 
     def _call(self, stub: Callable[[Any], Any], method: str, request: Any) -> Any:
+        if self.lease_left is not None and self.unanswered is not None:
+            since = time.monotonic() - self.unanswered
+            raise StoreUnavailable(
+                f"etcd at {self.where} cannot be used: no answer for {since:.1f} s (no quorum, "
+                "or unreachable)"
+            )
         last: grpc.RpcError | None = None
-        for i in range(len(self._sync)):
-            at = (self._at + i) % len(self._sync)
+        for at, timeout in self._tries(self.budget()):
             try:
                 call = getattr(stub(self._sync[at]), method)
-                reply = call(request, timeout=self.settings.timeout_s, metadata=self._auth_sync(at))
+                reply = call(request, timeout=timeout, metadata=self._auth_sync(at, timeout))
             except grpc.RpcError as exc:
                 last = exc
                 if not _next_endpoint(exc):
                     break
                 continue
-            self._at = at
+            self._answered(at)
             return reply
         raise self._unavailable(last)
 
@@ -257,19 +317,16 @@ class Etcd:
 
     async def _acall(self, stub: Callable[[Any], Any], method: str, request: Any) -> Any:
         last: grpc.RpcError | None = None
-        for i in range(len(self._aio)):
-            at = (self._at + i) % len(self._aio)
+        for at, timeout in self._tries(self.settings.timeout_s):
             try:
                 call = getattr(stub(self._aio[at]), method)
-                reply = await call(
-                    request, timeout=self.settings.timeout_s, metadata=await self._auth(at)
-                )
+                reply = await call(request, timeout=timeout, metadata=await self._auth(at))
             except grpc.RpcError as exc:
                 last = exc
                 if not _next_endpoint(exc):
                     break
                 continue
-            self._at = at
+            self._answered(at)
             return reply
         raise self._unavailable(last)
 
@@ -295,14 +352,13 @@ class Etcd:
             yield rpc.LeaseKeepAliveRequest(ID=lease)
 
         last: grpc.RpcError | None = None
-        for i in range(len(self._aio)):
-            at = (self._at + i) % len(self._aio)
+        for at, timeout in self._tries(self.settings.timeout_s):
             try:
                 stream = rpc.LeaseStub(self._aio[at]).LeaseKeepAlive(
-                    once(), timeout=self.settings.timeout_s, metadata=await self._auth(at)
+                    once(), timeout=timeout, metadata=await self._auth(at)
                 )
                 async for reply in stream:
-                    self._at = at
+                    self._answered(at)
                     return int(reply.TTL)
                 return 0
             except grpc.RpcError as exc:
@@ -333,24 +389,30 @@ class Etcd:
             async for reply in stream:
                 if reply.events:
                     yield [_change(e) for e in reply.events]
-        except grpc.RpcError as exc:
+        except grpc.RpcError as exc:  # (not ``unanswered``: the renewal tells)
             self._at = (at + 1) % len(self._aio)
-            raise self._unavailable(exc) from exc
+            raise StoreUnavailable(f"etcd at {self.where} cannot be used: {_detail(exc)}") from exc
 
     # -- errors and auth -----------------------------------------------------------------
 
+    def _answered(self, at: int) -> None:
+        self._at = at
+        self.unanswered = None
+
     def _unavailable(self, exc: grpc.RpcError | None) -> StoreUnavailable:
+        if exc is not None and _next_endpoint(exc) and self.unanswered is None:
+            self.unanswered = time.monotonic()
         detail = _detail(exc)
         return StoreUnavailable(f"etcd at {self.where} cannot be used: {detail}")
 
-    def _auth_sync(self, at: int) -> tuple[tuple[str, str], ...] | None:
+    def _auth_sync(self, at: int, timeout: float) -> tuple[tuple[str, str], ...] | None:
         if self.settings.user is None or self._metadata is not None:
             return self._metadata
         assert self.settings.password is not None
         request = rpc.AuthenticateRequest(
             name=self.settings.user, password=read_secret("etcd", self.settings.password)
         )
-        reply = rpc.AuthStub(self._sync[at]).Authenticate(request, timeout=self.settings.timeout_s)
+        reply = rpc.AuthStub(self._sync[at]).Authenticate(request, timeout=timeout)
         self._metadata = (("token", reply.token),)
         return self._metadata
 

@@ -3,7 +3,26 @@
 Each replica is an *owner*: at start it takes a lease (TTL ``ttl_s``, 2 s by default) and
 puts ``P/owners/<owner>`` under it, then renews the lease every quarter of its TTL. Its key
 disappears when the lease expires -- the replica died, hangs, or lost etcd -- and with it
-every lock it held: ``alive`` is that key's existence.
+every lock it held: ``alive`` is that key's existence. Every write of the owner compares
+that key's creation revision (``fence``): not only that a key of that name exists.
+
+**A lost lease** (etcd answers a renewal with TTL 0: the replica was cut off or paused past
+its TTL) is never resumed: the replica takes a new lease under a **new owner** (its base
+name and the lease's number, ``<base>-2``, ...), so that nothing of the old one goes on:
+writes fenced by the old key keep failing, the runs that began under it stop
+(``lease_left``, below), and their reroutes -- the old owner's, dead -- are recovered by the
+usual takeover, by another replica or by this one as the new owner. ``lease_left`` is
+taken once by each run (an executor) and answers for the lease of that moment: after a new
+lease, minus infinity. While it has no lease it surely holds, the replica starts nothing
+and its health says so (``service/core.py``).
+
+**Timing.** A live replica's lease has at least 3/4 of its TTL left (renewed every quarter)
+less the renewal's delay. A device step is capped at ``step_s`` = 3/8 of the TTL and starts
+only with ``executor.lease_needed(step_s)`` = 1/2 of the TTL left (the cap and a margin of
+1/8 TTL, ``executor.LEASE_MARGIN`` of the cap), which leaves a quarter TTL for a late
+renewal. A blocking etcd call (the
+journal's) is bounded to end the margin before the lease (``call_left``), so that it
+cannot hold back past the lease the cancellation of a step that reached its cap.
 
 A resource key is ``P/locks/<device>`` (the whole device) or ``P/locks/<device>/<port>``
 (one optical port), valued with its owner, under its lease. A device is free when neither
@@ -67,8 +86,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -83,6 +103,7 @@ from services.reroute.etcd.client import (
     StoreUnavailable,
     TxnResult,
     absent,
+    created,
     delete,
     exists,
     get_op,
@@ -90,6 +111,7 @@ from services.reroute.etcd.client import (
     put,
     unchanged,
 )
+from services.reroute.executor import LEASE_MARGIN
 from services.reroute.locks import Universe, new_owner
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 
@@ -110,6 +132,7 @@ CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 p
 HELD = "held/"  # lock-delay markers (module docstring)
 LOCK_DELAY_S = 3.0  # an unfenced device's wait after its holder died (module docstring)
 OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives up
+STEP_SHARE = 3 / 8  # of the TTL: a device step's cap (``step_s``; module docstring)
 
 
 def token(epoch: int, revision: int) -> int:
@@ -173,9 +196,15 @@ class EtcdLocks:
         self.prefix = prefix.rstrip("/") + "/"
         self.universe = universe
         self.ttl_s = ttl_s
-        self.owner = owner or new_owner()
+        self.base = owner or new_owner()  # this replica; each lease it takes: an owner
+        self.owner = self.base
         self.lease = 0
+        self.created = 0  # the revision that created this owner's key (``fence``)
+        self.leases = 0  # owners tried (the number in the next one's name)
+        self.expired = False  # etcd said the lease expired: a new one is being taken
         self.epoch = 0  # the cluster's (``P/epoch``), read at ``open``
+        # called with the new owner once it has its lease (the journal's fence follows it)
+        self.on_owner: list[Callable[[EtcdLocks], None]] = []
         self._changed = asyncio.Event()
         self._valid_until = 0.0  # monotonic: the lease surely lives until then
         self._tasks: list[asyncio.Task[None]] = []
@@ -183,6 +212,7 @@ class EtcdLocks:
         self._first_seen: dict[tuple[str, int], float] = {}  # (marker, mod revision) -> when
         self._revision = 0  # the highest revision etcd answered this owner's lock calls at
         self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a delay ends
+        self.lease_left: Callable[[], float | None] = self._lease_of(self.owner)
 
     @property
     def changed(self) -> asyncio.Event:
@@ -194,32 +224,39 @@ class EtcdLocks:
         return f"{self.prefix}owners/{self.owner}"
 
     def fence(self) -> list[Compare]:
-        """What every write of this owner compares: its key still exists."""
-        return [exists(self.me)]
+        """What every write of this owner compares: its key is the one it created (gone
+        with its lease, it is never made again: a later owner has another name; compared
+        by creation revision all the same, not by existence)."""
+        return [created(self.me, self.created)]
 
     def valid_for(self) -> float:
-        """Seconds the lease surely lives (from the last renewal's answer)."""
+        """Seconds the lease surely lives (from the last renewal's answer; negative: since
+        when it does not surely live)."""
         return self._valid_until - time.monotonic()
 
-    def lease_left(self) -> float | None:
-        return self.valid_for()
+    def call_left(self) -> float:
+        """Seconds a blocking etcd call may take: it ends the step's margin before the
+        lease (module docstring; the client's floor, ``NO_LEASE_CALL_S``, is below the
+        margin of a TTL of 1 s, the shortest)."""
+        return self.valid_for() - self.step_s * LEASE_MARGIN
+
+    def _lease_of(self, owner: str) -> Callable[[], float | None]:
+        """``valid_for`` while ``owner`` is this replica's owner, minus infinity after."""
+
+        def left() -> float | None:
+            return self.valid_for() if self.owner == owner else -math.inf
+
+        return left
 
     @property
     def step_s(self) -> float:
-        """Half the TTL: a step starts only with that much lease left (renewed every
-        quarter of the TTL, a live replica has it unless its loop stalls a quarter TTL) and
-        must end within it."""
-        return self.ttl_s / 2
+        """A device step's cap: 3/8 of the TTL (module docstring)."""
+        return self.ttl_s * STEP_SHARE
 
     async def open(self) -> EtcdLocks:
         """Take the lease, announce this owner, renew and watch from now on."""
-        sent = time.monotonic()
         self.epoch = await self._epoch()
-        self.lease = await self.etcd.grant(self.ttl_s)
-        result = await self.etcd.atxn([absent(self.me)], [put(self.me, b"", self.lease)])
-        if not result.succeeded:
-            raise StoreUnavailable(f"owner {self.owner} exists in etcd already")
-        self._valid_until = sent + self.ttl_s
+        await self._register()
         self._tasks = [
             asyncio.create_task(self._renew(), name="etcd-lease"),
             asyncio.create_task(self._watch(), name="etcd-watch"),
@@ -250,23 +287,66 @@ class EtcdLocks:
                 await self.etcd.revoke(self.lease)
             self.lease = 0
 
+    async def _register(self) -> None:
+        """Take a new lease and put a new owner's key under it: the first is the base
+        name, each later one the base and the lease's number (never an earlier name)."""
+        self.leases += 1
+        owner = self.base if self.leases == 1 else f"{self.base}-{self.leases}"
+        key = f"{self.prefix}owners/{owner}"
+        sent = time.monotonic()
+        lease = await self.etcd.grant(self.ttl_s)
+        try:
+            result = await self.etcd.atxn([absent(key)], [put(key, b"", lease)])
+        except StoreUnavailable:
+            with contextlib.suppress(StoreUnavailable):
+                await self.etcd.revoke(lease)
+            raise
+        if not result.succeeded:
+            raise StoreUnavailable(f"owner {owner} exists in etcd already")
+        # all at once (no await): the old owner's runs see minus infinity from now on
+        self.owner, self.lease, self.created = owner, lease, result.revision
+        self._valid_until = sent + self.ttl_s
+        self.expired = False
+        self.lease_left = self._lease_of(owner)
+        for hook in self.on_owner:
+            hook(self)
+
     async def _renew(self) -> None:
+        """Renew the lease every quarter TTL (sooner after a failure); once etcd says it
+        expired, take a new one under a new owner (module docstring)."""
         pause = self.ttl_s / RENEWALS
         while True:
             await asyncio.sleep(pause)
-            sent = time.monotonic()
+            pause = self.ttl_s / RENEWALS
             try:
+                if self.expired:
+                    await self._reregister()
+                    continue
+                sent = time.monotonic()
                 ttl = await self.etcd.keep_alive(self.lease)
             except StoreUnavailable as exc:
-                log.warning("lease %x not renewed: %s", self.lease, exc)
+                log.warning("lease %x of %s not renewed: %s", self.lease, self.owner, exc)
                 pause = RETRY_S  # try again soon: steps wait for a renewed lease
                 continue
-            pause = self.ttl_s / RENEWALS
             if ttl <= 0:
-                log.error("lease %x expired: this replica holds nothing any more", self.lease)
-                self._valid_until = 0.0
-                return
+                log.error(
+                    "lease %x expired: owner %s holds nothing any more", self.lease, self.owner
+                )
+                self._valid_until = min(self._valid_until, time.monotonic())
+                self.expired = True
+                pause = 0
+                continue
             self._valid_until = sent + ttl
+
+    async def _reregister(self) -> None:
+        """A new lease and owner after the old lease expired (module docstring)."""
+        old = self.owner
+        await self._register()
+        log.warning(
+            "new lease %x: this replica is owner %s now (%s's reroutes are recovered as a "
+            "dead owner's)", self.lease, self.owner, old,
+        )  # fmt: skip
+        self._changed.set()  # the scheduler looks again: the old owner's reroutes
 
     async def _watch(self) -> None:
         while True:

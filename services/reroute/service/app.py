@@ -160,6 +160,20 @@ def journal_file(settings: Settings) -> Path:
     return settings.inventory.journal
 
 
+def _lock_delay(settings: Settings) -> float | None:
+    """How long etcd holds an unfenced device back from a new owner once its holder died:
+    until the holder's last write must have landed, the step cap (the step timeout, at most
+    ``STEP_SHARE`` of the lease) and the longest device timeout (a request in flight)."""
+    spec = settings.store
+    if not isinstance(spec, EtcdStore) or settings.inventory is None:
+        return None
+    from services.reroute.etcd.locks import STEP_SHARE  # grpc only for the etcd store
+
+    cap = min(settings.step_timeout_s, STEP_SHARE * spec.lease_ttl_s)
+    devices = settings.inventory.devices.values()
+    return cap + max((d.timeout_s for d in devices), default=DEVICE_TIMEOUT_S)
+
+
 def _device_timeout(settings: Settings) -> float:
     """The inventory's deadline of one device read while planning."""
     inv = settings.inventory
@@ -199,6 +213,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                 journal_file=journal_path,
                 lock_dir=_lock_dir(settings),
                 universe=universe,
+                lock_delay_s=_lock_delay(settings),
             ) as (journal, locks):
                 engine = Engine(
                     topo=settings.topo,

@@ -19,8 +19,10 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
 
 Device state (``devicestate.DeviceTracker``, started with ``watch_devices``): every device
 probed within its timeout, ``/healthz`` and ``/v1/health`` answer from what it found;
-``degraded`` while any device is not up. Every transition is an event (``device``) and a
-line of the operator's log; a device found ``out_of_sync`` or ``no_pipeline`` is resynced
+``degraded`` while any device is not up, or while this replica holds no lease in etcd (cut
+off from etcd, or paused past its TTL: it starts nothing; ``reason`` says since when, the
+gauge ``reroute_lease_lost_seconds`` counts it). Every transition is an event (``device``)
+and a line of the operator's log; a device found ``out_of_sync`` or ``no_pipeline`` is resynced
 at once when the settings say ``auto_resync`` (``Engine.resync_device``: that device
 alone, its program put back, our rules written from the journal), announced as ``resync``
 events.
@@ -35,14 +37,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable
+
+from prometheus_client import Gauge
 
 from drivers.base import CrossConnectSwitch, FlowRule
 from services.reroute.devicestate import DeviceStatus, DeviceTracker, State, Transition
 from services.reroute.engine import Engine, read_optics, read_some
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
-from services.reroute.journal import Journaling, Record, RerouteState
+from services.reroute.journal import JournalError, Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING, Keys
@@ -86,8 +91,15 @@ class RerouteService:
         self.journal = journal
         self.draining = False
         self.bus = EventBus()
-        self.metrics = Metrics(lambda: self.scheduler.queued, lambda: self.scheduler.running)
+        self.metrics = Metrics(self._queue_length, lambda: self.scheduler.running)
+        self._queue_seen = 0  # the queue's length when the journal was last read
         self.scheduler = Scheduler(engine, journal, self.bus, self.metrics, settings.retention)
+        lost = Gauge(
+            "reroute_lease_lost_seconds",
+            "Seconds this replica has held no lease in etcd (0: it holds one, or needs none)",
+            registry=self.metrics.registry,
+        )
+        lost.set_function(self._lease_lost_s)
         self._admission = asyncio.Lock()
         self._admitted = 0  # reroutes queued here
         self._stopping: asyncio.Task[None] | None = None
@@ -281,15 +293,49 @@ class RerouteService:
         last probed) or ok; queue length, running reroute."""
         running = self.scheduler.running_ids
         bad = {d.name: d.state.value for d in self.devices.not_up()}
-        status = "draining" if self.draining else "degraded" if bad else "ok"
+        try:
+            queue, reason = self._queued(), self._no_lease()
+        except JournalError as exc:  # etcd cut off: the health answers all the same
+            queue, reason = self._queue_seen, self._no_lease() or str(exc)
+        status = "draining" if self.draining else "degraded" if bad or reason else "ok"
         return Health(
             status=status,
             fabric=self.settings.fabric,
-            queue=self.scheduler.queued,
+            queue=queue,
             running=running[0] if running else None,
             in_flight=len(running),
             replica=self.engine.lock.owner,
             devices=bad,
+            reason=reason,
+        )
+
+    def _queued(self) -> int:
+        """The queue's length (the journal read: a JournalError when it cannot be)."""
+        self._queue_seen = self.scheduler.queued
+        return self._queue_seen
+
+    def _queue_length(self) -> int:
+        """The queue's length, as last read when the journal cannot be read now."""
+        try:
+            return self._queued()
+        except JournalError:
+            return self._queue_seen
+
+    def _lease_lost_s(self) -> float:
+        """Seconds since this replica's lease surely lived (0: it lives, or there is none:
+        file locks)."""
+        left = self.engine.lock.lease_left()
+        return 0.0 if left is None or left > 0 else -left
+
+    def _no_lease(self) -> str:
+        """Why this replica starts nothing now: it holds no lease in etcd ("": it does)."""
+        lost = self._lease_lost_s()
+        if not lost:
+            return ""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - lost))
+        return (
+            f"no lease in etcd since {since} ({lost:.1f} s): this replica starts nothing, "
+            "and once etcd answers it takes a new lease as a new owner"
         )
 
     async def device_health(self) -> DevicesHealth:
@@ -304,6 +350,7 @@ class RerouteService:
             queue=base.queue,
             running=base.running,
             devices=[device_view(s) for s in self.devices.statuses()],
+            reason=base.reason,
         )
 
     def _tracker(self) -> DeviceTracker:

@@ -33,7 +33,7 @@ from typing import Any
 
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
-from services.reroute.executor import Outcome, StepEvent
+from services.reroute.executor import Outcome, StepEvent, lease_needed
 from services.reroute.journal import Journaling, Queue, Record, RerouteState, Retention
 from services.reroute.locks import Held, Outranking
 from services.reroute.resources import Keys, overlap
@@ -214,7 +214,7 @@ class Scheduler:
         with it), so every start is locked under the read's guard: one that started since
         (and may have lost its owner since) fails the lock, and the queue is read again."""
         left = self.engine.lock.lease_left()
-        if left is not None and left < self.engine.lock.step_s:
+        if left is not None and left < lease_needed(self.engine.lock.step_s):
             return True  # this replica's lease is not renewed now: it starts nothing
         queue = self.journal.queue()
         blockers: list[Keys] = [h.keys for h in self._running.values()]

@@ -197,7 +197,8 @@ DeviceStateName = Literal["unknown", "up", "down", "hung", "no_pipeline", "out_o
 class Health(BaseModel):
     status: Literal["ok", "degraded", "starting", "draining"] = Field(
         description="degraded: some device is not up (``devices`` names them; the service "
-        "serves, reroutes that need them are refused)"
+        "serves, reroutes that need them are refused), or this replica holds no lease in "
+        "etcd (``reason``)"
     )
     fabric: str
     queue: int
@@ -206,6 +207,11 @@ class Health(BaseModel):
     replica: str = ""  # this instance (its owner name in the journal and the locks)
     devices: dict[str, DeviceStateName] = Field(
         default_factory=dict, description="the devices that are not up, and their state"
+    )
+    reason: str = Field(
+        default="",
+        description="degraded but not for a device: this replica holds no lease in etcd "
+        "(since when; it starts nothing until it has a new one), or etcd cannot be read",
     )
 
 
@@ -240,6 +246,7 @@ class DevicesHealth(BaseModel):
     queue: int
     running: str | None
     devices: list[DeviceHealth]
+    reason: str = Field(default="", description="as in Health")
 
 
 class Problem(BaseModel):
