@@ -159,7 +159,9 @@ def test_a_claim_refused_as_stale_raises_the_epoch_while_the_lock_is_ours(
             assert held is not None
             switch = Switch("br1", seen=(a.epoch + 7) << REVISION_BITS)
             seen, token = switch.seen, held.revision("br1")
-            executor = Executor({"br1": switch}, None, generation=held.revision)  # type: ignore[arg-type,dict-item]
+            executor = Executor(
+                {"br1": switch}, None, generation=held.revision, outrank=held.outrank
+            )  # type: ignore[arg-type,dict-item]
             await executor._claim("br1")
             assert switch.master == held.revision("br1") > seen > token
             assert a.epoch == b.epoch + 8  # b learns it from its next lock transaction
@@ -170,7 +172,12 @@ def test_a_claim_refused_as_stale_raises_the_epoch_while_the_lock_is_ours(
             later = await b.try_acquire(frozenset({"br1"}))
             assert later is not None and later.revision("br1") > held.revision("br1")
             assert await deposed.outrank("ost1", other.seen) is None
-            stale = Executor({"br2": Switch("br2", seen=1 << 62)}, None, generation=held.revision)  # type: ignore[arg-type,dict-item]
+            stale = Executor(
+                {"br2": Switch("br2", seen=1 << 62)},
+                None,
+                generation=held.revision,
+                outrank=held.outrank,
+            )  # type: ignore[arg-type,dict-item]
             with pytest.raises(DriverError):
                 await stale._claim("br2")  # its lock went with its lease: no raise
             assert (await etcd.aget("/t/epoch/epoch")).value == str(b.epoch).encode()  # type: ignore[union-attr]
@@ -242,17 +249,23 @@ def test_a_device_that_saw_more_is_claimed_after_the_epoch_is_raised(cluster: Et
             held = await a.try_acquire(frozenset({"br1"}))
             assert held is not None
             token = held.revision("br1")
-            await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+            await Executor(
+                {"br1": mine}, None, generation=held.revision, outrank=held.outrank
+            )._claim("br1")  # type: ignore[arg-type]
             assert held.revision("br1") > (a.epoch - 1) << REVISION_BITS > token
             await mine.apply([add(host(1))])
             await etcd.revoke(a.lease)
             later = await b.try_acquire(frozenset({"br1"}))
             assert later is not None
-            await Executor({"br1": theirs}, None, generation=later.revision)._claim("br1")  # type: ignore[arg-type]
+            await Executor(
+                {"br1": theirs}, None, generation=later.revision, outrank=later.outrank
+            )._claim("br1")  # type: ignore[arg-type]
             await theirs.apply([add(host(2))])
             epoch = (await etcd.aget("/t/p4/epoch")).value  # type: ignore[union-attr]
             with pytest.raises(DeviceRejected):
-                await Executor({"br1": mine}, None, generation=held.revision)._claim("br1")  # type: ignore[arg-type]
+                await Executor(
+                    {"br1": mine}, None, generation=held.revision, outrank=held.outrank
+                )._claim("br1")  # type: ignore[arg-type]
             assert (await etcd.aget("/t/p4/epoch")).value == epoch  # type: ignore[union-attr]
             assert set(await theirs.read()) == {host(1), host(2)}
 
