@@ -7,7 +7,8 @@ DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psm
       chromium chromium-driver  # the browser test of the web page (tests/unit/services/service/test_ui.py)
       iptables  # the fault harness cuts a device off (tests/e2e/faults: packets dropped)
       etcd-server  # the replicas' store (services/reroute/etcd); tests run their own members
-      systemd openssl)  # systemd-analyze checks the unit, openssl makes the TLS tests' CA
+      systemd openssl  # systemd-analyze checks the unit, openssl makes the TLS tests' CA
+      prometheus)  # its promtool checks /metrics, the alert rules and the dashboard's queries
 
 missing=()
 for pkg in "${DEBS[@]}"; do
@@ -22,6 +23,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # The package may start the system-wide OVS; the fabric runs its own, private instances.
+  # Only promtool is wanted of prometheus: its server is not left running where systemd is.
+  if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 PY=${PYTHON:-python3}

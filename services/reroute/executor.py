@@ -119,6 +119,7 @@ class StepEvent:
     state: StepState
     ms: float | None = None
     error: str | None = None
+    kind: str = ""  # the step's ``StepKind`` (metrics: durations by kind, lock waits)
 
 
 class LockTimeout(DeviceTimeout):
@@ -394,6 +395,7 @@ class Executor:
                     state=state,
                     ms=ms,
                     error=error,
+                    kind=step.kind.value,
                 )
             )
 

@@ -106,6 +106,11 @@ class RerouteService:
         self._reconciler: asyncio.Task[None] | None = None
         self._stop_reconciling = asyncio.Event()
         self.devices = self._tracker()
+        self.metrics.watch_devices(
+            lambda: [(d.name, d.state.value) for d in self.devices.statuses()],
+            [s.value for s in State],
+        )
+        self.metrics.replica(lambda: self.engine.lock.owner)
         self._resyncing: set[str] = set()
 
     async def start(self) -> list[str]:
@@ -114,7 +119,8 @@ class RerouteService:
         recovered = [] if shared else await self.engine.recover()
         for reroute_id in recovered:
             record = self._record(reroute_id)
-            self.metrics.finished(record.state)
+            strategy = record.intent.strategy.value if record.intent else "unknown"
+            self.metrics.finished(record.state, strategy=strategy)
             log.warning("interrupted reroute %s: %s (%s)", record.id, record.state, record.error)
         pending = self.journal.pending()
         if pending:

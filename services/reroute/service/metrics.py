@@ -1,15 +1,26 @@
 """Prometheus metrics of one service instance (its own registry: no process globals).
 
-- ``reroute_reroutes_total{state}``: reroutes by final state (done, rolled_back, failed,
-  rejected, cancelled)
+- ``reroute_reroutes_total{state,strategy}``: reroutes by final state (done, rolled_back,
+  failed, rejected, cancelled) and strategy (mbb, bbm)
 - ``reroute_reroute_duration_seconds``: from the first step to the outcome (executed ones)
-- ``reroute_step_duration_seconds``: each step that finished
-- ``reroute_queue_length``: pending reroutes; ``reroute_in_flight``: running (0 or 1)
+- ``reroute_step_duration_seconds{kind}``: each step that finished, by kind (install,
+  verify, shift, remove, drain, wait, circuits, await-lock)
+- ``reroute_lock_wait_seconds``: how long new circuits took to lock (await-lock steps that
+  ended locked); ``reroute_lock_timeouts_total``: the ones that did not lock in time
+- ``reroute_queue_length``: pending reroutes; ``reroute_in_flight``: running here
+- ``reroute_device_up{device}`` (1: answers and in sync) and
+  ``reroute_device_state{device,state}`` (1 for the device's state now: up, down, hung,
+  no_pipeline, out_of_sync, unknown), from the device tracker (``devicestate.py``)
+- ``reroute_replica_info{owner}``: 1, labelled with this replica's owner name in the store
+  (SQLite: this process's); ``reroute_lease_lost_seconds`` (``core.py``): etcd's lease lost
+
+docs/prometheus/alerts.yml alerts on them, docs/grafana/reroute.json graphs them; both name
+only metrics this module exports (``tests/unit/services/service/test_metrics.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,19 +30,49 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from services.reroute.executor import StepEvent
 from services.reroute.journal import RerouteState, StepState
+from services.reroute.planning.plan import StepKind
 
 STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 REROUTE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+LOCK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10)
+STRATEGIES = ("mbb", "bbm")
+
+
+class Devices(Collector):
+    """The device tracker's states as gauges, read at each scrape."""
+
+    def __init__(self, states: Callable[[], Iterable[tuple[str, str]]], known: Sequence[str]):
+        self._states = states
+        self._known = known
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily(
+            "reroute_device_up", "1: the device answers and holds our rules", labels=["device"]
+        )
+        state = GaugeMetricFamily(
+            "reroute_device_state", "1 for the device's state now", labels=["device", "state"]
+        )
+        for name, now in self._states():
+            up.add_metric([name], 1.0 if now == "up" else 0.0)
+            for s in self._known:
+                state.add_metric([name, s], 1.0 if s == now else 0.0)
+        yield up
+        yield state
 
 
 class Metrics:
     def __init__(self, queue_length: Callable[[], int], in_flight: Callable[[], int]) -> None:
         self.registry = CollectorRegistry()
         self.reroutes = Counter(
-            "reroute_reroutes", "Reroutes by final state", ["state"], registry=self.registry
+            "reroute_reroutes",
+            "Reroutes by final state and strategy",
+            ["state", "strategy"],
+            registry=self.registry,
         )
         self.reroute_seconds = Histogram(
             "reroute_reroute_duration_seconds",
@@ -41,29 +82,73 @@ class Metrics:
         )
         self.step_seconds = Histogram(
             "reroute_step_duration_seconds",
-            "Duration of reroute steps",
+            "Duration of reroute steps, by kind",
+            ["kind"],
             buckets=STEP_BUCKETS,
+            registry=self.registry,
+        )
+        self.lock_seconds = Histogram(
+            "reroute_lock_wait_seconds",
+            "Time new circuits took to lock (their packet-switch ports up)",
+            buckets=LOCK_BUCKETS,
+            registry=self.registry,
+        )
+        self.lock_timeouts = Counter(
+            "reroute_lock_timeouts",
+            "New circuits that did not lock within the reroute's lock timeout",
             registry=self.registry,
         )
         queue = Gauge("reroute_queue_length", "Pending reroutes", registry=self.registry)
         queue.set_function(lambda: float(queue_length()))
-        running = Gauge("reroute_in_flight", "Reroutes running", registry=self.registry)
+        running = Gauge("reroute_in_flight", "Reroutes running here", registry=self.registry)
         running.set_function(lambda: float(in_flight()))
         for state in RerouteState:
             if state.final:
-                self.reroutes.labels(state=state.value)
+                for strategy in STRATEGIES:
+                    self.reroutes.labels(state=state.value, strategy=strategy)
+        for kind in StepKind:
+            self.step_seconds.labels(kind=kind.value)
+
+    def watch_devices(
+        self, states: Callable[[], Iterable[tuple[str, str]]], known: Sequence[str]
+    ) -> None:
+        """Export the devices' states: ``states()`` gives (device, state) at each scrape,
+        ``known`` every state a device can be in."""
+        self.registry.register(Devices(states, known))
+
+    def replica(self, owner: Callable[[], str]) -> None:
+        """Export this replica's owner name (read at each scrape: it changes with a lease)."""
+        self.registry.register(_Owner(owner))
 
     def step(self, event: StepEvent) -> None:
-        """Count a finished step's duration."""
+        """Count a finished step's duration (and a circuit's lock, or its timeout)."""
         if event.state is StepState.DONE and event.ms is not None:
-            self.step_seconds.observe(event.ms / 1000)
+            self.step_seconds.labels(kind=event.kind or "unknown").observe(event.ms / 1000)
+            if event.kind == StepKind.AWAIT_LOCK:
+                self.lock_seconds.observe(event.ms / 1000)
+        elif event.state is StepState.FAILED and event.kind == StepKind.AWAIT_LOCK:
+            self.lock_timeouts.inc()
 
-    def finished(self, state: RerouteState, total_ms: float | None = None) -> None:
-        """Count a finished reroute by state, and its duration."""
-        self.reroutes.labels(state=state.value).inc()
+    def finished(
+        self, state: RerouteState, total_ms: float | None = None, strategy: str = "unknown"
+    ) -> None:
+        """Count a finished reroute by state and strategy, and its duration."""
+        self.reroutes.labels(state=state.value, strategy=strategy).inc()
         if total_ms is not None:
             self.reroute_seconds.observe(total_ms / 1000)
 
     def render(self) -> tuple[bytes, str]:
         """The metrics in Prometheus text format, with its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _Owner(Collector):
+    def __init__(self, owner: Callable[[], str]) -> None:
+        self._owner = owner
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily(
+            "reroute_replica_info", "This replica's owner name in the store", labels=["owner"]
+        )
+        info.add_metric([self._owner()], 1.0)
+        yield info

@@ -363,14 +363,14 @@ class Scheduler:
             self._announce(reroute_id, RerouteState.PENDING)
             return True
         except PlanError as exc:
-            self._end(reroute_id, RerouteState.REJECTED, str(exc))
+            self._end(reroute_id, RerouteState.REJECTED, str(exc), _strategy(record))
         except Exception as exc:
             log.exception("reroute %s: %s", reroute_id, exc)
             await self._settle(reroute_id, exc)
         else:
             if outcome.state is RerouteState.RUNNING:  # abandoned: its lease ran out
                 return True  # recovered from the journal (here or by another replica)
-            self._outcome(outcome)
+            self._outcome(outcome, _strategy(record))
         return False
 
     async def _recover(self, record: Record, held: Held) -> None:
@@ -381,7 +381,7 @@ class Scheduler:
         else:
             after = self.journal.get(record.id)
             if after is not None and after.state.final:
-                self.metrics.finished(after.state)
+                self.metrics.finished(after.state, strategy=_strategy(after))
                 self._announce(record.id, after.state, after.error)
         finally:
             await held.release()
@@ -391,13 +391,13 @@ class Scheduler:
         self.metrics.step(event)
         self.bus.publish("step", step_data(event))
 
-    def _outcome(self, outcome: Outcome) -> None:
-        self.metrics.finished(outcome.state, outcome.total_ms)
+    def _outcome(self, outcome: Outcome, strategy: str) -> None:
+        self.metrics.finished(outcome.state, outcome.total_ms, strategy)
         self._announce(outcome.reroute_id, outcome.state, outcome.error, outcome.total_ms)
 
-    def _end(self, reroute_id: str, state: RerouteState, error: str) -> None:
+    def _end(self, reroute_id: str, state: RerouteState, error: str, strategy: str) -> None:
         self.journal.finish(reroute_id, state, error)
-        self.metrics.finished(state)
+        self.metrics.finished(state, strategy=strategy)
         self._announce(reroute_id, state, error)
 
     async def _settle(self, reroute_id: str, exc: Exception) -> None:
@@ -407,14 +407,15 @@ class Scheduler:
         if record is None:
             return
         if record.state is RerouteState.PENDING:
-            self._end(reroute_id, RerouteState.REJECTED, f"could not plan: {exc}")
+            error = f"could not plan: {exc}"
+            self._end(reroute_id, RerouteState.REJECTED, error, _strategy(record))
             return
         if record.state is RerouteState.RUNNING:
             with suppress(RerouteError):
                 await self.engine.recover_one(record, self._running.get(reroute_id))
         after = self.journal.get(reroute_id)
         if after is not None and after.state.final:
-            self.metrics.finished(after.state)
+            self.metrics.finished(after.state, strategy=_strategy(after))
             self._announce(reroute_id, after.state, after.error)
 
     def _announce(
@@ -502,6 +503,11 @@ def _forget(events: dict[str, asyncio.Event], reroute_id: str, event: asyncio.Ev
     reroute: nothing here would ever set it, nor drop it)."""
     if events.get(reroute_id) is event:
         del events[reroute_id]
+
+
+def _strategy(record: Record) -> str:
+    """The reroute's strategy, as the metrics label it."""
+    return record.intent.strategy.value if record.intent is not None else "unknown"
 
 
 def _overlaps(keys: Keys, others: Iterable[Keys]) -> bool:
