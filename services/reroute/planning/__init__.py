@@ -81,6 +81,12 @@ def _refuse_unused(intent: Intent) -> None:
             f"{option('bbm_gap_ms')} is the extra outage of a break-before-make; a "
             f"make-before-break has none: leave it out, or ask {option('strategy', 'bbm')}"
         )
+    if intent.strategy is Strategy.BBM and intent.drain_s is not None:
+        raise PlanError(
+            f"{option('drain_ms')} lets packets in flight on the old path arrive before its "
+            "rules go, in a make-before-break; a break-before-make removes them first: "
+            f"leave it out, or ask {option('strategy', 'mbb')}"
+        )
     if intent.strategy is Strategy.BBM and intent.via is not None:
         raise PlanError(
             f"{option('via')} parks the flows during a make-before-break; a break-before-make "

@@ -380,6 +380,7 @@ def test_an_option_the_strategy_would_ignore_is_refused_naming_it(
     for body, field in (
         ({**BODY, "bbm_gap_ms": 3000}, "bbm_gap_ms"),  # MBB has no gap
         ({**BODY, "to_path": "short", "strategy": "bbm", "via": "temporary"}, "via"),
+        ({**BODY, "strategy": "bbm", "drain_ms": 50}, "drain_ms"),
     ):
         answer = http.post("/v1/reroutes", json=body)
         assert answer.status_code in (201, 422), answer.text
