@@ -11,6 +11,9 @@ what it tests):
 - from the switch: ERROR, matched by xid to the client message it refuses (a FLOW_MOD on
   a connection that lost mastership is answered ``IS_SLAVE``: fenced, never applied).
 
+``on_record`` (optional) is called with each record before its message is handed over: a
+test acts at a precise point of a replica's work (e.g. stops it at its first write).
+
 ``Record.write`` says whether a record changed the switch's tables: a FLOW_MOD or GROUP_MOD
 outside a bundle, or a bundle COMMIT, not refused. ``t`` is the wall clock when the message
 was handed to the switch.
@@ -23,6 +26,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from emulators.writelog import peer_pid
@@ -122,6 +126,7 @@ class RecordingRelay:
         self.device = device
         self.target = target
         self.records: list[Record] = []
+        self.on_record: Callable[[Record], None] | None = None  # before it is handed over
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._socks: list[socket.socket] = []
@@ -181,6 +186,8 @@ class RecordingRelay:
         with self._lock:
             self.records.append(record)
             conn.sent[xid] = record
+        if self.on_record is not None:
+            self.on_record(record)
 
     def _answers(self, up: socket.socket, client: socket.socket, conn: _Conn) -> None:
         """Switch -> client: an ERROR marks the message it answers refused."""
