@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,60 @@ def test_peer_pid_finds_this_process_and_not_a_closed_port() -> None:
 
     assert asyncio.run(main()) == os.getpid()
     assert peer_pid("127.0.0.1:1") is None
+
+
+class _Datapath:
+    """What ofctl's ``mod_flow_entry`` needs of an os-ken datapath: it sends, we keep."""
+
+    def __init__(self) -> None:
+        from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+        self.id = 1
+        self.ofproto, self.ofproto_parser = ofproto_v1_3, ofproto_v1_3_parser
+        self.sent: list[object] = []
+
+    def set_xid(self, msg: Any) -> None:
+        msg.set_xid(len(self.sent) + 1)
+
+    def send_msg(self, msg: object) -> None:
+        self.sent.append(msg)
+
+
+class _Switches:
+    def __init__(self) -> None:
+        self.dp = _Datapath()
+
+    def connected_dpids(self) -> list[int]:
+        return [1]
+
+    def datapath(self, dpid: int) -> _Datapath | None:
+        return self.dp if dpid == 1 else None
+
+    async def multipart(self, dpid: int, msg: object) -> list[object]:
+        return []
+
+
+def test_the_ryu_emulator_logs_flow_writes_not_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from emulators.ryu.rest import make_app
+
+    log = tmp_path / "writes.jsonl"
+    monkeypatch.setenv(ENV, str(log))
+    switches = _Switches()
+
+    async def main() -> tuple[list[int], str]:
+        async with TestClient(TestServer(make_app(switches))) as client:
+            flow = '{"dpid": 1, "priority": 7, "match": {"in_port": 1}}'
+            statuses = [(await client.post("/stats/flowentry/add", data=flow)).status]
+            statuses.append((await client.post("/stats/flow/1", data="{}")).status)  # a read
+            statuses.append((await client.post("/stats/flowentry/bogus", data=flow)).status)
+            return statuses, f"127.0.0.1:{client.port}"
+
+    statuses, server = asyncio.run(main())
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert statuses == [200, 200, 404] and len(switches.dp.sent) == 1
+    assert (entry["device"], entry["pid"]) == (f"ryu@{server}/1", os.getpid())
+    assert entry["what"].startswith("POST /stats/flowentry/add {")
