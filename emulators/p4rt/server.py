@@ -54,7 +54,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         if installed:
             self.config = P4R.ForwardingPipelineConfig(p4info=table.pipeline.info)
         self._lock = asyncio.Lock()
-        self.writes: WriteLog | None = None  # REROUTE_WRITE_LOG, set by ``serve``
+        self.write_log: WriteLog | None = None  # REROUTE_WRITE_LOG, set by ``serve``
 
     # ----------------------------------------------------------------------------------
     # checks
@@ -167,7 +167,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
                 f"{len(failed)} of {len(results)} updates failed",
                 ((STATUS_DETAILS_KEY, _details(results)),),
             )  # fmt: skip
-        if self.writes is not None:
+        if self.write_log is not None:
             self._log_write(request, context.peer())
         return P4R.WriteResponse()
 
@@ -175,8 +175,8 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         """One line per applied batch: its updates, and the election id that wrote it."""
         what = "; ".join(text_format.MessageToString(u, as_one_line=True) for u in request.updates)
         election = (request.election_id.high << 64) | request.election_id.low
-        assert self.writes is not None
-        self.writes.write(peer.removeprefix("ipv4:"), what, election_id=election)
+        assert self.write_log is not None
+        self.write_log.write(peer.removeprefix("ipv4:"), what, election_id=election)
 
     async def Read(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """The table entries matching the request's entities."""
@@ -260,5 +260,5 @@ async def serve(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    servicer.writes = WriteLog.from_env(f"p4rt@{listen.rpartition(':')[0]}:{port}")
+    servicer.write_log = WriteLog.from_env(f"p4rt@{listen.rpartition(':')[0]}:{port}")
     return server, port

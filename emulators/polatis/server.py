@@ -196,13 +196,13 @@ class EmulatorServer:
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
         self.port = 0
-        self.writes: WriteLog | None = None  # REROUTE_WRITE_LOG: every change, per client
+        self.write_log: WriteLog | None = None  # REROUTE_WRITE_LOG: every change, per client
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen (port 0 = any free port); the bound port."""
         self._server = await asyncio.start_server(self._client, host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self.writes = WriteLog.from_env(f"polatis@{host}:{self.port}")
+        self.write_log = WriteLog.from_env(f"polatis@{host}:{self.port}")
         log.info("polatis emulator listening on %s:%d", host, self.port)
         return self.port
 
@@ -217,9 +217,9 @@ class EmulatorServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
-        if self.writes is not None:
-            self.writes.close()
-            self.writes = None
+        if self.write_log is not None:
+            self.write_log.close()
+            self.write_log = None
         await self.emulator.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -242,9 +242,9 @@ class EmulatorServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         wrote = None
-        if self.writes is not None:
+        if self.write_log is not None:
             host, port = writer.get_extra_info("peername")[:2]
-            wrote = partial(self.writes.write, f"{host}:{port}")
+            wrote = partial(self.write_log.write, f"{host}:{port}")
         while line := await reader.readline():
             if self.received is not None:
                 self.received.append(line)
