@@ -17,6 +17,8 @@ it); ``pid`` is the process owning the peer's socket, found once per connection 
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import time
@@ -64,26 +66,39 @@ def transport_ends(request: Any) -> tuple[str, str]:
     return server, peer
 
 
-def _hex_endpoint(peer: str) -> str | None:
-    """``127.0.0.1:51234`` -> ``0100007F:C822`` as ``/proc/net/tcp`` writes it."""
+def _hex_endpoints(peer: str) -> list[tuple[str, str]]:
+    """(table, address) as ``/proc/net/tcp`` or ``tcp6`` write ``peer`` (``host:port``):
+    each 32-bit word in host order (little-endian here); an IPv4 peer may sit on an IPv6
+    socket (``::ffff:a.b.c.d``, as gRPC's are)."""
     host, _, port = peer.rpartition(":")
-    parts = host.strip("[]").split(".")
-    if len(parts) != 4 or not port.isdigit():
-        return None
-    packed = bytes(int(p) for p in parts)[::-1].hex().upper()
-    return f"{packed}:{int(port):04X}"
+    try:
+        address = ipaddress.ip_address(host.strip("[]").removeprefix("ipv4:"))
+    except ValueError:
+        return []
+    if not port.isdigit():
+        return []
+    tail = f":{int(port):04X}"
+    if isinstance(address, ipaddress.IPv4Address):
+        mapped = ipaddress.IPv6Address(f"::ffff:{address}")
+        return [
+            ("tcp", _words(address.packed) + tail),
+            ("tcp6", _words(mapped.packed) + tail),
+        ]
+    return [("tcp6", _words(address.packed) + tail)]
+
+
+def _words(packed: bytes) -> str:
+    return "".join(packed[i : i + 4][::-1].hex() for i in range(0, len(packed), 4)).upper()
 
 
 def socket_inode(peer: str) -> str | None:
-    """The inode of the TCP socket whose local address is ``peer`` (IPv4)."""
-    wanted = _hex_endpoint(peer)
-    if wanted is None:
-        return None
-    with open("/proc/net/tcp") as table:
-        for row in table.readlines()[1:]:
-            fields = row.split()
-            if fields[1] == wanted:
-                return fields[9]
+    """The inode of the TCP socket whose local address is ``peer``."""
+    for table, wanted in _hex_endpoints(peer):
+        with open(f"/proc/net/{table}") as rows:
+            for row in rows.readlines()[1:]:
+                fields = row.split()
+                if fields[1] == wanted:
+                    return fields[9]
     return None
 
 
@@ -95,11 +110,19 @@ def peer_pid(peer: str) -> int | None:
         return None
     target = f"socket:[{inode}]"
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
-                return int(proc.name)
-        except OSError:
-            continue  # gone, or not ours to read
+        if proc.name.isdigit() and target in _links(proc / "fd"):
+            return int(proc.name)
     return None
+
+
+def _links(fds: Path) -> set[str]:
+    """What a process's descriptors point at (those still open while read)."""
+    found: set[str] = set()
+    try:
+        names = list(fds.iterdir())
+    except OSError:
+        return found  # gone, or not ours to read
+    for fd in names:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            found.add(os.readlink(fd))
+    return found
