@@ -91,6 +91,12 @@ class Partition:
         for r in self.relays:
             r.cut.set()
 
+    def heal(self) -> None:
+        """Forward again: what was held during the cut arrives now (late, as TCP delivers
+        after a partition heals); connections made during it stay unanswered."""
+        for r in self.relays:
+            r.cut.clear()
+
     def close(self) -> None:
         for r in self.relays:
             r.close()

@@ -25,7 +25,6 @@ deposal and the deposed replica's log.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -37,15 +36,11 @@ from math import inf
 from pathlib import Path
 
 import pytest
-import yaml
 
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
-from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_optics
-from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteView
-from services.reroute.topology import Circuit, Topology
+from services.reroute.topology import Topology
 from tests.e2e.checker import (
     History,
     after_takeover,
@@ -55,20 +50,23 @@ from tests.e2e.checker import (
     successor_started,
 )
 from tests.e2e.conftest import scpi
-from tests.e2e.history import emulator_writes, merged, relay_writes
 from tests.e2e.recording import Record, RecordingRelay
-from tests.e2e.service.conftest import WRITES
 from tests.e2e.service.partition import Partition, partitionable
-from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
-from tests.unit.services.service.fabric_state import path_of_flow
+from tests.e2e.service.recorded import (
+    FLOW,
+    close,
+    config,
+    history,
+    inventory,
+    restore,
+    where,
+)
+from tests.unit.services.service.conftest import ServeProcess
 
 pytestmark = [
     pytest.mark.fabric,
     pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is missing (make setup)"),
 ]
-FLOW = "10.0.0.2>10.0.0.3"
-TTL_S = 2
-DONE = RerouteState.DONE
 SETTLE_S = 5.0  # after SIGCONT: the deposed replica's leftover steps have run by then
 KINDS = {"ovs13": ("br1", "br2", "br3", "br4"), "polatis": ("ost1",)}
 # where the deposed replica stops: at the nth table change of the reroute's 18 (4 installs
@@ -89,30 +87,6 @@ class Outcome:
     reroute: str
     said: str  # the deposed replica's log, its end
     where: list[str]  # the path the flow was read back on (none: it was not on one)
-
-
-def _inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Path:
-    """The fabric's inventory with every bridge reached through its recording relay."""
-    body = yaml.safe_load(fab.state.inventory.read_text())
-    body["topology"] = "ngncs-ost"
-    for name, device in body["devices"].items():
-        if device["driver"] == "ovs":
-            relays[name] = RecordingRelay(name, device["target"])
-            device["target"] = relays[name].endpoint
-    path = into / "inventory.yaml"
-    path.write_text(yaml.safe_dump(body, sort_keys=False))
-    return path
-
-
-def _config(inventory: Path, into: Path, name: str, endpoints: list[str]) -> Path:
-    path = into / f"{name}.yaml"
-    path.write_text(
-        f"topology: {NGNCS}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
-        f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
-        f"store: {{kind: etcd, endpoints: [{', '.join(endpoints)}], "
-        f"prefix: /test/deposed, lease_ttl_s: {TTL_S}}}\n"
-    )
-    return path
 
 
 class Deposer:
@@ -150,19 +124,16 @@ def _run(topo: Topology, fab: Fabric, into: Path, fault: str, nth: int) -> Outco
     relays: dict[str, RecordingRelay] = {}
     serves: dict[str, ServeProcess] = {}
     with ExitStack() as stack:
-        stack.callback(_close, relays)
-        inventory = _inventory(fab, into, relays)
+        stack.callback(close, relays)
+        inventory_ = inventory(fab, into, relays)
         etcd = stack.enter_context(EtcdCluster(into / "etcd", size=3))
         parts = {n: stack.enter_context(partitionable(etcd.endpoints)) for n in ("A", "B")}
         stack.callback(_stop, serves)
         for name, part in parts.items():
-            serves[name] = ServeProcess(_config(inventory, into, name, part.endpoints))
+            serves[name] = ServeProcess(
+                config(inventory_, into, name, part.endpoints, "/test/deposed")
+            )
         pids = {s.proc.pid: n for n, s in serves.items()}
-
-        def history() -> History:
-            polatis = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1"}
-            logged = emulator_writes(fab.state.dir / WRITES, polatis, pids)
-            return merged(relay_writes(relays, pids), logged)
 
         deposer = Deposer(pids, fault, parts, nth)
         for relay in relays.values():
@@ -174,7 +145,9 @@ def _run(topo: Topology, fab: Fabric, into: Path, fault: str, nth: int) -> Outco
         view = serves["A"].client().create([FLOW], "short", via="temporary")
         if not deposer.done.wait(15):
             time.sleep(SETTLE_S)
-            raise AssertionError(f"fewer than {nth} changes:\n{excerpt(history(), started, 0, 60)}")
+            raise AssertionError(
+                f"fewer than {nth} changes:\n{excerpt(history(fab, relays, pids), started, 0, 60)}"
+            )
         successor = "B" if deposer.who == "A" else "A"
         end = _until_final(serves[successor], view.id)
         ended = time.time()
@@ -183,32 +156,17 @@ def _run(topo: Topology, fab: Fabric, into: Path, fault: str, nth: int) -> Outco
         time.sleep(SETTLE_S)
         answers = {n: _answer(s, view.id) for n, s in serves.items()}
         outcome = Outcome(
-            history=history(), deposed=deposer.who, successor=successor, at=deposer.at,
-            ended=ended, answers=answers, reroute=view.id,
-            said=serves[deposer.who].log.read_text()[-2000:], where=_where(topo, fab),
+            history=history(fab, relays, pids), deposed=deposer.who, successor=successor,
+            at=deposer.at, ended=ended, answers=answers, reroute=view.id,
+            said=serves[deposer.who].log.read_text()[-2000:], where=where(topo, fab),
         )  # fmt: skip
         print(f"{fault} at change {nth}: {deposer.who} deposed, {successor} ended the reroute "
               f"{end.state} {ended - deposer.at:.2f} s later\n"
               f"{excerpt(outcome.history, deposer.at, 3, 15)}")  # fmt: skip
         scpi(fab, ":EMUL:LOCK DEFault")
-        _restore(serves[successor], topo, fab, outcome.where)
+        restore(serves[successor], topo, fab, outcome.where)
         return outcome
     raise AssertionError("unreachable")  # ExitStack may swallow, to mypy
-
-
-def _where(topo: Topology, fab: Fabric) -> list[str]:
-    """The one path the flow is on, read back from the bridges and ost1 (``[]``: none)."""
-    names = frozenset(o.name for o in topo.optical_switches)
-
-    async def circuits() -> frozenset[Circuit]:
-        async with fabric_drivers(topo, fab.state, names) as drivers:
-            return await read_optics(drivers)
-
-    try:
-        return [path_of_flow(topo, fab, circuits=asyncio.run(circuits()))]
-    except AssertionError as exc:
-        print(f"the flow is on no one path: {exc}")
-        return []
 
 
 def _until_final(serve: ServeProcess, reroute: str) -> RerouteView:
@@ -225,20 +183,6 @@ def _answer(serve: ServeProcess, reroute: str) -> dict[str, str]:
         return {reroute: str(serve.client().get(reroute).state)}
     except Exception:  # a cut-off replica may not answer: it says nothing then
         return {}
-
-
-def _restore(serve: ServeProcess, topo: Topology, fab: Fabric, where: list[str]) -> None:
-    """The flow back on long, the circuits too, for the package's next tests."""
-    client = serve.client()
-    if where != ["long"] and client.create([FLOW], "long", wait_s=30).state is not DONE:
-        for to, via in (("short", None), ("long", "temporary")):  # ost1 still set for short
-            client.create([FLOW], to, via=via, wait_s=30)
-    assert _where(topo, fab) == ["long"], "the flow could not be put back on long"
-
-
-def _close(relays: dict[str, RecordingRelay]) -> None:
-    for relay in relays.values():
-        relay.close()
 
 
 def _stop(serves: dict[str, ServeProcess]) -> None:
