@@ -43,6 +43,7 @@ import pytest
 
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
+from services.reroute.errors import ApiError
 from services.reroute.service.client import RerouteView
 from services.reroute.topology import Topology
 from tests.e2e.checker import (
@@ -180,17 +181,22 @@ class Run:
 
 def _views(replicas: list[Replica], ids: list[str], timeout: float) -> dict[str, RerouteView]:
     """Every reroute the service knows (the accepted ones and those whose acceptance the
-    client never heard: a request that timed out may still have been taken) as the first
-    live replica answers it, once all have ended (or ``timeout`` passed)."""
+    client never heard: a request that timed out may still have been taken) as a live
+    replica answers it, once all have ended (or ``timeout`` passed)."""
     deadline = time.monotonic() + timeout
-    serve = next(r.serve for r in replicas if r.serve is not None)
-    while True:
-        client = serve.client()
-        views = {v.id: v for v in client.list(limit=1000)}
-        views |= {i: client.get(i) for i in ids if i not in views}
-        if all(v.final for v in views.values()) or time.monotonic() > deadline:
-            return views
+    views: dict[str, RerouteView] = {}
+    while time.monotonic() < deadline:
+        for serve in (r.serve for r in replicas if r.serve is not None):
+            try:
+                client = serve.client()
+                views = {v.id: v for v in client.list(limit=1000)}
+                views |= {i: client.get(i) for i in ids if i not in views}
+            except ApiError:
+                continue  # this one cannot answer now: the next
+            if all(v.final for v in views.values()):
+                return views
         time.sleep(0.5)
+    return views
 
 
 def _answers(replicas: list[Replica], ids: list[str]) -> dict[str, dict[str, str]]:
