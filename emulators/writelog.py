@@ -11,8 +11,9 @@ processes sharing the file, lines well under ``PIPE_BUF``)::
      "pid": 4242, "what": ":OXC:SWITCH:CONN:ADD 2,19"}
 
 ``t`` is the wall clock when the device applied the write (processes on one host share
-it); ``pid`` is the process owning the peer's socket, found once per connection in
-``/proc`` (Linux, same network namespace), ``null`` when not found.
+it); ``pid`` is the process owning the peer's socket, found once per connection (per socket
+inode: a port reused by another process later is told apart) in ``/proc`` (Linux, same
+network namespace), ``null`` when not found.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class WriteLog:
     def __init__(self, path: Path, device: str) -> None:
         self.device = device
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._pids: dict[str, int | None] = {}
+        self._pids: dict[str | None, int | None] = {}  # peer socket inode -> process
 
     @classmethod
     def from_env(cls, device: str) -> WriteLog | None:
@@ -46,10 +47,11 @@ class WriteLog:
     def write(self, peer: str, what: str, device: str | None = None, **extra: object) -> None:
         """Record one applied write from ``peer`` (``host:port``), on ``device`` (default:
         the log's; a controller emulator names its switch)."""
-        if peer not in self._pids:
-            self._pids[peer] = peer_pid(peer)
+        inode = socket_inode(peer)  # per connection: a port reused later is another one
+        if inode not in self._pids:
+            self._pids[inode] = inode_pid(inode)
         line = {"t": time.time(), "device": device or self.device, "peer": peer}
-        line |= {"pid": self._pids[peer], "what": what, **extra}
+        line |= {"pid": self._pids[inode], "what": what, **extra}
         os.write(self._fd, (json.dumps(line) + "\n").encode())
 
     def close(self) -> None:
@@ -105,7 +107,11 @@ def socket_inode(peer: str) -> str | None:
 def peer_pid(peer: str) -> int | None:
     """The process holding the socket bound to ``peer`` (the other end of a loopback
     connection), or ``None``."""
-    inode = socket_inode(peer)
+    return inode_pid(socket_inode(peer))
+
+
+def inode_pid(inode: str | None) -> int | None:
+    """The process holding socket ``inode``, or ``None``."""
     if inode is None or inode == "0":
         return None
     target = f"socket:[{inode}]"
