@@ -18,7 +18,7 @@ from services.reroute.topology import Circuit, Topology
 from tests.e2e.checker import History
 from tests.e2e.history import emulator_writes, merged, relay_writes
 from tests.e2e.recording import RecordingRelay
-from tests.e2e.service.conftest import WRITES
+from tests.e2e.service.conftest import WRITES, serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import path_of_flow
 
@@ -81,6 +81,16 @@ def restore(serve: ServeProcess, topo: Topology, fab: Fabric, found: list[str]) 
         for to, via in (("short", None), ("long", "temporary")):  # ost1 still set for short
             client.create([FLOW], to, via=via, wait_s=30)
     assert where(topo, fab) == ["long"], "the flow could not be put back on long"
+
+
+def restore_alone(topo: Topology, fab: Fabric, into: Path) -> None:
+    """``restore`` by a service of its own (SQLite, no replicas): after a run that may have
+    left the replicas' queue stuck."""
+    serve = ServeProcess(serve_yaml(fab, into, f"{{token: {OPERATOR}, role: operator}}"))
+    try:
+        restore(serve, topo, fab, where(topo, fab))
+    finally:
+        serve.stop()
 
 
 def close(relays: dict[str, RecordingRelay]) -> None:
