@@ -43,7 +43,8 @@ EMULATORS = {
     "emulators/delayline": ("fabric.delaycontrol",),  # the delay line's client is the fabric's
     "emulators/ofrelay.py": ("drivers.ovs", "drivers.hp_dpctl"),  # a switch without extensions
 }
-SHARED = {"emulators/__init__.py", "emulators/daemon.py"}  # not emulators: their common parts
+# not emulators: their common parts (the daemon protocol, the write log)
+SHARED = {"emulators/__init__.py", "emulators/daemon.py", "emulators/writelog.py"}
 
 
 def imported(path: Path) -> list[tuple[int, str]]:

@@ -50,6 +50,7 @@ from emulators.odl.controller import Controller
 from emulators.odl.datastore import node_name, parse_node
 from emulators.odl.flows import Counters, Flow, FlowError, Port
 from emulators.odl.restconf import Json, error_body
+from emulators.writelog import WriteLog, transport_ends
 
 RFC8040 = re.compile(
     r"/rests/data/opendaylight-inventory:nodes(?:/node=(?P<node>[^/]+)"
@@ -121,12 +122,33 @@ FAULTS = web.AppKey("faults", WriteFaults)
 
 def make_app(controller: Controller, credentials: Credentials) -> web.Application:
     """The northbound REST application (basic auth) over ``controller``."""
-    app = web.Application(middlewares=[_auth(credentials), _errors])
+    writes = WriteLog.from_env("odl")
+    logged = [] if writes is None else [_logged(writes)]
+    app = web.Application(middlewares=[*logged, _auth(credentials), _errors])
     app["controller"] = controller
     app[FAULTS] = WriteFaults()
     app.router.add_route("*", "/emulator/faults", _faults)
     app.router.add_route("*", "/{tail:.*}", _dispatch)
     return app
+
+
+def _logged(writes: WriteLog) -> Any:
+    """A middleware recording each write the controller accepted (REROUTE_WRITE_LOG): a PUT
+    or DELETE answered 2xx, on the switch ``odl@HOST:PORT/DPID``."""
+
+    @web.middleware
+    async def logged(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        path = request.raw_path.split("?", 1)[0]
+        accepted = request.method in ("PUT", "DELETE") and response.status < 300
+        if accepted and path != "/emulator/faults":
+            server, peer = transport_ends(request)
+            body = (await request.read()).decode(errors="replace")
+            device = f"odl@{server}/{_node_of(path)}"
+            writes.write(peer, f"{request.method} {path} {body}", device=device)
+        return response
+
+    return logged
 
 
 async def _faults(request: web.Request) -> web.Response:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, text_format
 
 from emulators.p4rt.arbitration import Arbiter, ArbitrationError, Stream
 from emulators.p4rt.gnmi import GnmiEmulator, add_to_server
@@ -33,6 +33,7 @@ from emulators.p4rt.proto import (
     status_pb2,
 )
 from emulators.p4rt.table import Table
+from emulators.writelog import WriteLog
 
 log = logging.getLogger("reroute.emulators.p4rt")
 API_VERSION = "1.3.0"
@@ -53,6 +54,7 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
         if installed:
             self.config = P4R.ForwardingPipelineConfig(p4info=table.pipeline.info)
         self._lock = asyncio.Lock()
+        self.write_log: WriteLog | None = None  # REROUTE_WRITE_LOG, set by ``serve``
 
     # ----------------------------------------------------------------------------------
     # checks
@@ -165,7 +167,16 @@ class P4RuntimeEmulator(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[m
                 f"{len(failed)} of {len(results)} updates failed",
                 ((STATUS_DETAILS_KEY, _details(results)),),
             )  # fmt: skip
+        if self.write_log is not None:
+            self._log_write(request, context.peer())
         return P4R.WriteResponse()
+
+    def _log_write(self, request: Any, peer: str) -> None:
+        """One line per applied batch: its updates, and the election id that wrote it."""
+        what = "; ".join(text_format.MessageToString(u, as_one_line=True) for u in request.updates)
+        election = (request.election_id.high << 64) | request.election_id.low
+        assert self.write_log is not None
+        self.write_log.write(peer.removeprefix("ipv4:"), what, election_id=election)
 
     async def Read(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """The table entries matching the request's entities."""
@@ -249,4 +260,5 @@ async def serve(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
+    servicer.write_log = WriteLog.from_env(f"p4rt@{listen.rpartition(':')[0]}:{port}")
     return server, port

@@ -244,6 +244,7 @@ class Result:
     replies: tuple[str, ...] = ()
     effects: tuple[Effect, ...] = ()
     hangup: bool = False  # :EMULator:DROP fired: the server closes this client's connection
+    changed: bool = False  # an accepted connection change (the write log records it)
 
 
 # --------------------------------------------------------------------------------------
@@ -432,6 +433,7 @@ class SwitchState:
             replies=(reply,) if reply is not None and not hangup else (),
             effects=tuple(sorted(self._effects, key=_dark_first)),
             hangup=hangup,
+            changed=_is_change(command),
         )
 
     def lock_done(self, egress: int, token: int) -> tuple[Effect, ...]:

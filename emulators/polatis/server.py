@@ -39,6 +39,7 @@ from emulators.polatis.emulator import (
     Unpatch,
     split_commands,
 )
+from emulators.writelog import WriteLog
 
 log = logging.getLogger("reroute.emulators.polatis")
 
@@ -80,9 +81,10 @@ class PolatisEmulator:
             self._apply(self.state.initial_effects())
         await self._queue.join()
 
-    async def execute(self, line: str) -> list[str]:
+    async def execute(self, line: str, wrote: Callable[[str], None] | None = None) -> list[str]:
         """A line of ``;``-joined commands; the replies of its queries, in order.
-        ``HungUp`` when ``:EMULator:DROP`` fired on one of them (the rest are not run)."""
+        ``HungUp`` when ``:EMULator:DROP`` fired on one of them (the rest are not run).
+        ``wrote`` is told each accepted connection change (the write log)."""
         replies: list[str] = []
         for command in split_commands(line):
             if _is_opc_query(command):
@@ -90,6 +92,8 @@ class PolatisEmulator:
             async with self._lock:
                 result = self.state.execute(command)
                 self._apply(result.effects)
+                if result.changed and wrote is not None:
+                    wrote(command)
             if result.hangup:
                 raise HungUp(f"emulated connection drop at {command!r}")
             replies += result.replies
@@ -192,11 +196,13 @@ class EmulatorServer:
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
         self.port = 0
+        self.write_log: WriteLog | None = None  # REROUTE_WRITE_LOG: every change, per client
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen (port 0 = any free port); the bound port."""
         self._server = await asyncio.start_server(self._client, host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
+        self.write_log = WriteLog.from_env(f"polatis@{host}:{self.port}")
         log.info("polatis emulator listening on %s:%d", host, self.port)
         return self.port
 
@@ -211,6 +217,9 @@ class EmulatorServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self.write_log is not None:
+            self.write_log.close()
+            self.write_log = None
         await self.emulator.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -232,10 +241,15 @@ class EmulatorServer:
             log.debug("client %s gone", peer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        wrote = None
+        if self.write_log is not None:
+            host, port = writer.get_extra_info("peername")[:2]
+            wrote = partial(self.write_log.write, f"{host}:{port}")
         while line := await reader.readline():
             if self.received is not None:
                 self.received.append(line)
-            replies = await self.emulator.execute(line.decode("latin-1").rstrip("\r\n"))
+            text = line.decode("latin-1").rstrip("\r\n")
+            replies = await self.emulator.execute(text, wrote)
             if replies:
                 writer.write("".join(f"{r}\r\n" for r in replies).encode("latin-1"))
                 await writer.drain()

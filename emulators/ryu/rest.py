@@ -30,6 +30,7 @@ from aiohttp import web
 from os_ken.lib import ofctl_v1_3 as ofctl
 
 from emulators.odl.southbound import SouthboundError
+from emulators.writelog import WriteLog, transport_ends
 
 log = logging.getLogger("reroute.emulators.ryu")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -60,7 +61,9 @@ class Status(Exception):
 def make_app(switches: Switches) -> web.Application:
     """The ofctl_rest application over ``switches``."""
     api = OfctlRest(switches)
-    app = web.Application(middlewares=[_statuses])
+    writes = WriteLog.from_env("ryu")
+    middlewares = [_statuses] if writes is None else [_logged(writes), _statuses]
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/stats/switches", api.switches)
     app.router.add_route("GET", "/stats/flow/{dpid}", api.flow_stats)
     app.router.add_route("POST", "/stats/flow/{dpid}", api.flow_stats)
@@ -68,6 +71,24 @@ def make_app(switches: Switches) -> web.Application:
     app.router.add_post("/stats/flowentry/{cmd}", api.mod_flow_entry)
     app.router.add_delete("/stats/flowentry/clear/{dpid}", api.clear)
     return app
+
+
+def _logged(writes: WriteLog) -> Any:
+    """A middleware recording each flow-table write answered 200 (REROUTE_WRITE_LOG); the
+    switch is named ``ryu@HOST:PORT/DPID`` (the dpid as the handler read it)."""
+
+    @web.middleware
+    async def logged(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        if request.path.startswith("/stats/flowentry/") and response.status == 200:
+            raw = await request.read()  # aiohttp keeps the body: read again, no I/O
+            dpid = int(str(_dpid_of(_literal(raw), request)), 0)
+            server, peer = transport_ends(request)
+            what = f"{request.method} {request.path} {raw.decode(errors='replace')}"
+            writes.write(peer, what, device=f"ryu@{server}/{dpid}")
+        return response
+
+    return logged
 
 
 @web.middleware

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from emulators.writelog import ENV
 from fabric import fabric
 from fabric import state as fabric_state
 from fabric.fabric import Fabric
+from services.reroute.runtime import run_dir
 from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import FABRIC, NGNCS
 
@@ -27,11 +30,31 @@ def svc_fabric() -> Iterator[tuple[Topology, Fabric]]:
     if left is not None and Path(f"/proc/{left.builder_pid}").exists():
         pytest.fail(f"fabric {FABRIC} is in use by process {left.builder_pid} (another test run)")
     fabric.down(FABRIC)  # what a crashed earlier run left
-    fab = fabric.up(topo)
+    with write_log(run_dir() / FABRIC / WRITES):
+        fab = fabric.up(topo)
     try:
         yield topo, fab
     finally:
         fabric.down(FABRIC)
+
+
+WRITES = "writes.jsonl"  # the emulators' write log, in the fabric's run directory
+
+
+@contextlib.contextmanager
+def write_log(path: Path) -> Iterator[None]:
+    """The emulators started in the block log their writes to ``path`` (the devices' own
+    history, for ``tests/e2e/history.py``); the service processes started later do not
+    inherit the setting."""
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = before
 
 
 def serve_yaml(fab: Fabric, into: Path, tokens: str) -> Path:

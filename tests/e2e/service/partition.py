@@ -39,19 +39,34 @@ class Relay:
             except OSError:
                 return
             self._socks.append(conn)
-            if self.cut.is_set():
-                continue  # held open, never answered
-            try:
-                up = socket.create_connection(self.target, timeout=2)
-            except OSError:
-                conn.close()
-                continue
-            self._socks.append(up)
-            pump = threading.Thread(target=self._pump, args=(conn, up), daemon=True)
-            self._threads.append(pump)
-            pump.start()
+            serve = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(serve)
+            serve.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        """A connection made during a cut is held, never answered, until the cut heals (a
+        client's SYNs get through then); then it is relayed."""
+        while self.cut.is_set() and not self.stopped.is_set():
+            self.stopped.wait(0.05)
+        try:
+            up = socket.create_connection(self.target, timeout=2)
+        except OSError:
+            conn.close()
+            return
+        self._socks.append(up)
+        self._pump(conn, up)
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        """Relay until either end closes; then close the other (a member killed: its
+        client sees the reset, as without the relay)."""
+        try:
+            self._relay(a, b)
+        finally:
+            for s in (a, b):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def _relay(self, a: socket.socket, b: socket.socket) -> None:
         peer = {a: b, b: a}
         while not self.stopped.is_set():
             if self.cut.is_set():  # the black hole: what arrives stays unread
@@ -90,6 +105,12 @@ class Partition:
     def cut(self) -> None:
         for r in self.relays:
             r.cut.set()
+
+    def heal(self) -> None:
+        """Forward again: what was held during the cut arrives now (late, as TCP delivers
+        after a partition heals), connections made during it included."""
+        for r in self.relays:
+            r.cut.clear()
 
     def close(self) -> None:
         for r in self.relays:

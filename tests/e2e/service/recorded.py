@@ -1,0 +1,98 @@
+"""Replicas of ``reroute serve`` on the service fabric with the devices' write history
+recorded: the bridges reached through recording OpenFlow relays, the Polatis emulator's
+write log (``conftest.write_log``); the history merged per device, the flow's path read
+back, and the fabric put back as the package's next tests expect it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import yaml
+
+from fabric.fabric import Fabric
+from fabric.inventory import fabric_drivers
+from services.reroute.engine import read_optics
+from services.reroute.journal import RerouteState
+from services.reroute.topology import Circuit, Topology
+from tests.e2e.checker import History
+from tests.e2e.history import emulator_writes, merged, relay_writes
+from tests.e2e.recording import RecordingRelay
+from tests.e2e.service.conftest import WRITES, serve_yaml
+from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
+from tests.unit.services.service.fabric_state import path_of_flow
+
+FLOW = "10.0.0.2>10.0.0.3"
+TTL_S = 2
+DONE = RerouteState.DONE
+
+
+def inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Path:
+    """The fabric's inventory with every bridge reached through its recording relay."""
+    body = yaml.safe_load(fab.state.inventory.read_text())
+    body["topology"] = "ngncs-ost"
+    for name, device in body["devices"].items():
+        if device["driver"] == "ovs":
+            relays[name] = RecordingRelay(name, device["target"])
+            device["target"] = relays[name].endpoint
+    path = into / "inventory.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def config(inventory: Path, into: Path, name: str, endpoints: list[str], prefix: str) -> Path:
+    path = into / f"{name}.yaml"
+    path.write_text(
+        f"topology: {NGNCS}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
+        f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
+        f"store: {{kind: etcd, endpoints: [{', '.join(endpoints)}], "
+        f"prefix: {prefix}, lease_ttl_s: {TTL_S}}}\n"
+    )
+    return path
+
+
+def history(fab: Fabric, relays: dict[str, RecordingRelay], pids: dict[int, str]) -> History:
+    """Every device's history so far, writers named by ``pids``."""
+    polatis = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1"}
+    logged = emulator_writes(fab.state.dir / WRITES, polatis, pids)
+    return merged(relay_writes(relays, pids), logged)
+
+
+def where(topo: Topology, fab: Fabric) -> list[str]:
+    """The one path the flow is on, read back from the bridges and ost1 (``[]``: none)."""
+    names = frozenset(o.name for o in topo.optical_switches)
+
+    async def circuits() -> frozenset[Circuit]:
+        async with fabric_drivers(topo, fab.state, names) as drivers:
+            return await read_optics(drivers)
+
+    try:
+        return [path_of_flow(topo, fab, circuits=asyncio.run(circuits()))]
+    except AssertionError as exc:
+        print(f"the flow is on no one path: {exc}")
+        return []
+
+
+def restore(serve: ServeProcess, topo: Topology, fab: Fabric, found: list[str]) -> None:
+    """The flow back on long (``found``: where it is), the circuits too, for the package's
+    next tests."""
+    client = serve.client()
+    if found != ["long"] and client.create([FLOW], "long", wait_s=30).state is not DONE:
+        for to, via in (("short", None), ("long", "temporary")):  # ost1 still set for short
+            client.create([FLOW], to, via=via, wait_s=30)
+    assert where(topo, fab) == ["long"], "the flow could not be put back on long"
+
+
+def restore_alone(topo: Topology, fab: Fabric, into: Path) -> None:
+    """``restore`` by a service of its own (SQLite, no replicas): after a run that may have
+    left the replicas' queue stuck."""
+    serve = ServeProcess(serve_yaml(fab, into, f"{{token: {OPERATOR}, role: operator}}"))
+    try:
+        restore(serve, topo, fab, where(topo, fab))
+    finally:
+        serve.stop()
+
+
+def close(relays: dict[str, RecordingRelay]) -> None:
+    for relay in relays.values():
+        relay.close()
