@@ -125,9 +125,14 @@ def successor_started(history: History, successor: str, since: float) -> float |
     return min(times, default=None)
 
 
-def after_successor(history: History, deposed: str, since: float) -> list[str]:
+def after_successor(
+    history: History, deposed: str, since: float, new_term: float | None = None
+) -> list[str]:
     """Per device: the first applied write after ``since`` by another replica is the
-    successor's; ``deposed`` writes nothing there after it."""
+    successor's; ``deposed`` writes nothing there after it, but in a term of its own: on
+    the connection of a claim it made since, which the device granted (fenced: the device
+    refuses a write under an older claim), or after ``new_term``, when the replica took a
+    new lease as a new owner (its log says when; nothing of the old owner runs on then)."""
     bad = []
     for device, writes in history.items():
         applied = [w for w in writes if w.applied and w.t >= since]
@@ -137,9 +142,21 @@ def after_successor(history: History, deposed: str, since: float) -> list[str]:
         bad += [
             f"{device}: {_show(w)} after its successor's {_show(first)}"
             for w in applied
-            if w.writer == deposed and w.t > first.t
+            if w.writer == deposed
+            and w.t > first.t
+            and not (new_term is not None and w.t > new_term)
+            and not _reclaimed(writes, w, first.t)
         ]
     return bad
+
+
+def _reclaimed(writes: Sequence[Write], write: Write, since: float) -> bool:
+    """``write``'s connection made a claim the device granted after ``since``, before it."""
+    return any(
+        c.claim and c.refused is None and c.conn == write.conn and c.writer == write.writer
+        and since < c.t <= write.t
+        for c in writes
+    )  # fmt: skip
 
 
 def one_path(paths: Mapping[str, Sequence[str]]) -> list[str]:

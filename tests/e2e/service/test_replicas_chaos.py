@@ -38,6 +38,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from math import inf
 from pathlib import Path
 
@@ -122,6 +123,7 @@ class Deposal:
     writer: str
     start: float
     end: float  # when the fault healed
+    log: Path  # the replica's log (when it took a new lease)
 
 
 @dataclass
@@ -194,7 +196,8 @@ class Run:
                 self.etcd.restart(m, wait=False)
             self.etcd.wait_healthy()
         if kind in ("pause", "cut"):
-            self.deposals.append(Deposal(replica.writer, start, time.time()))
+            log = replica.config.with_suffix(".log")
+            self.deposals.append(Deposal(replica.writer, start, time.time(), log))
 
 
 def _views(replicas: list[Replica], ids: list[str], timeout: float) -> dict[str, RerouteView]:
@@ -231,6 +234,20 @@ def _stop(replicas: list[Replica]) -> None:
         r.stop()
 
 
+NEW_TERM = re.compile(r"^(\S+ \S+) \w+ reroute\.etcd: new lease \w+: this replica is owner")
+
+
+def _new_term(d: Deposal) -> float | None:
+    """When the deposed replica took a new lease as a new owner after ``d`` began (its
+    log: ``etcd.locks._reregister``); its writes from then on are that owner's."""
+    for line in d.log.read_text().splitlines() if d.log.exists() else []:
+        if at := NEW_TERM.match(line):
+            t = datetime.strptime(at.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if t >= d.start:
+                return t
+    return None
+
+
 def _window(h: History, start: float, end: float) -> History:
     return {d: [w for w in ws if start <= w.t <= end] for d, ws in h.items()}
 
@@ -238,7 +255,8 @@ def _window(h: History, start: float, end: float) -> History:
 def _check(run: Run, h: History, views: dict[str, RerouteView], found: list[str]) -> list[str]:
     bad = final_states(list(views), _answers(run.replicas, list(views)))
     for d in run.deposals:
-        bad += after_successor(_window(h, d.start, d.end + GRACE_S), d.writer, d.start)
+        term = _new_term(d)
+        bad += after_successor(_window(h, d.start, d.end + GRACE_S), d.writer, d.start, term)
     writers = frozenset(run.replicas[0].pids.values())
     devices = frozenset(h)
     spans = [

@@ -104,3 +104,18 @@ def test_excerpt_merges_devices_in_time_order() -> None:
     lines = text.splitlines()
     assert lines[0].startswith("  +0.000 br1") and "REFUSED 1/10" in lines[0]
     assert lines[1].startswith("  +1.000 ost1")
+
+
+def test_a_deposed_replica_in_a_term_of_its_own_writes_as_its_new_owner() -> None:
+    """After its successor's write, the deposed replica's write counts against it unless
+    it claimed the device again, granted (a fresh token: the device fences the old ones),
+    or it took a new lease as a new owner before it (``new_term``)."""
+    late = w(5, "br1", "A")
+    history = {"br1": [w(1, "br1", "A"), w(3, "br1", "B"), late]}
+    assert len(after_successor(history, "A", since=2)) == 1
+    claimed = w(4, "br1", "A", claim=True)
+    assert after_successor({"br1": [*history["br1"][:2], claimed, late]}, "A", since=2) == []
+    refused = w(4, "br1", "A", claim=True, refused="OFPRRFC_STALE")
+    assert len(after_successor({"br1": [*history["br1"][:2], refused, late]}, "A", 2)) == 1
+    assert after_successor(history, "A", since=2, new_term=4.5) == []
+    assert len(after_successor(history, "A", since=2, new_term=5.5)) == 1
