@@ -45,6 +45,7 @@ from typing import Any
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected, DeviceTimeout, DeviceUnreachable, DriverError
+from services.reroute.errors import RerouteError
 from services.reroute.executor import Driver
 from services.reroute.reach import unready
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace
@@ -318,7 +319,11 @@ class DeviceTracker:
     async def _sync(self, name: str, summary: str, connections: int | None) -> Finding:
         """UP when the device holds every rule the journal expects there, else OUT_OF_SYNC."""
         driver = self.drivers[name]
-        want = self.expected(name) if self.expected is not None else None
+        try:
+            want = self.expected(name) if self.expected is not None else None
+        except RerouteError as exc:  # the journal cannot be read now (etcd without quorum):
+            log.info("%s: its rules not checked: %s", name, exc)  # checked at the next probe
+            return Finding(state=State.UP, detail=summary)
         if not want or not isinstance(driver, FlowProgrammer):
             self._connections[name] = connections
             return Finding(state=State.UP, detail=summary)

@@ -22,9 +22,10 @@ from services.reroute.devicestate import (
     missing,
     unknown,
 )
+from services.reroute.journal import JournalError
 from services.reroute.resync import wanted
 from services.reroute.rules import host_flow, initial_rules
-from services.reroute.tables import tables_from
+from services.reroute.tables import RuleKey, tables_from
 from services.reroute.topology import load_topology
 from tests.unit.services.test_resync import NGNCS
 
@@ -222,3 +223,31 @@ def test_rules_on_another_path_are_not_missing_but_a_lost_table_is() -> None:
     assert missing(want, []) == len(want)
     ingress = [k for k in want if k in other]  # the same flow's ingress, tagged otherwise
     assert ingress and missing({k: want[k] for k in ingress}, other.values()) == 0
+
+
+def test_a_journal_that_cannot_be_read_leaves_the_rules_to_the_next_probe() -> None:
+    """Found by the chaos test: a replica restarting while etcd had no quorum died in its
+    first probe (reading what the journal expects raised). Now the device is up, its rules
+    unjudged, and the next probe, with the journal back, finds them missing."""
+
+    async def main() -> tuple[State, State]:
+        switch = Switch([])  # restarted cold: none of our rules
+        journal_down = True
+        want = tables_from({"br2": RULES})["br2"]
+
+        def expected(name: str) -> dict[RuleKey, FlowRule]:
+            if journal_down:
+                raise JournalError("etcd cannot be used: no quorum")
+            return want
+
+        devices = DeviceTracker(
+            {"br2": switch},  # type: ignore[dict-item]
+            timeouts={"br2": 0.2},
+            kinds={"br2": "ovs"},
+            expected=expected,
+        )
+        first = (await devices.probe("br2")).state
+        journal_down = False
+        return first, (await devices.probe("br2")).state
+
+    assert asyncio.run(main()) == (State.UP, State.OUT_OF_SYNC)
