@@ -151,16 +151,6 @@ def _beyond(revision: int) -> StoreUnavailable:
     )
 
 
-def _created(key: str, revision: int) -> Compare:
-    """``key`` is the one created at ``revision`` (not deleted and made again since)."""
-    return rpc.Compare(
-        key=key.encode(),
-        target=rpc.Compare.CREATE,
-        result=rpc.Compare.EQUAL,
-        create_revision=revision,
-    )
-
-
 def _keys_under(prefix: str) -> Op:
     """Read the names of every key under ``prefix`` (not their values)."""
     request = rpc.RangeRequest(
@@ -587,7 +577,7 @@ class EtcdHeld:
         drop = [k for k in self._taken if k not in keep]
         for chunk in _chunks(new):
             devices = sorted({device_of(k) for k in chunk})
-            mine = [_created(locks._lock(d), self._taken[d].revision) for d in devices]
+            mine = [created(locks._lock(d), self._taken[d].revision) for d in devices]
             result = locks._seen(await locks.etcd.atxn(mine, locks._held_ops(chunk)))
             if not result.succeeded:
                 raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
@@ -610,12 +600,12 @@ class EtcdHeld:
         False: some were not (they went with an expired lease, and may be another's)."""
         locks, ok = self._locks, True
         for i, chunk in enumerate(_chunks(keys) or [[]]):
-            compares = [_created(locks._lock(k), self._taken[k].revision) for k in chunk]
+            compares = [created(locks._lock(k), self._taken[k].revision) for k in chunk]
             ops = [delete(locks._lock(k)) for k in chunk]
             ops += [delete(locks._marker(k)) for k in chunk if locks._unfenced(k)]
             if claim and i == 0 and self._claim is not None:
                 key = f"{locks.prefix}claims/{self._claim}"
-                compares.append(_created(key, self._claim_at))
+                compares.append(created(key, self._claim_at))
                 ops.append(delete(key))
                 self._claim = None
             for k in chunk:
@@ -632,7 +622,7 @@ class EtcdHeld:
         taken = self._taken.get(device)
         if taken is None:
             return None
-        mine = _created(locks._lock(device), taken.revision)
+        mine = created(locks._lock(device), taken.revision)
         for _ in range(OUTRANK_TRIES):
             current = await locks.etcd.aget(locks._epoch_key)
             epoch = int(current.value) if current is not None else locks.epoch
