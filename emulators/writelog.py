@@ -68,40 +68,64 @@ def transport_ends(request: Any) -> tuple[str, str]:
     return server, peer
 
 
-def _hex_endpoints(peer: str) -> list[tuple[str, str]]:
-    """(table, address) as ``/proc/net/tcp`` or ``tcp6`` write ``peer`` (``host:port``):
-    each 32-bit word in host order (little-endian here); an IPv4 peer may sit on an IPv6
-    socket (``::ffff:a.b.c.d``, as gRPC's are)."""
-    host, _, port = peer.rpartition(":")
+Endpoint = tuple[str, int]  # (address, port), an IPv4-mapped IPv6 address as IPv4
+
+
+def _endpoint(text: str) -> Endpoint | None:
+    """``host:port`` as the write log is handed it (``[v6]:port``, ``ipv4:a.b.c.d:port``)."""
+    host, _, port = text.rpartition(":")
     try:
         address = ipaddress.ip_address(host.strip("[]").removeprefix("ipv4:"))
     except ValueError:
-        return []
-    if not port.isdigit():
-        return []
-    tail = f":{int(port):04X}"
-    if isinstance(address, ipaddress.IPv4Address):
-        mapped = ipaddress.IPv6Address(f"::ffff:{address}")
-        return [
-            ("tcp", _words(address.packed) + tail),
-            ("tcp6", _words(mapped.packed) + tail),
-        ]
-    return [("tcp6", _words(address.packed) + tail)]
+        return None
+    return (_plain(address), int(port)) if port.isdigit() else None
 
 
-def _words(packed: bytes) -> str:
-    return "".join(packed[i : i + 4][::-1].hex() for i in range(0, len(packed), 4)).upper()
+def _plain(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
 
 
-def socket_inode(peer: str) -> str | None:
-    """The inode of the TCP socket whose local address is ``peer``."""
-    for table, wanted in _hex_endpoints(peer):
+def _hex_endpoint(text: str) -> Endpoint:
+    """``/proc/net/tcp{,6}``'s ``ADDR:PORT``: the address in 32-bit words, each in host
+    order (little-endian here), the port in hex."""
+    address, _, port = text.partition(":")
+    raw = bytes.fromhex(address)
+    packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return _plain(ipaddress.ip_address(packed)), int(port, 16)
+
+
+def _sockets() -> list[tuple[Endpoint, Endpoint, str]]:
+    """(local, remote, inode) of every TCP socket in this network namespace."""
+    found = []
+    for table in ("tcp", "tcp6"):
         with open(f"/proc/net/{table}") as rows:
             for row in rows.readlines()[1:]:
                 fields = row.split()
-                if fields[1] == wanted:
-                    return fields[9]
-    return None
+                found.append((_hex_endpoint(fields[1]), _hex_endpoint(fields[2]), fields[9]))
+    return found
+
+
+def socket_inode(peer: str) -> str | None:
+    """The inode of the TCP socket whose local address is ``peer`` and whose other end is
+    a socket of this process (the device's side of the connection). Linux hands one
+    ephemeral port to several connections with other destinations, and a closed one
+    lingers in TIME_WAIT (inode 0): the local address alone can name another process's
+    socket."""
+    wanted = _endpoint(peer)
+    if wanted is None:
+        return None
+    sockets = _sockets()
+    mine = {link.removeprefix("socket:[").rstrip("]") for link in _links(Path("/proc/self/fd"))}
+    ours = {local for local, remote, inode in sockets if remote == wanted and inode in mine}
+    return next(
+        (
+            inode
+            for local, remote, inode in sockets
+            if local == wanted and inode != "0" and (not ours or remote in ours)
+        ),
+        None,
+    )
 
 
 def peer_pid(peer: str) -> int | None:

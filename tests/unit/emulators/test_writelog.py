@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +137,57 @@ def test_the_ryu_emulator_logs_flow_writes_not_reads(
     assert statuses == [200, 200, 404] and len(switches.dp.sent) == 1
     assert (entry["device"], entry["pid"]) == (f"ryu@{server}/1", os.getpid())
     assert entry["what"].startswith("POST /stats/flowentry/add {")
+
+
+_OTHER = """
+import socket, sys, time
+server = socket.create_server(("127.0.0.1", 0))
+client = socket.socket()
+client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+client.bind(("127.0.0.1", int(sys.argv[1])))
+client.connect(server.getsockname())
+accepted = server.accept()
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def _client(port: int, server: socket.socket) -> tuple[socket.socket, socket.socket]:
+    """A connection from ``127.0.0.1:port`` (shared: SO_REUSEADDR) to ``server``."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    client.bind(("127.0.0.1", port))
+    client.connect(server.getsockname())
+    return client, server.accept()[0]
+
+
+@pytest.mark.parametrize("other_first", [True, False])
+def test_peer_pid_tells_apart_two_connections_on_one_local_port(other_first: bool) -> None:
+    """Linux gives one local port to connections with other destinations: the process is
+    the one whose connection ends at a socket of ours, whichever was made first (four
+    ports each: the order ``/proc/net/tcp`` lists them in is a hash's)."""
+    for _ in range(4):
+        assert _shared_port_owner(other_first) == os.getpid()
+
+
+def _shared_port_owner(other_first: bool) -> int | None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = [server]
+    if not other_first:
+        held += _client(port, server)
+    other = subprocess.Popen(
+        [sys.executable, "-c", _OTHER, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+        if other_first:
+            held += _client(port, server)
+        return peer_pid(f"127.0.0.1:{port}")
+    finally:
+        other.kill()
+        other.communicate()
+        for s in held:
+            s.close()
