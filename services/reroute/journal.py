@@ -218,7 +218,7 @@ def decode_intent(text: str) -> Intent:
         drain_s=raw.get("drain_s"),
         bbm_gap_s=raw["bbm_gap_s"],
         via=raw["via"],
-        lock_timeout_s=raw["lock_timeout_s"],
+        lock_timeout_s=raw.get("lock_timeout_s"),
     )
 
 
