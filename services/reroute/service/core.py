@@ -110,6 +110,7 @@ class RerouteService:
         self.metrics.watch_devices(
             lambda: [(d.name, d.state.value) for d in self.devices.statuses()],
             [s.value for s in State],
+            able=lambda: not self.draining and not self._lease_lost_s(),
         )
         self.metrics.replica(lambda: self.engine.lock.owner)
         self._resyncing: set[str] = set()
