@@ -62,7 +62,8 @@ clean:
 
 # The two sites as containers (docker/two-site/): build the image (cached layers; from the
 # committed tree), bring the deployment up, fail both sites over, kill and restart a site
-# mid-failover; the tests take everything down (only the images stay).
+# mid-failover, the service image (docker/service/) alone and managing both sites' switches
+# through a reroute; the tests take everything down (only the images stay).
 containers-test: setup
 	docker/build.sh
 	REROUTE_CONTAINERS=1 $(BIN)/python -m pytest -m containers tests/e2e/containers -v -s

@@ -3,7 +3,10 @@
 # site: its switch, its hosts, the data-plane interfaces as the switch's external ports),
 # then runs its reroute service and its rtt monitor until SIGTERM, then takes it down.
 # Environment: SWITCH HOST PEER LINKS TOPOLOGY FLOW STANDBY RTT_TRIGGER_MS RTT_CLEAR_MS
-# REROUTE_TOKEN PEER_WAIT_S; optional MONITOR_ARGS (more `reroute monitor` options).
+# REROUTE_TOKEN PEER_WAIT_S; optional MONITOR_ARGS (more `reroute monitor` options),
+# OPENFLOW_LISTEN (HOST:PORT: the switch's OpenFlow on the management network, through
+# openflow-relay.py, for a service elsewhere) and SERVE=0 (the switch alone: no service, no
+# monitor; a service in another container manages it, README "Deploy").
 set -euo pipefail
 cd /src
 R=.venv/bin/reroute
@@ -41,6 +44,12 @@ tokens: [{token: "$REROUTE_TOKEN", role: operator}]
 YAML
 
 pids=()
+if [[ -n ${OPENFLOW_LISTEN:-} ]]; then
+  target=$(.venv/bin/python -c 'import sys, yaml
+print(yaml.safe_load(open(sys.argv[1]))["devices"][sys.argv[2]]["target"])' \
+    "$RUN/$NAME/inventory.yaml" "$SWITCH")
+  .venv/bin/python docker/two-site/openflow-relay.py "$OPENFLOW_LISTEN" "$target" & pids+=($!)
+fi
 stop() {
   log "stopping"
   kill -TERM "${pids[@]}" 2>/dev/null || true
@@ -50,6 +59,12 @@ stop() {
 }
 trap stop TERM INT
 
+if [[ ${SERVE:-1} == 0 ]]; then
+  ((${#pids[@]})) || { sleep infinity & pids+=($!); }
+  log "up: switch only (no service here), OpenFlow on ${OPENFLOW_LISTEN:-its unix socket}"
+  wait -n "${pids[@]}" || true
+  log "a process ended"; stop
+fi
 $R serve --config "$RUN/serve.yaml" & pids+=($!)
 for i in $(seq 300); do  # the monitor checks the service once at start: wait for it
   .venv/bin/python -c 'import httpx; httpx.get("http://127.0.0.1:8080/healthz").raise_for_status()' \

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING
 
@@ -204,6 +204,7 @@ def encode_intent(intent: Intent, names: list[str] | None = None) -> str:
             "bbm_gap_s": intent.bbm_gap_s,
             "via": intent.via,
             "lock_timeout_s": intent.lock_timeout_s,
+            "lock_timeout_nullable": True,  # None: the default (see decode_intent)
         }
     )
 
@@ -211,6 +212,12 @@ def encode_intent(intent: Intent, names: list[str] | None = None) -> str:
 def decode_intent(text: str) -> Intent:
     """The intent ``encode_intent`` wrote."""
     raw = json.loads(text)
+    lock = raw.get("lock_timeout_s")
+    if not raw.get("lock_timeout_nullable") and lock == DEFAULT_LOCK_TIMEOUT_S:
+        # written before a lock timeout could be left out: every intent had one, 3 s unless
+        # asked, used only by an optical move. The default it was is the default it is: a
+        # pending electronic move queued before an upgrade is not refused for it.
+        lock = None
     return Intent(
         flows=tuple(FlowSpec.parse(f) for f in raw["flows"]),
         to_path=raw["to_path"],
@@ -218,7 +225,7 @@ def decode_intent(text: str) -> Intent:
         drain_s=raw.get("drain_s"),
         bbm_gap_s=raw["bbm_gap_s"],
         via=raw["via"],
-        lock_timeout_s=raw["lock_timeout_s"],
+        lock_timeout_s=lock,
     )
 
 

@@ -145,6 +145,10 @@ def lacks_destination(text: str) -> bool:
     return ">" not in text and "dst=" not in text
 
 
+DEFAULT_LOCK_TIMEOUT_S = 3.0
+"""An optical move's lock wait when its intent names none."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Intent:
     """Move ``flows`` (and their reverse directions) onto path ``to_path``."""
@@ -156,4 +160,6 @@ class Intent:
     drain_s: float | None = None
     bbm_gap_s: float = 0.0  # BBM only: extra outage between break and make (experiments)
     via: str | None = None  # optical MBB: the temporary path the flows wait on
-    lock_timeout_s: float = 3.0  # optical: longest wait for the new circuit's transceivers
+    # optical: longest wait for the new circuit's transceivers; None: DEFAULT_LOCK_TIMEOUT_S
+    # (a move with no optical step refuses any other value: it waits for no lock)
+    lock_timeout_s: float | None = None

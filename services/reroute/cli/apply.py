@@ -63,7 +63,7 @@ def _intent(args: argparse.Namespace, topo: Topology) -> Intent:
         drain_s=None if args.drain_ms is None else args.drain_ms / 1000,
         bbm_gap_s=args.gap_ms / 1000,
         via=args.via,
-        lock_timeout_s=args.lock_timeout_ms / 1000,
+        lock_timeout_s=None if args.lock_timeout_ms is None else args.lock_timeout_ms / 1000,
     )
 
 
@@ -196,8 +196,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lock-timeout-ms",
         type=float,
-        default=3000.0,
-        help="optical: longest wait for the new circuit's ports to come up (then roll back)",
+        default=None,
+        help="optical: longest wait for the new circuit's ports to come up (then roll back; "
+        "default 3000); refused on a move with no optical step",
     )
 
 

@@ -23,7 +23,7 @@ from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Topology
 
-__all__ = ["plan"]
+__all__ = ["no_lock_to_wait", "plan"]
 
 
 def plan(
@@ -71,7 +71,23 @@ def _plan(
             f"needs no new cross-connects, and the flows move to it from where they are: "
             f"leave out {via}"
         )
+    if intent.lock_timeout_s is not None:
+        raise PlanError(no_lock_to_wait(topo, intent.to_path))
     return plan_electronic(topo, tables, intent, now, partial_ok=False, scope=scope, space=space)
+
+
+def no_lock_to_wait(topo: Topology, to_path: str) -> str:
+    """The refusal of a lock timeout on a move to ``to_path`` that waits for no optical
+    lock: the path crosses no optical switch, or its cross-connects are all made."""
+    lock = option("lock_timeout_ms")
+    to = topo.paths.get(to_path)
+    why = (
+        "its cross-connects are all made" if to and to.circuits else "it crosses no optical switch"
+    )
+    return (
+        f"{lock} bounds the wait for a new optical circuit to lock; the move to path "
+        f"{to_path} has no optical step ({why}): leave it out"
+    )
 
 
 def _refuse_unused(intent: Intent) -> None:

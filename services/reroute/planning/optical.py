@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 from drivers.base import FlowOp
 from services.reroute.errors import PlanError, option
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
 from services.reroute.planning.electronic import all_on, plan_electronic
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
@@ -68,7 +68,9 @@ def plan_optical(
         device=",".join(sorted({c.switch for c in needed})),
         ports=lock_ports(topo, needed),
         circuits=tuple(sorted(needed)),
-        duration_s=intent.lock_timeout_s,
+        duration_s=(
+            DEFAULT_LOCK_TIMEOUT_S if intent.lock_timeout_s is None else intent.lock_timeout_s
+        ),
     )
     if intent.strategy is Strategy.MBB:
         return _mbb(topo, tables, optics, intent, now, removed, circuits, lock, space)

@@ -49,6 +49,7 @@ from services.reroute.engine import Engine, read_optics, read_some
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
 from services.reroute.journal import JournalError, Journaling, Record, RerouteState
 from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning import no_lock_to_wait
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING, Keys
 from services.reroute.resync import intended, wanted
@@ -109,6 +110,7 @@ class RerouteService:
         self.metrics.watch_devices(
             lambda: [(d.name, d.state.value) for d in self.devices.statuses()],
             [s.value for s in State],
+            able=lambda: not self.draining and not self._lease_lost_s(),
         )
         self.metrics.replica(lambda: self.engine.lock.owner)
         self._resyncing: set[str] = set()
@@ -486,10 +488,16 @@ def device_view(status: DeviceStatus) -> DeviceHealth:
 
 
 def check_paths(engine: Engine, intent: Intent) -> None:
-    """The intent's paths exist (PlanError naming the field otherwise)."""
+    """The intent's paths exist (PlanError naming the field otherwise), and a lock timeout
+    is only asked of a path that has cross-connects to lock: one that crosses no optical
+    switch never waits for a lock, whatever the devices hold (the planner refuses it on a
+    path whose circuits are all present)."""
     for field, name in (("to_path", intent.to_path), ("via", intent.via)):
         if name is not None:
             try:
                 path_tag(engine.topo, name)
             except PlanError as exc:
                 raise FieldError(("body", field), str(exc)) from None
+    to = engine.topo.paths.get(intent.to_path)
+    if intent.lock_timeout_s is not None and to is not None and not to.circuits:
+        raise FieldError(("body", "lock_timeout_ms"), no_lock_to_wait(engine.topo, intent.to_path))

@@ -11,6 +11,11 @@
 - ``reroute_device_up{device}`` (1: answers and in sync) and
   ``reroute_device_state{device,state}`` (1 for the device's state now: up, down, hung,
   no_pipeline, out_of_sync, unknown), from the device tracker (``devicestate.py``)
+- ``reroute_device_actionable{device}``: 1 while this replica can act on the device now: it
+  may start a reroute (it holds a live lease in etcd, or its store needs none: SQLite; and
+  it is not draining) and the device is up. Nobody owns a device between reroutes (each
+  reroute takes its devices' locks), so "some replica could take it" is what an alert on
+  ``max by (device) (...) == 0`` says; it will follow device ownership once that exists
 - ``reroute_replica_info{owner}``: 1, labelled with this replica's owner name in the store
   (SQLite: this process's); ``reroute_lease_lost_seconds`` (``core.py``): etcd's lease lost
 
@@ -44,11 +49,18 @@ STRATEGIES = ("mbb", "bbm")
 
 
 class Devices(Collector):
-    """The device tracker's states as gauges, read at each scrape."""
+    """The device tracker's states as gauges, read at each scrape; ``able()``: whether this
+    replica may start a reroute now (a device it can act on is one that is up, then)."""
 
-    def __init__(self, states: Callable[[], Iterable[tuple[str, str]]], known: Sequence[str]):
+    def __init__(
+        self,
+        states: Callable[[], Iterable[tuple[str, str]]],
+        known: Sequence[str],
+        able: Callable[[], bool],
+    ):
         self._states = states
         self._known = known
+        self._able = able
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily(
@@ -57,12 +69,21 @@ class Devices(Collector):
         state = GaugeMetricFamily(
             "reroute_device_state", "1 for the device's state now", labels=["device", "state"]
         )
+        actionable = GaugeMetricFamily(
+            "reroute_device_actionable",
+            "1: this replica can act on the device now (it may start reroutes: a live lease "
+            "in etcd or none needed, not draining; and the device is up)",
+            labels=["device"],
+        )
+        able = self._able()
         for name, now in self._states():
             up.add_metric([name], 1.0 if now == "up" else 0.0)
+            actionable.add_metric([name], 1.0 if able and now == "up" else 0.0)
             for s in self._known:
                 state.add_metric([name, s], 1.0 if s == now else 0.0)
         yield up
         yield state
+        yield actionable
 
 
 class Metrics:
@@ -110,11 +131,15 @@ class Metrics:
             self.step_seconds.labels(kind=kind.value)
 
     def watch_devices(
-        self, states: Callable[[], Iterable[tuple[str, str]]], known: Sequence[str]
+        self,
+        states: Callable[[], Iterable[tuple[str, str]]],
+        known: Sequence[str],
+        able: Callable[[], bool] = lambda: True,
     ) -> None:
         """Export the devices' states: ``states()`` gives (device, state) at each scrape,
-        ``known`` every state a device can be in."""
-        self.registry.register(Devices(states, known))
+        ``known`` every state a device can be in, ``able()`` whether this replica may start
+        a reroute now."""
+        self.registry.register(Devices(states, known, able))
 
     def replica(self, owner: Callable[[], str]) -> None:
         """Export this replica's owner name (read at each scrape: it changes with a lease)."""

@@ -54,7 +54,12 @@ class RerouteRequest(BaseModel):
     )
     bbm_gap_ms: Millis = Field(default=0.0, description="BBM only: extra outage")
     via: PathName | None = Field(default=None, description="optical MBB: temporary path")
-    lock_timeout_ms: Millis = Field(default=3000.0, description="optical: lock wait")
+    lock_timeout_ms: Millis | None = Field(
+        default=None,
+        description="optical: the longest wait for the new circuit's ports to come up (then "
+        "roll back); default 3000. Refused on a move with no optical step (it waits for no "
+        "lock)",
+    )
     dry_run: StrictBool = Field(default=False, description="return the plan, change nothing")
 
     def intent(self, hosts: Mapping[str, str] | None = None) -> Intent:
@@ -67,7 +72,7 @@ class RerouteRequest(BaseModel):
             drain_s=None if self.drain_ms is None else self.drain_ms / 1000,
             bbm_gap_s=self.bbm_gap_ms / 1000,
             via=self.via,
-            lock_timeout_s=self.lock_timeout_ms / 1000,
+            lock_timeout_s=None if self.lock_timeout_ms is None else self.lock_timeout_ms / 1000,
         )
 
     def fingerprint(self) -> str:
@@ -82,7 +87,7 @@ class IntentView(BaseModel):
     drain_ms: float | None
     bbm_gap_ms: float
     via: str | None
-    lock_timeout_ms: float
+    lock_timeout_ms: float | None
 
 
 class StepView(BaseModel):

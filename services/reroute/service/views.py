@@ -41,7 +41,7 @@ def intent_view(intent: Intent) -> IntentView:
         drain_ms=None if intent.drain_s is None else intent.drain_s * 1000,
         bbm_gap_ms=intent.bbm_gap_s * 1000,
         via=intent.via,
-        lock_timeout_ms=intent.lock_timeout_s * 1000,
+        lock_timeout_ms=None if intent.lock_timeout_s is None else intent.lock_timeout_s * 1000,
     )
 
 

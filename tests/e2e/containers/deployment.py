@@ -149,12 +149,13 @@ class Deployment:
         return RerouteClient(f"http://127.0.0.1:{self.ports[site]}", self.token)
 
     def wait_ready(self, site: str, timeout: float = 90, starts: int = 1) -> None:
-        """The site's service answers and its monitor runs: its entry point said so
-        ``starts`` times (the log of a restarted container holds every start)."""
+        """The site is up: its service answers and its monitor runs (or, with SITE_SERVE=0,
+        its switch alone): its entry point said so ``starts`` times (the log of a restarted
+        container holds every start)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             logs = self.logs(site)
-            if logs.count(": up: service") >= starts:
+            if logs.count(": up: ") >= starts:
                 return
             if docker("inspect", "-f", "{{.State.Running}}", site).strip() != "true":
                 raise AssertionError(f"{site} stopped while starting:\n{logs}")

@@ -9,6 +9,7 @@ Real etcd members on loopback; cut off through ``tests/e2e/service/partition.py`
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import threading
 import time
@@ -127,12 +128,14 @@ def test_health_says_no_lease_while_cut_off_then_a_new_owner(
         with ServerThread(config, FakeFabric(TOPO).drivers) as srv, srv.http() as http:
             before = http.get("/healthz").json()
             assert before["status"] == "ok" and before["reason"] == ""
+            assert "br1" in _actionable(http) and set(_actionable(http).values()) == {1.0}
             part.cut()
             # degraded at once (etcd cannot be read), then: no lease
             lost = _wait_health(http, lambda h: h["reason"].startswith("no lease"), within_s=6)
             assert lost["status"] == "degraded" and "no lease in etcd since " in lost["reason"]
             assert "no lease in etcd since " in http.get("/v1/health").json()["reason"]
             assert _gauge(http, "reroute_lease_lost_seconds") > 0
+            assert set(_actionable(http).values()) == {0.0}  # no device can be acted on here
             time.sleep(2.5)  # past the TTL (2 s): etcd has let the lease go
             for relay in part.relays:
                 relay.cut.clear()
@@ -140,6 +143,7 @@ def test_health_says_no_lease_while_cut_off_then_a_new_owner(
             assert back["replica"] != before["replica"]
             assert back["replica"].startswith(before["replica"])
             assert _gauge(http, "reroute_lease_lost_seconds") == 0
+            assert set(_actionable(http).values()) == {1.0}
 
 
 def test_the_old_owners_running_reroute_is_recovered_by_the_new_owner(
@@ -189,6 +193,14 @@ def _wait_health(
             return health
         assert time.monotonic() < deadline, health
         time.sleep(0.05)
+
+
+def _actionable(http: httpx.Client) -> dict[str, float]:
+    """``reroute_device_actionable`` by device."""
+    found = re.findall(
+        r'reroute_device_actionable\{device="(\w+)"\} (\S+)', http.get("/metrics").text
+    )
+    return {d: float(v) for d, v in sorted(found)}
 
 
 def _gauge(http: httpx.Client, name: str) -> float:

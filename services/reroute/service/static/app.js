@@ -350,8 +350,9 @@ function formBody() {
     flows,
     to_path: $("to-path").value,
     strategy: $("strategy").value,
-    lock_timeout_ms: Number($("lock-timeout-ms").value || 0),
   };
+  // optical moves only (a move with no optical step refuses it); empty: the default 3000 ms
+  if ($("lock-timeout-ms").value !== "") body.lock_timeout_ms = Number($("lock-timeout-ms").value);
   if ($("drain-ms").value !== "") body.drain_ms = Number($("drain-ms").value); // else derived
   if ($("via").value) body.via = $("via").value;
   return body;

@@ -3,6 +3,7 @@
 
 import { clock, el, ms } from "./dom.js";
 
+const DEFAULT_LOCK_TIMEOUT_MS = 3000; // services/reroute/model.py DEFAULT_LOCK_TIMEOUT_S
 const STAGED = new Set(["park-clean", "swap-make", "swap-verify-make"]);
 
 export function phaseGroup(phase) {
@@ -63,10 +64,11 @@ export function renderTimeline(box, badge, live, started) {
     let time = done ? ms(done) : "";
     const lock = group.name === "await-lock" && intent;
     if (running !== undefined) time = `${ms(running)} elapsed`;
-    if (lock) time = `${time || "–"} / timeout ${ms(intent.lock_timeout_ms)}`;
+    const timeout = intent?.lock_timeout_ms ?? DEFAULT_LOCK_TIMEOUT_MS; // null: the default
+    if (lock) time = `${time || "–"} / timeout ${ms(timeout)}`;
     const bar = el("div", { class: "bar" });
     if (lock) {
-      const fill = Math.min(1, (running ?? done) / (intent.lock_timeout_ms || 1));
+      const fill = Math.min(1, (running ?? done) / (timeout || 1));
       bar.append(el("div", { class: "fill", style: `width:${(fill * 100).toFixed(1)}%` }));
     }
     const open = gs === "started" || gs === "failed" || gs === "undone";

@@ -24,3 +24,10 @@ def test_plan_refusals_name_the_cli_flags(tmp_path: Path) -> None:
     )
     assert via.returncode == 1 and "leave out --via" in via.stderr, via.stderr
     assert "via=" not in short.stderr + via.stderr
+    lock = subprocess.run(
+        [*cmd, *flow, "--to", "temporary", "--lock-timeout-ms", "500"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert lock.returncode == 1, lock.stderr
+    assert "--lock-timeout-ms bounds the wait" in lock.stderr, lock.stderr
+    assert "it crosses no optical switch" in lock.stderr and "leave it out" in lock.stderr

@@ -150,6 +150,26 @@ def test_bbm_gap_lengthens_an_optical_outage_and_mbb_refuses_it() -> None:
         plan(NGNCS, tables, replace(bbm, strategy=Strategy.MBB), 0.0)
 
 
+def test_the_lock_timeout_is_the_await_lock_wait_and_refused_where_nothing_locks() -> None:
+    tables = tables_with([])
+    mbb = Intent(flows=(LONG,), to_path="short", via="temporary")
+    for intent, wait in ((mbb, 3.0), (replace(mbb, lock_timeout_s=0.4), 0.4)):
+        (lock,) = [
+            s for s in plan(NGNCS, tables, intent, 0.0).steps() if s.kind is StepKind.AWAIT_LOCK
+        ]
+        assert lock.duration_s == wait  # None: the default 3 s
+    bbm = Intent(flows=(LONG,), to_path="short", strategy=Strategy.BBM, lock_timeout_s=7.5)
+    assert plan(NGNCS, tables, bbm, 0.0).steps()[-1].duration_s == 7.5
+    # back to long from temporary: its cross-connects are all made, no optical step
+    parked = on(tables, (LONG,), "temporary")
+    back = Intent(flows=(LONG,), to_path="long", lock_timeout_s=3.0)
+    with pytest.raises(PlanError, match="lock_timeout_ms bounds the wait") as refused:
+        plan(NGNCS, parked, back, 0.0)
+    assert "its cross-connects are all made" in str(refused.value)
+    assert ("lock_timeout_ms", "") in refused.value.options  # worded by each front end
+    assert plan(NGNCS, parked, replace(back, lock_timeout_s=None), 0.0).steps()
+
+
 @pytest.mark.parametrize(
     ("intent", "message"),
     [

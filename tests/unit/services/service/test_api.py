@@ -14,6 +14,7 @@ from services.reroute.errors import ApiError
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.service.app import api, openapi_json
 from services.reroute.service.client import Event, RerouteClient
+from services.reroute.service.schemas import RerouteRequest
 from services.reroute.topology import Topology
 from tests.unit.services.service.conftest import OPERATOR, READER, ROOT, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
@@ -388,6 +389,43 @@ def test_an_option_the_strategy_would_ignore_is_refused_naming_it(
         assert f"{field} " in said and "leave it out" in said, said
         assert answer.status_code == 422 or answer.json()["state"] == "rejected"
     assert fake.snapshot() == before
+
+
+def test_a_lock_timeout_is_honoured_on_an_optical_move_and_refused_where_nothing_locks(
+    fake_server: ServerThread, fake: FakeFabric, tmp_path: Path
+) -> None:
+    """``lock_timeout_ms`` bounds an optical move's await-lock (null: 3000 ms); a move with
+    no optical step refuses it naming it: a 422 for a path that crosses no optical switch
+    (whatever the devices hold), a rejected reroute for one whose cross-connects are made."""
+    http, client = fake_server.http(), fake_server.client()
+    before = fake.snapshot()
+    # on a move that needs new cross-connects it is the await-lock's wait (the planner's
+    # tests: tests/unit/services/planning/test_optical.py); null: the default 3000 ms
+    optical = RerouteRequest.model_validate({**BODY, "to_path": "short", "lock_timeout_ms": 400})
+    assert optical.intent().lock_timeout_s == 0.4
+    assert RerouteRequest.model_validate(BODY).intent().lock_timeout_s is None
+    for body in (
+        {**BODY, "lock_timeout_ms": 3000},
+        {**BODY, "lock_timeout_ms": 1, "dry_run": True},
+    ):
+        answer = http.post("/v1/reroutes", json=body)
+        assert answer.status_code == 422, answer.text
+        (error,) = answer.json()["detail"]
+        assert error["loc"] == ["body", "lock_timeout_ms"]
+        assert "crosses no optical switch" in error["msg"] and "leave it out" in error["msg"]
+    assert fake.snapshot() == before
+    assert journal_ids(tmp_path / "journal.sqlite") == []
+    moved = client.create([FLOW], "temporary", wait_s=5)
+    assert moved.state is RerouteState.DONE, moved.error
+    assert http.get(f"/v1/reroutes/{moved.id}").json()["intent"]["lock_timeout_ms"] is None
+    after = fake.snapshot()
+    # back to long: it crosses ost1, but its cross-connects are made: nothing to lock
+    back = http.post("/v1/reroutes", json={**BODY, "to_path": "long", "lock_timeout_ms": 3000})
+    assert back.status_code == 201 and back.json()["state"] == "rejected", back.text
+    assert "lock_timeout_ms bounds the wait" in back.json()["error"], back.text
+    assert "leave it out" in back.json()["error"]
+    assert fake.snapshot() == after
+    assert client.flows()["temporary"] == ("10.0.0.2/32>10.0.0.3/32",)
 
 
 def test_a_body_not_declared_json_is_a_415_naming_its_type(

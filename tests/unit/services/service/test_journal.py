@@ -3,13 +3,21 @@ idempotency keys, and the upgrade of a format-2 file."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from services.reroute.journal import Journal, JournalError, RerouteState, decode_intent
+from services.reroute.journal import (
+    Journal,
+    JournalError,
+    RerouteState,
+    decode_intent,
+    encode_intent,
+)
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning import plan
 from services.reroute.rules import initial_rules
@@ -66,6 +74,17 @@ def test_intent_round_trips() -> None:
     journal.enqueue("a", INTENT)
     row = journal.db.execute("SELECT intent FROM reroutes").fetchone()[0]
     assert decode_intent(row) == INTENT
+
+
+def test_a_lock_timeout_round_trips_and_an_earlier_default_reads_as_the_default() -> None:
+    for lock in (None, 3.0, 0.4):
+        intent = replace(INTENT, lock_timeout_s=lock)
+        assert decode_intent(encode_intent(intent)) == intent
+    # written before it could be left out: every intent carried one, 3 s unless asked
+    earlier = json.loads(encode_intent(INTENT))
+    del earlier["lock_timeout_nullable"]
+    for lock, read in ((3.0, None), (0.4, 0.4)):
+        assert decode_intent(json.dumps({**earlier, "lock_timeout_s": lock})).lock_timeout_s == read
 
 
 def test_a_format_2_journal_is_upgraded(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from services.reroute.service.metrics import Metrics
 from tests.unit.services.service.conftest import READER, ROOT, ServerThread
 from tests.unit.services.service.fakes import FakeFabric
 
@@ -57,6 +58,28 @@ def test_metrics_say_devices_outcomes_steps_and_the_replica(
         states = re.findall(rf'reroute_device_state\{{device="{device}",state="(\w+)"\}} 1.0', text)
         assert len(states) == 1, (device, states)
         assert f'reroute_device_up{{device="{device}"}}' in text
+        assert f'reroute_device_actionable{{device="{device}"}} 1.0' in text  # SQLite: no lease
+
+
+def test_a_device_is_actionable_while_up_and_the_replica_may_start_reroutes() -> None:
+    """``reroute_device_actionable``: 1 only for a device that is up on a replica that may
+    start a reroute (a live lease or none needed, not draining); 0 for the others, and for
+    every device on a replica that may not."""
+    states = {"br1": "up", "br2": "down", "ost1": "out_of_sync"}
+    able = [True]
+    metrics = Metrics(lambda: 0, lambda: 0)
+    metrics.watch_devices(lambda: states.items(), ["up", "down", "out_of_sync"], lambda: able[0])
+
+    def actionable() -> dict[str, float]:
+        text = metrics.render()[0].decode()
+        found = re.findall(r'reroute_device_actionable\{device="(\w+)"\} (\S+)', text)
+        return {d: float(v) for d, v in found}
+
+    assert actionable() == {"br1": 1.0, "br2": 0.0, "ost1": 0.0}
+    able[0] = False  # its lease lost, or draining
+    assert actionable() == {"br1": 0.0, "br2": 0.0, "ost1": 0.0}
+    able[0], states["br2"] = True, "up"
+    assert actionable() == {"br1": 1.0, "br2": 1.0, "ost1": 0.0}
 
 
 def test_the_alert_rules_load_and_fire_as_their_unit_tests_say() -> None:
