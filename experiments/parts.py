@@ -311,9 +311,8 @@ def run_part(
         raise ConfigError(f"{label} has nothing that --only selects")
     if dry_run:
         show([part], results, only, of=len(parts))
-        print(
-            f"committed: under {results}; runs from {pin.commit or pin.path.name + ' (not pinned yet)'}"
-        )
+        source = pin.commit or f"{pin.path} (not pinned yet)"
+        print(f"committed: under {results}; the part runs from {source}")
         return 0
     commit = pinned(pin)
     if not allow_dirty:

@@ -59,7 +59,7 @@ def test_every_run_of_the_plan_is_in_exactly_one_part_of_at_most_1h40() -> None:
 
 def test_a_repetition_longer_than_a_part_is_refused() -> None:
     planned = [p for p in _whole() if p.entry.experiment == "impulse-response"][:1]
-    with pytest.raises(ConfigError, match="alone is estimated .* more than a part"):
+    with pytest.raises(ConfigError, match=r"alone is estimated .* more than a part"):
         parts.partition(planned, 600)
 
 
@@ -187,7 +187,7 @@ def _run(main: Path, part: str, out: Path, **kw: Any) -> int:
 def test_the_plan_file_names_a_placeholder_until_pinned(tmp_path: Path) -> None:
     shipped = parts.load_pin(parts.ROOT / parts.PLAN_FILE)
     assert shipped.commit is None  # the lead pins it once section 1 has landed
-    with pytest.raises(ConfigError, match="PLACEHOLDER: .* --pin"):
+    with pytest.raises(ConfigError, match=r"PLACEHOLDER: .* --pin"):
         parts.pinned(shipped)
     main = _main(tmp_path)
     pin = parts.load_pin(main / parts.PLAN_FILE)
@@ -203,7 +203,7 @@ def test_pin_writes_head_and_the_parts_and_refuses_a_modified_tree(
 ) -> None:
     main = _main(tmp_path, OTHER)
     _at(monkeypatch, SHA, ["experiments/full.py"])
-    with pytest.raises(ConfigError, match="modified .*experiments/full.py"):
+    with pytest.raises(ConfigError, match=r"modified .*experiments/full\.py"):
         parts.pin_here(full.load_plan(), main)
     assert parts.load_pin(main / parts.PLAN_FILE).commit == OTHER  # nothing written
     _at(monkeypatch, SHA)
@@ -220,7 +220,7 @@ def test_a_part_is_refused_from_another_commit_or_a_modified_tree(
     with pytest.raises(ConfigError, match=f"is at {OTHER}, the plan pins {SHA}: .*worktree"):
         _run(main, f"1/{n}", out)
     _at(monkeypatch, SHA, ["experiments/ostbench.py"])
-    with pytest.raises(ConfigError, match="modified \\(experiments/ostbench.py\\)"):
+    with pytest.raises(ConfigError, match=r"modified \(experiments/ostbench\.py\)"):
         _run(main, f"1/{n}", out)
     _at(monkeypatch, SHA)
     with pytest.raises(ConfigError, match=f"the plan makes {n} parts, not 99"):
@@ -344,9 +344,7 @@ def test_collect_copies_a_part_of_the_pinned_commit(
     assert all(raw_exists(dest, k) for k in keys)
     assert (dest / "pcaps" / "bbm-01-vm2.pcap.gz").read_bytes() == b"pcap"
     assert len(json.loads((dest / "env.json").read_text())["sessions"]) == 1
-    assert json.loads((main / parts.RESULTS / "full.json").read_text())["runs"] == [
-        {"part": "1/5"}
-    ]
+    assert json.loads((main / parts.RESULTS / "full.json").read_text())["runs"] == [{"part": "1/5"}]
     assert "git -C" in capsys.readouterr().out
     assert parts.collect(stage, main) == 0  # again: nothing new, nothing doubled
     assert len(json.loads((dest / "env.json").read_text())["sessions"]) == 1
@@ -376,7 +374,9 @@ def test_collect_refuses_another_commit_a_dirty_tree_or_pending_changes(
     assert not (main / parts.RESULTS / "ost-vs-mbb").exists()  # nothing half-written
 
 
-def test_collect_refuses_an_incomplete_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collect_refuses_an_incomplete_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     main = _main(tmp_path, count=5)
     stage, keys = _staged(tmp_path)
     (stage / "ost-vs-mbb" / "raw" / f"{keys[1]}.json.gz").unlink()
@@ -421,3 +421,85 @@ def test_a_long_repetition_shows_its_progress(monkeypatch: pytest.MonkeyPatch) -
     assert lines[0].startswith("dpctl-path-01: 0 s of about 21 min 02 s; 0 s into the part 2/6")
     assert "about 52 min 04 s left in it" in lines[0]  # 2 x 1262 s + 600 s
     assert lines[-1].startswith("dpctl-path-02: ")
+
+
+def test_a_part_runs_collects_and_resumes_end_to_end_without_a_fabric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ODL trains of their part (``--only impulse-response:odl``) through the real runner,
+    each train replaced by a synthetic one; collected into main; then nothing left to run,
+    and the report of what is committed pools the pieces of configuration C."""
+    from contextlib import nullcontext
+
+    from experiments import runner
+    from experiments.runner import every_raw, render
+
+    main, out = _main(tmp_path), tmp_path / "stage"
+    plan = full.load_plan()
+    cut = parts.plan_parts(plan, parts.load_pin(main / parts.PLAN_FILE))
+    only = full.select(plan, ["impulse-response:odl"])
+    part = next(p for p in cut if any(u.planned.entry in only for u in p.units))
+    _at(monkeypatch, SHA)
+    monkeypatch.setattr(runner, "git_head", lambda: SHA[:7])
+    monkeypatch.setattr(runner, "environment", lambda: {"cores": 2})
+    monkeypatch.setattr(ImpulseResponse, "session", lambda self, o, say, seed: nullcontext(None))
+    made: list[str] = []
+
+    def fake_train(self: Any, session: Any, rep: Any, say: Any) -> dict[str, Any]:
+        made.append(rep.key)
+        return _train(_dips(int(rep.params["n"])), n_samples=40 * int(rep.params["n"]) + 60)
+
+    monkeypatch.setattr(ImpulseResponse, "run", fake_train)
+
+    @contextmanager
+    def plain(total: int, done: int) -> Iterator[Progress]:
+        class Bar:
+            def advance(self, key: str) -> None: ...
+            def say(self, message: str) -> None: ...
+
+        yield Bar()
+
+    def go() -> int:
+        k = f"{part.number}/{len(cut)}"
+        return parts.run_part(plan, part_arg=k, main=main, out=out, only=only, dry_run=False,
+                              allow_dirty=False, progress=plain)  # fmt: skip
+
+    assert go() == 0
+    assert made == ["odl-path-01", "odl-path-02", "odl-path-03", "odl-path-04", "odl-rtt-01"]
+    _clean(monkeypatch)
+    assert parts.collect(out, main) == 0
+    committed_dir = main / parts.RESULTS / "impulse-response"
+    assert sorted(every_raw(committed_dir)) == sorted(made)
+    assert all(r["git"] == SHA[:7] for r in every_raw(committed_dir).values())
+    log = json.loads((main / parts.RESULTS / "full.json").read_text())["runs"]
+    assert log[0]["part"] == f"{part.number}/{len(cut)}" and log[0]["commit"] == SHA
+    made.clear()
+    capsys.readouterr()
+    assert go() == 0 and made == []  # resumed from what is committed: nothing runs again
+    assert "nothing to run" in capsys.readouterr().out
+    text = render(ImpulseResponse(), committed_dir).read_text()
+    assert "| odl-path | C | 4 | 100 |" in text and "odl-path (4 trains, 100 impulses)" in text
+
+
+def test_check_tree_reads_git_itself(tmp_path: Path) -> None:
+    """The commit and the modified files come from git, not from a raw file's description."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("1\n")
+    git("add", "a.py")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    parts.check_tree(first, tmp_path)
+    (tmp_path / "a.py").write_text("2\n")
+    with pytest.raises(ConfigError, match=r"modified \(a\.py\)"):
+        parts.check_tree(first, tmp_path)
+    git("commit", "-qam", "two")
+    with pytest.raises(ConfigError, match=f"the plan pins {first}"):
+        parts.check_tree(first, tmp_path)
