@@ -20,6 +20,7 @@ with what is wrong and what to do.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -268,6 +269,21 @@ def check_tree(commit: str, root: Path = ROOT) -> None:
         )
 
 
+def check_imports(root: Path = ROOT) -> None:
+    """ConfigError unless this process runs the code of the tree at ``root`` (not, through
+    the venv's editable install, another checkout's); the processes it starts get ``root``
+    first on their PYTHONPATH too."""
+    for name in ("services", "drivers", "fabric", "experiments"):
+        where = Path(str(importlib.import_module(name).__file__)).resolve()
+        if not where.is_relative_to(root.resolve()):
+            raise ConfigError(
+                f"this process imports {name} from {where.parent}, not from {root}: run it"
+                f" with PYTHONPATH={root} (experiments/README.md, the full run in parts)"
+            )
+    rest = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *([rest] if rest else [])])
+
+
 def _check_results(units: Sequence[Unit], results: Path, commit: str) -> None:
     for u in units:
         for key in committed(results, u):
@@ -317,6 +333,7 @@ def run_part(
     commit = pinned(pin)
     if not allow_dirty:
         check_tree(commit)
+        check_imports()
     _check_results(units, results, commit)
     out = out or STAGING / commit[:12] / f"part-{part.number}-of-{len(parts)}"
     if not allow_dirty and out.resolve().is_relative_to(ROOT):
@@ -461,6 +478,17 @@ def _copies(
             if s.get("options", {}).get("quick"):
                 problems.append(f"{u['out']}: a --quick session ran there (not publishable)")
                 break
+            if not same_commit(s.get("git"), commit):
+                problems.append(f"{u['out']}: a session of commit {s.get('git')} ran there")
+                break
+        older = {
+            str(s.get("git")) for s in read_env(dst_dir) if not same_commit(s.get("git"), commit)
+        }
+        if older:
+            problems.append(
+                f"{dst_dir} holds another run (sessions of {', '.join(sorted(older))}): move"
+                f" it out of {RESULTS} first, one run's results are not mixed with another's"
+            )
         for key in u["keys"]:
             there = raw_exists(dst_dir, key)
             if not raw_exists(src_dir, key):

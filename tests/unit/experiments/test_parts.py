@@ -5,6 +5,7 @@ is committed and collecting a part. No fabric: the runs themselves are replaced.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -173,6 +174,7 @@ def _main(tmp_path: Path, commit: str = SHA, count: int | None = None) -> Path:
 
 
 def _at(monkeypatch: pytest.MonkeyPatch, head: str, modified: list[str] | None = None) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # run_part sets it
     monkeypatch.setattr(parts, "git_state", lambda root=None: (head, modified or []))
     monkeypatch.setattr(full, "git_head", lambda: head[:7] + ("-dirty" if modified else ""))
 
@@ -317,7 +319,7 @@ def _staged(tmp_path: Path, commit: str = SHA, git: str = SHA[:7]) -> tuple[Path
     for k in keys:
         write_raw(stage / "ost-vs-mbb", k, {"git": git, "key": k})
     (stage / "ost-vs-mbb" / "pcaps" / "bbm-01-vm2.pcap.gz").write_bytes(b"pcap")
-    env = {"sessions": [{"command": "reroute experiment run ost-vs-mbb", "options": {}}]}
+    env = {"sessions": [{"command": "reroute experiment run ost-vs-mbb", "git": git}]}
     (stage / "ost-vs-mbb" / "env.json").write_text(json.dumps(env))
     (stage / "full.json").write_text(json.dumps({"runs": [{"part": "1/5"}]}))
     units = [{"out": "ost-vs-mbb", "experiment": "ost-vs-mbb", "backend": "ovs", "keys": keys}]
@@ -372,6 +374,20 @@ def test_collect_refuses_another_commit_a_dirty_tree_or_pending_changes(
     with pytest.raises(ConfigError, match=error):
         parts.collect(stage, main)
     assert not (main / parts.RESULTS / "ost-vs-mbb").exists()  # nothing half-written
+
+
+def test_collect_refuses_to_mix_in_a_previous_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main = _main(tmp_path, count=5)
+    stage, _ = _staged(tmp_path)
+    old = main / parts.RESULTS / "ost-vs-mbb"
+    old.mkdir()
+    (old / "env.json").write_text(json.dumps({"sessions": [{"git": "b75fbdb"}]}))
+    _clean(monkeypatch)
+    with pytest.raises(ConfigError, match=r"holds another run \(sessions of b75fbdb\)"):
+        parts.collect(stage, main)
+    assert not (old / "raw").exists()
 
 
 def test_collect_refuses_an_incomplete_part(
@@ -441,7 +457,7 @@ def test_a_part_runs_collects_and_resumes_end_to_end_without_a_fabric(
     part = next(p for p in cut if any(u.planned.entry in only for u in p.units))
     _at(monkeypatch, SHA)
     monkeypatch.setattr(runner, "git_head", lambda: SHA[:7])
-    monkeypatch.setattr(runner, "environment", lambda: {"cores": 2})
+    monkeypatch.setattr(runner, "environment", lambda: {"cores": 2, "git": SHA[:7]})
     monkeypatch.setattr(ImpulseResponse, "session", lambda self, o, say, seed: nullcontext(None))
     made: list[str] = []
 
@@ -503,3 +519,13 @@ def test_check_tree_reads_git_itself(tmp_path: Path) -> None:
     git("commit", "-qam", "two")
     with pytest.raises(ConfigError, match=f"the plan pins {first}"):
         parts.check_tree(first, tmp_path)
+
+
+def test_a_part_runs_the_pinned_trees_code_and_passes_it_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigError, match=f"imports services from .*, not from {tmp_path}"):
+        parts.check_imports(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    parts.check_imports()
+    assert os.environ["PYTHONPATH"] == f"{parts.ROOT}{os.pathsep}/elsewhere"
