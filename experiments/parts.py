@@ -36,6 +36,7 @@ from typing import Any
 from experiments import full
 from experiments.config import read
 from experiments.runner import Progress, duration, raw_exists, read_env, read_raw, write_json
+from fabric import state as fabric_state
 from services.reroute.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,6 +270,32 @@ def check_tree(commit: str, root: Path = ROOT) -> None:
         )
 
 
+BUSY_LOAD = 1.0  # 1-minute load average above which a part says the machine is not idle
+
+
+def fabrics_up() -> list[str]:
+    """The fabrics up on this machine (their state directories)."""
+    return fabric_state.running()
+
+
+def check_idle() -> None:
+    """ConfigError if a fabric is up (another run or test is using the machine); a warning
+    when the load says something else is running."""
+    up = fabrics_up()
+    if up:
+        raise ConfigError(
+            f"fabric(s) {', '.join(up)} are up: a part runs on an otherwise idle machine"
+            " (wait for them to finish; `reroute fabric down NAME` only if they are yours)"
+        )
+    load = os.getloadavg()[0]
+    if load > BUSY_LOAD:
+        print(
+            f"warning: load average {load:.1f}: something else is running; a part's numbers"
+            " are meant from an idle machine (the reports give the load of each repetition)",
+            flush=True,
+        )
+
+
 def check_imports(root: Path = ROOT) -> None:
     """ConfigError unless this process runs the code of the tree at ``root`` (not, through
     the venv's editable install, another checkout's); the processes it starts get ``root``
@@ -334,6 +361,7 @@ def run_part(
     if not allow_dirty:
         check_tree(commit)
         check_imports()
+    check_idle()
     _check_results(units, results, commit)
     out = out or STAGING / commit[:12] / f"part-{part.number}-of-{len(parts)}"
     if not allow_dirty and out.resolve().is_relative_to(ROOT):

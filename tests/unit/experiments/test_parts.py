@@ -175,6 +175,7 @@ def _main(tmp_path: Path, commit: str = SHA, count: int | None = None) -> Path:
 
 def _at(monkeypatch: pytest.MonkeyPatch, head: str, modified: list[str] | None = None) -> None:
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # run_part sets it
+    monkeypatch.setattr(parts, "fabrics_up", lambda: [])  # other runs on this machine aside
     monkeypatch.setattr(parts, "git_state", lambda root=None: (head, modified or []))
     monkeypatch.setattr(full, "git_head", lambda: head[:7] + ("-dirty" if modified else ""))
 
@@ -529,3 +530,13 @@ def test_a_part_runs_the_pinned_trees_code_and_passes_it_on(
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     parts.check_imports()
     assert os.environ["PYTHONPATH"] == f"{parts.ROOT}{os.pathsep}/elsewhere"
+
+
+def test_a_part_waits_for_an_idle_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    main = _main(tmp_path)
+    n = parts.load_pin(main / parts.PLAN_FILE).parts
+    _at(monkeypatch, SHA)
+    monkeypatch.setattr(parts, "fabrics_up", lambda: ["ngncs-ost"])
+    with pytest.raises(ConfigError, match=r"fabric\(s\) ngncs-ost are up: .*idle machine"):
+        _run(main, f"1/{n}", tmp_path / "stage")
+    assert not (tmp_path / "stage").exists()
