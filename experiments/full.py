@@ -335,7 +335,17 @@ class Subset:
         return self.exp.run(session, rep, say)
 
     def report(self, raws: Mapping[str, Raw], out: Path) -> Written:
-        return self.exp.report(raws, out)
+        """The experiment's report of what is here; a part may hold a share of an entry its
+        report was not written for, and the published report is rendered from every part's
+        raw files, so a failure here is said in the report instead of stopping the part."""
+        try:
+            return self.exp.report(raws, out)
+        except Exception as exc:  # any report bug: the raw files are what counts
+            return Written(
+                conclusions=f"No report of this share of the entry ({type(exc).__name__}:"
+                f" {exc}); `reroute experiment report` renders it from all its raw files.",
+                body="",
+            )
 
 
 BEAT_S = 60.0  # a progress line this often while a long repetition runs

@@ -540,3 +540,14 @@ def test_a_part_waits_for_an_idle_machine(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(ConfigError, match=r"fabric\(s\) ngncs-ost are up: .*idle machine"):
         _run(main, f"1/{n}", tmp_path / "stage")
     assert not (tmp_path / "stage").exists()
+
+
+def test_a_report_that_fails_on_a_share_of_an_entry_does_not_stop_the_part(
+    tmp_path: Path,
+) -> None:
+    class Broken(ImpulseResponse):
+        def report(self, raws: Any, out: Path) -> Any:
+            raise KeyError("mbb")
+
+    written = full.Subset(Broken(), frozenset()).report({}, tmp_path)
+    assert "No report of this share" in written.conclusions and "KeyError" in written.conclusions
