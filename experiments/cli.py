@@ -256,8 +256,12 @@ def _full(args: argparse.Namespace) -> int:
     )
     if args.dry_run and not args.quick and not args.set and not args.plan:
         pin = parts.load_pin(args.main / parts.PLAN_FILE)
+        cut = parts.plan_parts(plan, pin)
         print()
-        parts.show(parts.plan_parts(plan, pin), args.main / parts.RESULTS, only)
+        parts.show(cut, args.main / parts.RESULTS, only)
+        drift = parts.drifted(pin, cut)
+        source = pin.commit or "no commit yet (the plan is not pinned: --pin)"
+        print(f"warning: {drift}" if drift else f"the parts run from {source}")
     return code
 
 

@@ -238,11 +238,31 @@ def show(
             )
 
 
-def choose(parts: Sequence[Part], wanted: tuple[int, int] | None, results: Path) -> Part:
-    """Part K of N (N must be the plan's count), or the first one not all committed."""
+def drifted(pin: Pin, parts: Sequence[Part]) -> str | None:
+    """Why this code's parts are not the pinned plan's (None: they may be)."""
+    if pin.parts is None or pin.parts == len(parts):
+        return None
+    return (
+        f"{pin.path} says the plan makes {pin.parts} parts, this code makes {len(parts)}: the"
+        " plan or the estimates changed since the pin; the parts run from the pinned commit"
+    )
+
+
+def choose(
+    parts: Sequence[Part],
+    wanted: tuple[int, int] | None,
+    results: Path,
+    only: Sequence[full.Entry] | None = None,
+) -> Part:
+    """Part K of N (N must be the plan's count), or the first one with something of
+    ``only`` (default: anything) not committed."""
     if wanted is None:
         for part in parts:
-            if any(len(committed(results, u)) < len(u.keys) for u in part.units):
+            if any(
+                len(committed(results, u)) < len(u.keys)
+                for u in part.units
+                if only is None or u.planned.entry in only
+            ):
                 return part
         raise ConfigError(f"every part of the plan is committed under {results}: nothing to run")
     k, n = wanted
@@ -341,13 +361,12 @@ def run_part(
     pin = load_pin(main / PLAN_FILE)
     results = main / RESULTS
     parts = plan_parts(plan, pin)
-    if pin.parts is not None and pin.parts != len(parts):
-        raise ConfigError(
-            f"{pin.path} says the plan makes {pin.parts} parts, this code makes {len(parts)}:"
-            " the plan or the estimates changed since it was pinned; run the parts from the"
-            " pinned commit"
-        )
-    part = choose(parts, parse_part(part_arg), results)
+    drift = drifted(pin, parts)
+    if drift and not dry_run:
+        raise ConfigError(drift)
+    if drift:
+        print(f"warning: {drift}")
+    part = choose(parts, parse_part(part_arg), results, only)
     label = f"part {part.number}/{len(parts)}"
     units = [u for u in part.units if only is None or u.planned.entry in only]
     if not units:

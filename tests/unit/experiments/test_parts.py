@@ -551,3 +551,20 @@ def test_a_report_that_fails_on_a_share_of_an_entry_does_not_stop_the_part(
 
     written = full.Subset(Broken(), frozenset()).report({}, tmp_path)
     assert "No report of this share" in written.conclusions and "KeyError" in written.conclusions
+
+
+def test_next_with_only_and_a_drifted_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = full.load_plan()
+    pin = parts.load_pin(parts.ROOT / parts.PLAN_FILE)
+    cut = parts.plan_parts(plan, pin)
+    only = full.select(plan, ["impulse-response:odl"])
+    chosen = parts.choose(cut, None, tmp_path, only)
+    assert any(u.planned.entry in only for u in chosen.units)
+    main = _main(tmp_path, count=len(cut) + 1)  # pinned by code that cut the plan otherwise
+    _at(monkeypatch, SHA)
+    with pytest.raises(ConfigError, match=f"makes {len(cut) + 1} parts, this code makes"):
+        _run(main, "next", tmp_path / "stage")
+    assert _run(main, "next", tmp_path / "stage", dry_run=True) == 0  # shown, with a warning
+    assert "warning: " in capsys.readouterr().out
