@@ -223,14 +223,30 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _full(args: argparse.Namespace) -> int:
-    from experiments import full
+    from experiments import full, parts
 
     plan = full.load_plan(args.plan)
-    if args.only:
-        plan = [e for e in plan if e.experiment in args.only or e.out in args.only]
-    return full.run_all(
-        plan,
-        args.out,
+    if args.pin:
+        return parts.pin_here(plan)
+    if args.collect:
+        return parts.collect(args.collect, args.main)
+    only = full.select(plan, args.only) if args.only else None
+    if args.part:
+        if args.quick or args.set or args.plan:
+            raise RerouteError("--part runs the pinned plan as it is: no --quick, --set or --plan")
+        return parts.run_part(
+            plan,
+            part_arg=args.part,
+            main=args.main,
+            out=args.out,
+            only=only,
+            dry_run=args.dry_run,
+            allow_dirty=args.allow_dirty,
+            progress=_progress,
+        )
+    code = full.run_all(
+        only if only is not None else plan,
+        args.out or ROOT / "results" / "full",
         quick=args.quick,
         sets=args.set,
         seed=args.seed,
@@ -238,6 +254,15 @@ def _full(args: argparse.Namespace) -> int:
         allow_dirty=args.allow_dirty,
         progress=_progress,
     )
+    if args.dry_run and not args.quick and not args.set and not args.plan:
+        pin = parts.load_pin(args.main / parts.PLAN_FILE)
+        cut = parts.plan_parts(plan, pin)
+        print()
+        parts.show(cut, args.main / parts.RESULTS, only)
+        drift = parts.drifted(pin, cut)
+        source = pin.commit or "no commit yet (the plan is not pinned: --pin)"
+        print(f"warning: {drift}" if drift else f"the parts run from {source}")
+    return code
 
 
 def _positive(text: str) -> int:
@@ -290,9 +315,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="every experiment at the seeds' sample sizes (make experiments-full; root)",
         description="Run every experiment of the plan (experiments/configs/full.yaml) at the"
         " seeds' sample sizes into --out/NAME, resumable (run it again to continue), with"
-        " its progress and total time. --dry-run prints the plan and its estimated time.",
+        " its progress and total time. --dry-run prints the plan, its estimated time and its"
+        " parts. The published run goes in parts, each from the commit"
+        " experiments/full-plan.yaml pins: --part K/N in a clean worktree of that commit,"
+        " then --collect in the main checkout (experiments/README.md: the full run in parts).",
     )
-    full.add_argument("--out", type=Path, default=ROOT / "results" / "full", metavar="DIR")
+    full.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="default results/full; with --part /var/tmp/reroute-full/COMMIT/part-K-of-N"
+        " (outside the tree)",
+    )
     full.add_argument("--plan", type=Path, metavar="FILE", help="default configs/full.yaml")
     full.add_argument("--quick", action="store_true", help="every entry at quick scale (smoke)")
     full.add_argument(
@@ -303,8 +337,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="applied to every entry (e.g. runs=1 for a smoke run)",
     )
     full.add_argument("--seed", type=int, default=0, help="seed of the emulators' draws")
-    full.add_argument("--only", nargs="+", metavar="NAME", help="only these entries")
-    full.add_argument("--dry-run", action="store_true", help="print the plan and estimate")
+    full.add_argument(
+        "--only",
+        nargs="+",
+        metavar="WORD",
+        help="only these entries: an experiment, an entry's out, a backend (e.g. dpctl: every"
+        " entry on it) or NAME:BACKEND (impulse-response:odl)",
+    )
+    full.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and estimate, and each part's duration, contents and what of it"
+        " is committed (with --part: that part only)",
+    )
+    full.add_argument(
+        "--part",
+        metavar="K/N",
+        help="run part K of the N the pinned plan makes (or `next`: the first not committed)"
+        " into --out, skipping what --main has committed; refused unless this tree is the"
+        " pinned commit, unmodified",
+    )
+    full.add_argument(
+        "--main",
+        type=Path,
+        default=ROOT,
+        metavar="DIR",
+        help="the main checkout: its experiments/full-plan.yaml pins the commit and its"
+        " experiments/results-full/ holds the committed parts (default: this tree)",
+    )
+    full.add_argument(
+        "--collect",
+        type=Path,
+        metavar="DIR",
+        help="copy the finished part in DIR (a --part --out) into --main's"
+        " experiments/results-full/, after checking every file is of the pinned commit;"
+        " prints the git commands that commit it",
+    )
+    full.add_argument(
+        "--pin",
+        action="store_true",
+        help="write this clean checkout's HEAD and its number of parts into"
+        " experiments/full-plan.yaml (the lead, once section 1 has landed)",
+    )
     full.add_argument(
         "--allow-dirty", action="store_true", help="run from a modified tree (not to publish)"
     )

@@ -13,9 +13,10 @@ holds runs of another commit, unless ``--allow-dirty``.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +26,14 @@ from experiments import catalog
 from experiments.config import DIR, read
 from experiments.envinfo import git_head
 from experiments.runner import (
+    Experiment,
+    Options,
     Progress,
+    Raw,
     Rep,
+    Say,
     Skipped,
+    Written,
     duration,
     every_raw,
     options,
@@ -115,6 +121,38 @@ class Planned:
     reps: list[Rep]
     done: int
     estimate_s: float  # of the repetitions still to run
+    seconds: tuple[float, ...] = ()  # each repetition's estimate, in the order of ``reps``
+    backend: str = ""  # the entry's backend, or its experiment's default
+
+
+def backend_of(entry: Entry) -> str:
+    """The backend an entry runs on: its own, or its experiment's first (default)."""
+    return entry.backend or catalog.get(entry.experiment).backends[0]
+
+
+def select(plan: Sequence[Entry], only: Sequence[str]) -> list[Entry]:
+    """The entries ``--only`` names: each word an experiment, an entry's ``out``, a backend
+    (``dpctl``: every entry on it, an entry without one counting as its experiment's
+    default), or ``NAME:BACKEND``; ConfigError for a word that names nothing."""
+    words = {}
+    for word in only:
+        name, _, backend = word.partition(":")
+        hit = [
+            e
+            for e in plan
+            if (
+                (name in (e.experiment, e.out) and backend in ("", backend_of(e)))
+                or (not backend and name == backend_of(e))
+            )
+        ]
+        if not hit:
+            known = sorted({e.experiment for e in plan} | {backend_of(e) for e in plan})
+            raise ConfigError(
+                f"--only {word}: no entry of the plan is that experiment, out, backend or"
+                f" NAME:BACKEND (known: {', '.join(known)})"
+            )
+        words[word] = hit
+    return [e for e in plan if any(e in hit for hit in words.values())]
 
 
 def _planned(
@@ -128,14 +166,17 @@ def _planned(
         )
         reps = exp.plan(opts)
         cfg = opts.config.model_dump()
-        todo = [r for r in reps if not raw_exists(out / e.out, r.key)]
-        estimate = sum(rep_seconds(e.experiment, r.params, cfg) for r in todo)
+        seconds = tuple(rep_seconds(e.experiment, r.params, cfg) for r in reps)
+        todo = [not raw_exists(out / e.out, r.key) for r in reps]
+        estimate = sum(s for s, t in zip(seconds, todo, strict=True) if t)
         found.append(
             Planned(
                 entry=e,
                 reps=reps,
-                done=len(reps) - len(todo),
-                estimate_s=estimate + (SESSION_S if todo else 0.0),
+                done=todo.count(False),
+                estimate_s=estimate + (SESSION_S if any(todo) else 0.0),
+                seconds=seconds,
+                backend=opts.backend,
             )
         )
     return found
@@ -178,19 +219,48 @@ def run_all(
     if dry_run:
         return 0
     head = _check_commit(out, allow_dirty or quick)
+    work = [(p, {r.key for r in p.reps}) for p in planned]
+    return run_units(
+        work, out, quick=quick, sets=sets, seed=seed, head=head, progress=progress, what="plan"
+    )
+
+
+def run_units(
+    work: Sequence[tuple[Planned, set[str]]],
+    out: Path,
+    *,
+    quick: bool,
+    sets: Sequence[str],
+    seed: int,
+    head: str | None,
+    progress: Callable[[int, int], AbstractContextManager[Progress]],
+    what: str,
+    log_extra: Mapping[str, Any] | None = None,
+) -> int:
+    """Run the repetitions ``keys`` of each planned entry (those without a raw file in
+    ``out`` yet) into ``out/ENTRY``, each entry an ordinary ``experiment run`` of that
+    subset; a line every ``BEAT_S`` while a repetition runs says how far it and ``what``
+    (the plan, a part) are. The exit code (130: interrupted, the same command resumes)."""
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log: list[dict[str, Any]] = []
-    for i, p in enumerate(planned, start=1):
+    left_s = [
+        sum(s for r, s in zip(p.reps, p.seconds, strict=True) if r.key in keys and
+            not raw_exists(out / p.entry.out, r.key)) + SESSION_S
+        for p, keys in work
+    ]  # fmt: skip
+    for i, (p, keys) in enumerate(work, start=1):
         e = p.entry
-        exp = catalog.get(e.experiment)
+        exp = Subset(catalog.get(e.experiment), frozenset(keys))
         opts = options(
             exp, backend=e.backend, quick=quick, seed=seed, config=None, sets=_sets(e, quick, sets)
         )
-        left = sum(q.estimate_s for q in planned[i - 1 :])
+        mine = [r for r in p.reps if r.key in keys]
+        done = sum(raw_exists(out / e.out, r.key) for r in mine)
         print(
-            f"== [{i}/{len(planned)}] {e.experiment} ({opts.backend}) -> {out / e.out}:"
-            f" {p.done}/{len(p.reps)} done, about {duration(left)} left in the plan",
+            f"== [{i}/{len(work)}] {e.experiment} ({opts.backend}) -> {out / e.out}:"
+            f" {done}/{len(mine)} done, about {duration(sum(left_s[i - 1 :]))} left in the"
+            f" {what}",
             flush=True,
         )
         argv = [
@@ -207,9 +277,15 @@ def run_all(
             "--out",
             str(out / e.out),
         ]
+        each = {
+            r.key: s
+            for r, s in zip(p.reps, p.seconds, strict=True)
+            if r.key in keys and not raw_exists(out / e.out, r.key)
+        }
+        beat = beating(progress, each, what=what, left_s=sum(left_s[i:]), started=started)
         t0 = time.monotonic()
         try:
-            outcome = run(exp, opts, out / e.out, progress, argv=argv)
+            outcome = run(exp, opts, out / e.out, beat, argv=argv)
         except Skipped as exc:
             print(f"   skipped: {exc}", flush=True)
             log.append({"entry": e.out, "experiment": e.experiment, "skipped": str(exc)})
@@ -231,12 +307,114 @@ def run_all(
                 " runs the rest",
                 flush=True,
             )
-            _write_log(out, head, log, time.monotonic() - started, quick)
+            _write_log(out, head, log, time.monotonic() - started, quick, log_extra)
             return 130
     wall = time.monotonic() - started
-    _write_log(out, head, log, wall, quick)
-    print(f"plan done in {duration(wall)} (estimated {duration(total)}); reports under {out}")
+    _write_log(out, head, log, wall, quick, log_extra)
+    estimated = sum(left_s)
+    print(f"{what} done in {duration(wall)} (estimated {duration(estimated)}); reports under {out}")
     return 0
+
+
+class Subset:
+    """An experiment that plans only the repetitions ``keys`` of its plan (a part's share of
+    an entry); everything else is the experiment's own."""
+
+    def __init__(self, exp: Experiment, keys: frozenset[str]) -> None:
+        self.exp, self.keys = exp, keys
+        self.name, self.title, self.backends = exp.name, exp.title, exp.backends
+        self.config_model = exp.config_model
+
+    def plan(self, opts: Options) -> list[Rep]:
+        return [r for r in self.exp.plan(opts) if r.key in self.keys]
+
+    def session(self, opts: Options, say: Say, *, seed: int) -> AbstractContextManager[Any]:
+        return self.exp.session(opts, say, seed=seed)
+
+    def run(self, session: Any, rep: Rep, say: Say) -> dict[str, Any]:
+        return self.exp.run(session, rep, say)
+
+    def report(self, raws: Mapping[str, Raw], out: Path) -> Written:
+        """The experiment's report of what is here; a part may hold a share of an entry its
+        report was not written for, and the published report is rendered from every part's
+        raw files, so a failure here is said in the report instead of stopping the part."""
+        try:
+            return self.exp.report(raws, out)
+        except Exception as exc:  # any report bug: the raw files are what counts
+            return Written(
+                conclusions=f"No report of this share of the entry ({type(exc).__name__}:"
+                f" {exc}); `reroute experiment report` renders it from all its raw files.",
+                body="",
+            )
+
+
+BEAT_S = 60.0  # a progress line this often while a long repetition runs
+
+
+class _Beat:
+    """The runner's progress with a heartbeat: every ``BEAT_S`` a line saying how long the
+    current repetition has run (of its estimate) and what is left of the part or plan."""
+
+    def __init__(
+        self, bar: Progress, each: Mapping[str, float], what: str, left_s: float, started: float
+    ) -> None:
+        self.bar, self.each, self.what = bar, each, what
+        self.after_s, self.started = left_s, started
+        self.todo = list(each)
+        self.rep_started = time.monotonic()
+        self.stop = threading.Event()
+
+    def advance(self, key: str) -> None:
+        self.bar.advance(key)
+        if key in self.todo:
+            self.todo.remove(key)
+        self.rep_started = time.monotonic()
+
+    def say(self, message: str) -> None:
+        self.bar.say(message)
+
+    def line(self) -> str:
+        now = time.monotonic()
+        current = self.todo[0] if self.todo else "-"
+        expect = self.each.get(current, 0.0)
+        left = max(expect - (now - self.rep_started), 0.0) + sum(
+            self.each[k] for k in self.todo[1:]
+        )
+        return (
+            f"{current}: {duration(now - self.rep_started)} of about {duration(expect)};"
+            f" {duration(now - self.started)} into the {self.what}, about"
+            f" {duration(left + self.after_s)} left in it"
+        )
+
+    def beat(self) -> None:
+        while not self.stop.wait(BEAT_S):
+            self.bar.say(self.line())
+
+
+def beating(
+    progress: Callable[[int, int], AbstractContextManager[Progress]],
+    each: Mapping[str, float],
+    *,
+    what: str,
+    left_s: float,
+    started: float,
+) -> Callable[[int, int], AbstractContextManager[Progress]]:
+    """``progress`` with a heartbeat (:class:`_Beat`) over the repetitions ``each`` (their
+    estimates; ``left_s`` is what comes after them)."""
+
+    @contextmanager
+    def make(total: int, done: int) -> Iterator[Progress]:
+        with progress(total, done) as bar:
+            beat = _Beat(bar, each, what, left_s, started)
+            thread = threading.Thread(target=beat.beat, daemon=True)
+            thread.start()
+            try:
+                yield beat
+            finally:
+                beat.stop.set()
+                thread.join()
+
+    return make
 
 
 def _show(planned: Sequence[Planned], total: float) -> None:
@@ -250,7 +428,14 @@ def _show(planned: Sequence[Planned], total: float) -> None:
     print(f"total estimated: {duration(total)} (from the repetitions' lengths and overheads)")
 
 
-def _write_log(out: Path, head: str | None, log: list[Any], wall: float, quick: bool) -> None:
+def _write_log(
+    out: Path,
+    head: str | None,
+    log: list[Any],
+    wall: float,
+    quick: bool,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     path = out / "full.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
     runs.append(
@@ -259,6 +444,7 @@ def _write_log(out: Path, head: str | None, log: list[Any], wall: float, quick: 
             "git": head,
             "quick": quick,
             "wall_s": round(wall, 1),
+            **(extra or {}),
             "entries": log,
         }
     )

@@ -40,9 +40,12 @@ def test_the_plan_runs_the_seeds_sample_sizes() -> None:
     impulse = full._planned(full.load_plan(), Path("/nonexistent"), quick=False, sets=[], seed=0)
     trains = {r.key: r.params for p in impulse if p.entry.experiment == "impulse-response"
               for r in p.reps}  # fmt: skip
-    assert trains["dpctl-path-01"] == {"degradation": "path", "extra_flows": 0, "n": 100,
-                                       "period_s": 50.0}  # fmt: skip
-    assert trains["odl-path-01"]["n"] == 100 and trains["odl-rtt-01"]["n"] == 10
+    pieces = [trains[f"dpctl-path-{i:02d}"] for i in (1, 2, 3, 4)]  # 100 as 4 x 25 (max_n)
+    assert pieces == [{"degradation": "path", "extra_flows": 0, "n": 25, "period_s": 50.0,
+                       "piece_of": 100}] * 4  # fmt: skip
+    assert "dpctl-path-05" not in trains
+    assert sum(trains[f"odl-path-{i:02d}"]["n"] for i in (1, 2, 3, 4)) == 100
+    assert trains["odl-rtt-01"]["n"] == 10 and "piece_of" not in trains["odl-rtt-01"]
     assert {p["period_s"] for p in trains.values()} == {50.0}
     assert "odl-local-path-01" in trains  # configuration B
 

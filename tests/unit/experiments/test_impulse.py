@@ -93,7 +93,7 @@ def test_plan_names_a_train_per_configuration() -> None:
     assert full[2].params == {"degradation": "rtt", "extra_flows": 0, "n": 10, "period_s": 15.0}
     seeds = exp.plan(
         opts("impulse-response", "period_s=50", "period_s_by_backend={}",
-             "n_by_config={dpctl-path: 100}", backend="dpctl")
+             "n_by_config={dpctl-path: 100}", "max_n=100", backend="dpctl")
     )  # fmt: skip
     assert [(r.key, r.params["n"], r.params["period_s"]) for r in seeds] == [
         ("dpctl-path-01", 100, 50.0),
