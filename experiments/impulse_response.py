@@ -34,7 +34,7 @@ from experiments import plots
 from experiments.config import Config, typed
 from experiments.impulse_train import Train, run_train
 from experiments.runner import Options, Raw, Rep, Say, Written
-from experiments.stats import difference_ci, mean_band
+from experiments.stats import mean_band
 from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,8 +237,7 @@ def conclusions(responses: Mapping[str, list[ia.Impulse]]) -> str:
             _recoveries(responses.get(f"dpctl-{deg}", [])),
         )
         if slow and fast:
-            d, lo, hi = difference_ci(slow, fast)
-            diffs.append(f"{d:.2f} s [{lo:.2f}, {hi:.2f}] with {deg} degradations")
+            diffs.append(f"{md.difference_cell(slow, fast, unit='s')} with {deg} degradations")
     means = {n: statistics.fmean(r) for n, imps in responses.items() if (r := _recoveries(imps))}
     if not means:
         return "No recovered impulses to conclude from."
@@ -295,12 +294,13 @@ def _plot_means(
         for j, name in enumerate(n for n in names if n.rsplit("-", 1)[-1] == deg):
             imps = responses[name]
             n = ia.common_length(imps)
-            mean, low, high = mean_band([i.r[:n] for i in imps])
+            mean, low, high = mean_band([i.r[:n] for i in imps])  # no band below 5 impulses
             times = imps[0].times[:n]
             color = bk.colour(_backend(name))
             ls = styles[j % len(styles)] if only else "-"
             ax.plot(times, mean, color=color, ls=ls, lw=1.3, label=f"{label(name)}, n={len(imps)}")
-            ax.fill_between(times, low, high, color=color, alpha=0.2)
+            if low is not None and high is not None:
+                ax.fill_between(times, low, high, color=color, alpha=0.2)
         ax.axvline(0, color="k", ls="--", lw=0.8)
         ax.axhline(1 - ia.RECOVERED, color="gray", ls=":", lw=0.8)
         ax.set_title(f"{deg} degradation (95 % bootstrap band)", fontsize=9)
@@ -335,13 +335,12 @@ def _relative(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
         delays = [x - y for x in slow for y in fast]
         name = f"{deg}: ODL ({letter}) - dpctl ({bk.seed_000_letter('dpctl', deg) or '-'})"
         ax.hist(delays, bins=20, alpha=0.6, color=RELATIVE_COLORS[deg], label=name)
-        d, lo, hi = difference_ci(slow, fast)
-        cells = md.stat_cells(delays, 2)
+        cells = md.stat_cells(delays, 2)  # pairs are not independent: median / p95, no CI
         rows.append(
             [
                 name,
                 f"{len(slow)} / {len(fast)}",
-                f"{d:.2f} [{lo:.2f}, {hi:.2f}]",
+                md.difference_cell(slow, fast),
                 cells[1],
                 SEED_RELATIVE,
             ]
@@ -393,9 +392,9 @@ def _local_mode(responses: Mapping[str, list[ia.Impulse]]) -> str:
     )
     if not local or not remote:
         return head + "Needs trains of odl-local and odl (path) in this `raw/`.\n"
-    d, lo, hi = difference_ci(local, remote)
     return head + (
-        f"B - C: {d:+.2f} s [{lo:+.2f}, {hi:+.2f}] (two-sample bootstrap, {len(local)} and"
+        f"B - C: {md.difference_cell(local, remote, unit='s')} (two-sample bootstrap,"
+        f" {len(local)} and"
         f' {len(remote)} impulses). Seed 000: "the measurements in Configurations B and C'
         ' are quite similar". Here both modes reach the controller and the site services'
         " over loopback; they differ only in the hosts that carry the traffic.\n"

@@ -66,10 +66,16 @@ def _overhead_ms(raw: Raw) -> float | None:
 # label, how to read it from a raw document, digits, seed 003's (BBM, MBB)
 METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
     (
-        "**TCP unavailability: longest gap in vm3's TCP data (ms)** [capture]",
-        _cap("longest_gap_ms"),
+        "**TCP unavailability: longest gap at the sender, vm2 (ms)** [capture]",
+        _cap("sender_gap_ms"),
         1,
         ("598", "121"),
+    ),
+    (
+        "TCP: longest gap in the data arriving at the receiver, vm3 (ms) [capture]",
+        _cap("longest_gap_ms"),
+        1,
+        (md.NONE, md.NONE),
     ),
     (
         "**TCP loss: retransmitted / sent segments (%)** [capture]",
@@ -216,10 +222,13 @@ def _setup(raws: Mapping[str, Raw]) -> str:
     return (
         f"vm2 -> vm3 on the long path: iperf3 TCP capped at {tcp} Mbit/s for {tcp_s} s (100 ms"
         f" reports), the UDP probe at {probe} pkt/s for {probe_s} s, a ping, and tcpdump at"
-        f" vm2 and vm3; {cfg.get('baseline_s', 0.8)} s into the probe ost1 is reconfigured to"
+        f" vm2 and vm3; {ostbench.when_switched(cfg)} ost1 is reconfigured to"
         f" the short path, then the flows go back by an unmeasured MBB reroute. Lock times:"
         f" {locks}. **Bold** rows are seed 003's metrics (Table 4.6) computed as the seed did,"
-        " from the packets; the seed's numbers in parentheses are set beside a different"
+        " from the packets: the unavailability is the longest time vm2's sniffer saw no packet"
+        " of the stream (the seed's tcpdump was on the sender's side), the receiver's gap"
+        " beside it; retransmitted / sent is over the whole stream (seed 003: 20 s, the switch"
+        " at 10 s). The seed's numbers in parentheses are set beside a different"
         " measurement of ours for orientation only. Seed 003's numbers are its chapter 5"
         " means at 10 Gbit/s; '630' is its 25 ms switch + 605 ms mean lock. BBM's numbers"
         " follow the emulator's lock model, MBB's do not (`lock-sweep` measures how).\n"
@@ -265,15 +274,16 @@ def _mean(runs: Sequence[Raw], get: Get) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def _gap(r: Raw) -> Any:
-    """The seed's unavailability (capture), or the probe's where there is no capture."""
-    return _cap("longest_gap_ms")(r) or r["udp"]["longest_gap_ms"]
+def unavailability(r: Raw) -> Any:
+    """The seed's unavailability: the gap at the sender (capture); the receiver's for runs
+    recorded before it was measured, the probe's where there is no capture."""
+    return _cap("sender_gap_ms")(r) or _cap("longest_gap_ms")(r) or r["udp"]["longest_gap_ms"]
 
 
 def conclusions(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
     """Two sentences: what MBB changed, in the seed's metrics, and why."""
     every = {s: [r for by in backends.values() for r in by[s]] for s in STRATEGIES}
-    gap = {s: _mean(every[s], _gap) for s in STRATEGIES}
+    gap = {s: _mean(every[s], unavailability) for s in STRATEGIES}
     loss = {
         s: _mean(every[s], lambda r: _cap("retransmitted_pct")(r) or r.get("tcp_loss_pct"))
         for s in STRATEGIES
@@ -351,7 +361,8 @@ def reading(by: Mapping[str, Sequence[Raw]]) -> str:
 
 
 BACKEND_METRICS: tuple[tuple[str, Get, int], ...] = (
-    ("MBB TCP unavailability (ms) [capture]", _cap("longest_gap_ms"), 1),
+    ("MBB TCP unavailability, sender (ms) [capture]", _cap("sender_gap_ms"), 1),
+    ("MBB TCP gap at the receiver (ms) [capture]", _cap("longest_gap_ms"), 1),
     ("MBB retransmitted / sent (%) [capture]", _cap("retransmitted_pct"), 2),
     ("MBB UDP probe gap (ms)", lambda r: r["udp"]["longest_gap_ms"], 1),
     ("MBB request -> new path (ms)", _timing("new_path_ms"), 0),
@@ -362,13 +373,13 @@ BACKEND_METRICS: tuple[tuple[str, Get, int], ...] = (
 def backends_table(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
     """MBB's numbers of each backend in one table (mean [95 % CI], n)."""
     header = ["backend", "topology", *(label for label, _, _ in BACKEND_METRICS)]
-    header.append("BBM TCP unavailability (ms) [capture]")
+    header.append("BBM TCP unavailability, sender (ms) [capture]")
     rows = []
     for backend, by in backends.items():
         row = [backend, f"`{bk.get(backend).ost}`"]
         for _, get, digits in BACKEND_METRICS:
             row.append(md.mean_ci(md.values(by["mbb"], get), digits))
-        rows.append([*row, md.mean_ci(md.values(by["bbm"], _cap("longest_gap_ms")), 1)])
+        rows.append([*row, md.mean_ci(md.values(by["bbm"], _cap("sender_gap_ms")), 1)])
     few = md.fewest(*(by["mbb"] for by in backends.values()))
     return md.table(header, rows, title="Backends side by side (MBB; BBM for reference)", few=few)
 
@@ -417,12 +428,12 @@ def fig_unavailability(
     fig = plots.figure(1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         for backend, by in backends.items():
-            gaps = md.values(by[s], _gap)
+            gaps = md.values(by[s], unavailability)
             if gaps:
                 plots.cdf(ax, gaps, label=backend, color=bk.colour(backend))
         ax.axvline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]:.0f} ms")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
-        ax.set_xlabel("longest gap in the receiver's TCP data (ms, capture)")
+        ax.set_xlabel("longest gap at the sender (ms, capture)")
         ax.set_xlim(left=0)
         ax.legend(fontsize=7, loc="upper left")
     return plots.save(fig, out / f"fig{number.replace('.', '_')}_unavailability.png")
@@ -453,7 +464,7 @@ def fig_loss(
 
 def typical(runs: Sequence[Raw]) -> Raw | None:
     """The run whose unavailability is the median of its strategy's."""
-    ranked = sorted(runs, key=lambda r: _gap(r) or 0.0)
+    ranked = sorted(runs, key=lambda r: unavailability(r) or 0.0)
     return ranked[len(ranked) // 2] if ranked else None
 
 

@@ -6,7 +6,12 @@ packets were not observed by the sniffer", RTT of the stream's packets, and thro
 Here the sender's capture (vm2) gives what left and the ACKs that came back, the
 receiver's (vm3) what arrived:
 
-- *unavailability*: the longest gap between data segments arriving at the receiver;
+- *unavailability*: the longest time the sender's sniffer saw no packet of the stream
+  (seed 003 Table 4.6: "time gap ... where packets were not observed by the sniffer", its
+  tcpdump "on the sender side"): data going out or ACKs coming back; while the circuit is
+  dark only the retransmissions, so this is the longest wait between two of them (or before
+  the first); beside it the longest gap between data segments arriving at the receiver,
+  which runs from the last segment before the outage to the first after it;
 - *retransmitted / sent*: data segments the sender sent again (a sequence number below the
   highest one already sent) over every data segment it sent (a frame carrying several
   segments, as the sender's capture may see before segmentation, counts as that many);
@@ -193,6 +198,12 @@ def sender_side(packets: Sequence[Packet], flow: Flow, size: int | None = None) 
         if i >= 0:
             rtt.append((a.t, (a.t - first[i]) * 1000))
     return Sent(segments=sent, retransmitted=again, rtt=tuple(rtt))
+
+
+def connection_times(packets: Sequence[Packet], flow: Flow) -> list[float]:
+    """When a sniffer at one end saw a packet of the connection, either direction (data,
+    ACKs, retransmissions): what seed 003's unavailability is measured on, at the sender."""
+    return sorted(p.t for p in [*_forward(packets, flow), *_backward(packets, flow)])
 
 
 def arrivals(packets: Sequence[Packet], flow: Flow) -> list[tuple[float, int]]:

@@ -71,11 +71,11 @@ def test_report_covers_every_backend_in_raw(tmp_path: Path) -> None:
     text = report_text(exp, tmp_path)
     assert "| dpctl-path | A |" in text and "| odl-rtt | D |" in text
     assert "| odl-path | C |" in text
-    # ODL - dpctl over independent impulses (3 and 3 each: the interval is degenerate here)
-    assert "| rtt: ODL (D) - dpctl (-) | 3 / 3 | 2.20 [2.20, 2.20] |" in text
-    assert "| path: ODL (C) - dpctl (A) | 3 / 3 | 1.00 [1.00, 1.00] |" in text
+    # ODL - dpctl over independent impulses (3 and 3 each: no interval, not [2.20, 2.20])
+    assert "| rtt: ODL (D) - dpctl (-) | 3 / 3 | +2.20 (n = 3 / 3: no interval) |" in text
+    assert "| path: ODL (C) - dpctl (A) | 3 / 3 | +1.00 (n = 3 / 3: no interval) |" in text
     assert "n < 10" in text  # said in words
-    assert "ODL restored TCP later than dpctl by 1.00 s" in text
+    assert "ODL restored TCP later than dpctl by +1.00 s (n = 3 / 3: no interval)" in text
     for png in (
         "impulse_single",
         "impulse_means",
