@@ -7,7 +7,8 @@ repetition, headers only (``-s 96``), nanosecond timestamps, into a temporary pc
 it), retransmitted / sent over the whole stream (and how many of those
 arrived as duplicates: spurious), packets lost, RTT
 before and during the switch, and the traces the plots use (10 ms bins around the request).
-The pcap files are removed unless a directory to keep them in is given.
+The pcap files are removed, but for the audit sample (the first repetitions of each arm),
+which :mod:`experiments.audit` keeps, headers only and compressed.
 """
 
 from __future__ import annotations
@@ -163,6 +164,13 @@ def analyse(
         "rtt_during_max_ms": max(during, default=None),
         "rtt_samples": len(sent.rtt),
         "capture_dropped": {"sender": dropped[0], "receiver": dropped[1]},
+        "analysis": {  # what this was computed from, for experiments.audit.recheck
+            "port": port,
+            "request_t": request_t,
+            "rtt_window_s": rtt_window_s,
+            "gap_window_s": gap_window_s,
+            "dropped": list(dropped),
+        },
         "trace": trace(came, sent.rtt, request_t),
     }
 

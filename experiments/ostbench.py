@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from emulators.polatis.emulator import TABLE_4_3_KNOTS, quantile
-from experiments import capture, measuring
+from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
@@ -232,6 +232,10 @@ def measure(
                 gap_window_s=cfg.gap_window_ms / 1000,
                 dropped=(dumps[0].dropped, dumps[1].dropped),
             )
+            hosts = (path.src, path.dst)
+            kept = [audit.keep(d.file, h) for d, h in zip(dumps, hosts, strict=True)]
+            if all(kept):
+                seen["pcaps"] = kept
     drops = measuring.fabric_drops(b.fab) - drops
     numbers = RunNumbers(
         strategy=strategy,

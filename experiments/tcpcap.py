@@ -36,6 +36,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
 ETHERNET, ETH_IPV4, TCP = 1, 0x0800, 6
@@ -87,6 +88,48 @@ def read_pcap(path: Path) -> Iterator[Packet]:
         pkt = _tcp(sec + frac * unit, frame)
         if pkt is not None:
             yield pkt
+
+
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+def headers_only(path: Path, into: Writable) -> int:
+    """Copy the classic pcap ``path`` into ``into`` with every frame cut after its headers
+    (Ethernet, IPv4 and TCP with its options; 64 bytes of anything else), the original
+    length kept: what the measurements read, without the payload bytes a ``-s 96`` capture
+    keeps of some segments. The number of frames."""
+    data = path.read_bytes()
+    order = next(
+        (
+            o
+            for o in ("<", ">")
+            if len(data) >= 24 and struct.unpack_from(f"{o}I", data)[0] in MAGIC
+        ),
+        None,
+    )
+    if order is None:
+        raise PcapError(f"{path}: not a classic pcap file")
+    into.write(data[:24])
+    record = struct.Struct(f"{order}IIII")
+    at, frames = 24, 0
+    while at + 16 <= len(data):
+        sec, frac, caplen, length = record.unpack_from(data, at)
+        frame = data[at + 16 : at + 16 + caplen]
+        at += 16 + caplen
+        keep = frame[: _header_length(frame)]
+        into.write(record.pack(sec, frac, len(keep), length) + keep)
+        frames += 1
+    return frames
+
+
+def _header_length(frame: bytes) -> int:
+    if len(frame) < 14 + 20 or int.from_bytes(frame[12:14], "big") != ETH_IPV4:
+        return min(len(frame), 64)
+    ihl = (frame[14] & 0x0F) * 4
+    if frame[23] != TCP or len(frame) < 14 + ihl + 13:
+        return min(len(frame), 14 + ihl + 8)
+    return min(len(frame), 14 + ihl + (frame[14 + ihl + 12] >> 4) * 4)
 
 
 def _tcp(t: float, frame: bytes) -> Packet | None:

@@ -96,6 +96,15 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     for png in ("fig4_15_unavailability.png", "fig4_12_throughput.png", "fig4_2_lock_times.png"):
         assert (out / png).stat().st_size > 10_000
 
+    # the audit sample: both captures of the first 3 runs of each arm, headers only,
+    # compressed; the capture numbers of each recomputed from them alike
+    kept = sorted(p.name for p in (out / "pcaps").iterdir())
+    assert kept == [f"{k}-{h}.pcap.gz" for k in sorted(raws) for h in ("vm2", "vm3")], kept
+    assert all(r["capture"]["pcaps"] for r in raws.values())
+    audited = reroute("experiment", "audit", str(out))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    assert "6 of 6 repetitions' capture numbers recomputed alike" in audited.stdout
+
     # the report again from raw/ alone, elsewhere, without a fabric: the same tables
     again = reroute("experiment", "report", str(out), "--out", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
