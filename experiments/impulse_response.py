@@ -168,7 +168,9 @@ def _intro(configs: Mapping[str, Sequence[Raw]]) -> str:
         " failover call returned (ms after the degradation, impulses where both did);"
         " *spurious*: triggers (either site) not within 2 s of a degradation; *injection"
         " errors*: degradations the network failed to inject (its move refused; the impulse"
-        " then measures nothing). The letter is seed 000 Table I's configuration.\n"
+        " then measures nothing). The letter is seed 000 Table I's configuration; its E (D on"
+        " Cisco 3064 instead of HP 5406zl switches) is not run: this fabric has one kind of"
+        " switch, so an E here would measure D again.\n"
     )
 
 
