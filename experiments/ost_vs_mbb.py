@@ -37,6 +37,10 @@ STRATEGIES = ("bbm", "mbb")
 SEED_LOCK = {"mean": 605.0, "std": 115.0, "min": 529.0, "p50": 532.0, "p75": 786.0, "max": 834.0}
 SEED_GAP = {"bbm": 598.0, "mbb": 121.0}  # seed 003 chapter 5: link unavailability, ms
 SEED_LOSS = {"bbm": 2.8, "mbb": 0.93}  # retransmitted / sent, %
+# seed 003 4.2.4 on Figure 4.15: OST "between two and three times" RTO_min (200 ms); MBB
+# "75% of the link unavailability is below 200ms ... one half ... is below 20ms"
+SEED_GAP_BAND = {"bbm": (400.0, 600.0)}
+SEED_GAP_QUANTILES = {"mbb": ((20.0, 0.5), (200.0, 0.75))}
 Get = Callable[[Mapping[str, Any]], Any]
 
 
@@ -148,7 +152,12 @@ class OstVsMbb:
         return [
             Rep(
                 key=f"{prefix}{s}-{i:02d}",
-                params={"strategy": s, "pair": i, "lock_ms": lock_for(cfg, opts.seed, i)},
+                params={
+                    "strategy": s,
+                    "pair": i,
+                    "lock_ms": lock_for(cfg, opts.seed, i),
+                    "lock_draw": "stratified" if cfg.lock == "paired" else None,
+                },
             )
             for i in range(1, cfg.runs + 1)
             for s in STRATEGIES
@@ -214,9 +223,15 @@ def _setup(raws: Mapping[str, Raw]) -> str:
     probe, probe_s = cfg.get("probe_pps", 5000), cfg.get("probe_s", 4)
     tcp, tcp_s = cfg.get("tcp_mbps", 100), cfg.get("tcp_s", 7)
     lock = cfg.get("lock", "table")
+    stratified = any(r.get("params", {}).get("lock_draw") == "stratified" for r in raws.values())
     locks = {
         "paired": "the two runs of a pair (and every backend's run i) meet the same lock time,"
-        " one draw from seed 003 Table 4.3 per pair",
+        " one draw from seed 003 Table 4.3 per pair"
+        + (
+            ", stratified over its quantiles (pairs 1-4 one per quartile, 1-8 one per eighth, ...)"
+            if stratified
+            else " (independent draws: made before they were stratified)"
+        ),
         "table": "the emulator draws each new connection's lock time from seed 003 Table 4.3",
     }.get(str(lock), f"every new connection locks after {lock} ms")
     return (
@@ -425,13 +440,22 @@ def fig_unavailability(
 ) -> str:
     """Seed 003 Figure 4.15 (4.21: dual stream): (a) BBM/OST, (b) MBB, a CDF per backend
     each; the file."""
-    fig = plots.figure(1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability")
+    fig = plots.figure(
+        1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability", sharex=True
+    )
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         for backend, by in backends.items():
             gaps = md.values(by[s], unavailability)
             if gaps:
                 plots.cdf(ax, gaps, label=backend, color=bk.colour(backend))
         ax.axvline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]:.0f} ms")
+        if number == "4.15" and s in SEED_GAP_QUANTILES:
+            plots.seed_quantiles(
+                ax, SEED_GAP_QUANTILES[s], label="seed 003: half below 20 ms, 75 % below 200"
+            )
+        if number == "4.15" and s in SEED_GAP_BAND:
+            low, high = SEED_GAP_BAND[s]
+            ax.axvspan(low, high, color="0.9", label="seed 003: 2-3 x RTO_min")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
         ax.set_xlabel("longest gap at the sender (ms, capture)")
         ax.set_xlim(left=0)
@@ -448,7 +472,9 @@ def fig_loss(
 ) -> str:
     """Seed 003 Figure 4.14 (4.20: dual stream): retransmitted / sent per run, (a) BBM,
     (b) MBB; the file."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="packet loss")
+    fig = plots.figure(
+        1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="packet loss", sharey=True
+    )
     get = _cap("retransmitted_pct")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         groups = {b: md.values(by[s], get) for b, by in backends.items()}
@@ -487,7 +513,9 @@ def _marks(ax: Any, run: Raw) -> None:
 
 def fig_throughput(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
     """Seed 003 Figure 4.12: a typical run's TCP throughput at vm3, (a) BBM, (b) MBB."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed="003 Figure 4.12", title="throughput")
+    fig = plots.figure(
+        1, 2, size=(11, 3.8), seed="003 Figure 4.12", title="throughput", sharey=True
+    )
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         run = typical(by[s])
         axis = None if run is None else _trace_axis(run)
@@ -512,7 +540,7 @@ def fig_throughput(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
 def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path, *, number: str = "4.13") -> str:
     """Seed 003 Figure 4.13 (4.19: dual stream): a typical run's TCP RTT (capture), (a) BBM,
     (b) MBB."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="RTT")
+    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="RTT", sharey=True)
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         run = typical(by[s])
         axis = None if run is None else _trace_axis(run)
@@ -522,7 +550,7 @@ def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path, *, number: str = "4.13")
         pts = [(x, y) for x, y in zip(xs, trace["rtt_max_ms"], strict=True) if y is not None]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color=plots.COLORS[s])
         _marks(ax, run)
-        ax.set_yscale("log")
+        ax.set_ylim(bottom=0)
         ax.set_title(
             f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}: {run['key']}", fontsize=9
         )

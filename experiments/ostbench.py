@@ -41,13 +41,13 @@ from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
 from fabric import fabric, signals
 from fabric.errors import FabricError
-from fabric.fabric import Fabric
+from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import StepKind
-from services.reroute.topology import Topology, load_topology
+from services.reroute.topology import Endpoint, Topology, load_topology
 
 TOPOLOGY = measuring.ROOT / "topologies" / "ngncs-ost.yaml"
 STRATEGIES = ("bbm", "mbb", "control")
@@ -118,6 +118,19 @@ def bench(
         say(f"tearing down {topo.name}")
         with signals.shielded():
             fabric.down(topo.name)
+
+
+LINE = Endpoint(node="br3", port="p1")  # br3 -> vm3: every path's last link
+
+
+def cap_line(b: Bench, mbps: int) -> str:
+    """vm3's access link (every path's last) capped at ``mbps`` with tbf, as the seed's
+    testbed's links had a line rate (10 Gbit/s): a stream that stalled cannot catch up above
+    it. What was capped, for the log."""
+    tbf = ["rate", f"{mbps}mbit", "burst", "32kb", "latency", "20ms"]
+    run(["tc", "qdisc", "replace", "dev", veth_name(LINE), "root", "tbf", *tbf],
+        ns=b.fab.state.fabric_ns)  # fmt: skip
+    return f"line rate: {LINE} at {mbps} Mbit/s"
 
 
 def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | None:

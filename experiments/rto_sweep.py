@@ -256,6 +256,8 @@ def _series(groups: Mapping[tuple[str, int], Sequence[Raw]], out: Path) -> str:
         size=(8, 2.0 * len(groups) + 0.4),
         seed="003 Figures 4.8-4.10",
         title="TCP throughput per rto_min",
+        sharex=True,
+        sharey=True,
     )
     for ax, ((s, rto), runs) in zip(plots.axes(fig), groups.items(), strict=True):
         for r in runs:
@@ -269,5 +271,6 @@ def _series(groups: Mapping[tuple[str, int], Sequence[Raw]], out: Path) -> str:
         ax.set_title(f"{s.upper()}, rto_min {rto} ms ({len(runs)} runs){extra}", fontsize=9)
         ax.set_ylabel("Mbit/s")
         ax.set_xlim(-1000, 4500)
+        ax.set_ylim(bottom=0)  # from 0: iperf3's 100 ms granularity is not an oscillation
     fig.axes[-1].set_xlabel("ms after the request")
     return plots.save(fig, out / "rto_throughput.png")
