@@ -168,7 +168,15 @@ def _intro(configs: Mapping[str, Sequence[Raw]]) -> str:
         " failover call returned (ms after the degradation, impulses where both did);"
         " *spurious*: triggers (either site) not within 2 s of a degradation; *injection"
         " errors*: degradations the network failed to inject (its move refused; the impulse"
-        " then measures nothing). The letter is seed 000 Table I's configuration; its E (D on"
+        " then measures nothing). *dips*: 100 ms samples below half of B outside every"
+        " response (after the recovery, or before the train's first degradation), the"
+        " spikes of the single responses between the degradations; in brackets those where"
+        " iperf3 counted retransmissions in the sample or the one before (marked x in the"
+        " single responses): the stream lost"
+        " packets there (the fabric's own drops; with its 64 KiB window TCP recovers such a"
+        " loss by a retransmission timeout, rto_min 200 ms), so they are not the reroute's;"
+        " a dip without retransmissions is the sender or the fabric held up (CPU)."
+        " The letter is seed 000 Table I's configuration; its E (D on"
         " Cisco 3064 instead of HP 5406zl switches) is not run: this fabric has one kind of"
         " switch, so an E here would measure D again.\n"
     )
@@ -178,6 +186,7 @@ def _table(configs: Mapping[str, Sequence[Raw]], responses: Mapping[str, list[ia
     header = ["configuration", "seed 000", "trains", "impulses", "T (s)", "B (Mbit/s)"]
     header += ["recovery (s) mean [CI]", "median / p95", "of the mean (s)", "not recovered"]
     header += ["trigger (ms)", "both failed over (ms)", "spurious triggers", "injection errors"]
+    header += ["dips outside the responses (with retransmissions)"]
     rows = []
     for name, rs in configs.items():
         imps = responses[name]
@@ -204,10 +213,21 @@ def _table(configs: Mapping[str, Sequence[Raw]], responses: Mapping[str, list[ia
                 _ms(done),
                 str(sum(ia.spurious_triggers(r) for r in rs)),
                 str(sum("inject_error" in i for r in rs for i in r["impulses"])),
+                _dips_cell(rs),
             ]
         )
     few = md.fewest(*responses.values())
     return md.table(header, rows, title="Recovery per configuration", few=few)
+
+
+def _dips_cell(trains: Sequence[Raw]) -> str:
+    """How many samples dipped below half of B outside the responses, and in how many of
+    them the stream retransmitted (``-``: trains that did not record it)."""
+    found = [d for r in trains for d in ia.train_dips(ia.impulses(r))]
+    counted = [n for _, n in found if n is not None]
+    if len(counted) < len(found):
+        return f"{len(found)} (-)"
+    return f"{len(found)} ({sum(1 for n in counted if n > 0)})"
 
 
 def _backend(config: str) -> str:
@@ -270,14 +290,25 @@ def _plot_single(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
         len(names), seed="000 Figure 8", title="impulse responses of single degradations", head=0.4
     )
     for ax, name in zip(plots.axes(fig), names, strict=False):
-        for imp in responses[name]:
+        for i, imp in enumerate(responses[name]):
             ax.plot(imp.times, imp.r, lw=0.7, alpha=0.6, color=bk.colour(_backend(name)))
+            lost = [(t, v) for t, v in _dip_points(imp, i == 0) if v is not None]
+            ax.scatter(
+                [p[0] for p in lost], [p[1] for p in lost], marker="x", s=12, lw=0.8, color="k",
+                zorder=4,
+            )  # fmt: skip
         ax.axvline(0, color="k", ls="--", lw=0.8)
         ax.set_title(f"{label(name)}: {len(responses[name])} impulses", fontsize=9)
         ax.set_xlabel("s after the degradation")
         ax.set_ylabel("R/B")
         ax.set_ylim(-0.5, 1.1)
     return plots.save(fig, out / "impulse_single.png")
+
+
+def _dip_points(imp: ia.Impulse, first: bool) -> list[tuple[float, float | None]]:
+    """Where a dip had retransmissions: (t, r), r None for the others."""
+    r = dict(zip(imp.times, imp.r, strict=True))
+    return [(t, r[t] if n else None) for t, n in ia.dips(imp, before=first)]
 
 
 def _plot_means(

@@ -230,6 +230,8 @@ def test_impulse_response_quick(tmp_path: Path) -> None:
         for host, events in raw["monitors"].items():  # each site failed over every time
             assert [e["state"] for e in events if e["kind"] == "failover"] == ["done"] * 3, host
         assert ia.baseline_mbps(raw) > 10, raw["series_mbps"]
+        # iperf3's retransmissions per sample, which say what a dip between impulses was
+        assert len(raw["retransmits_series"]) == len(raw["series_mbps"]), raw.keys()
         imps = ia.impulses(raw)
         n = ia.common_length(imps)
         mean = [sum(i.r[k] for i in imps) / len(imps) for k in range(n)]
@@ -243,5 +245,6 @@ def test_impulse_response_quick(tmp_path: Path) -> None:
         assert all(i.failover_s is not None and i.failover_s > 0 for i in imps), imps
     report = (out / "report.md").read_text()
     assert "| ovs-path | - | 1 | 3 | 4 |" in report and "| ovs-rtt | - | 1 | 3 | 4 |" in report
+    assert "dips outside the responses (with retransmissions)" in report
     for png in ("impulse_single.png", "impulse_means.png"):
         assert (out / png).stat().st_size > 10_000
