@@ -8,7 +8,7 @@ link, which both cross: MPTCP's two paths together have the capacity TCP's one h
 unpaced senders the bandwidth-delay product is large (100 Mbit/s x 50 ms = 625 kB, against
 ~3 kB on seed 003's testbed; :func:`bdp_kb`). Seed 002 states neither its RTT nor its link
 rate (the GÉANT OpenFlow testbed's; only the 200 Mbit/s UDP background is given): these are
-the largest this fabric carries steadily, and the report says so. MPTCP has a subflow on
+chosen here, and the report says so. MPTCP has a subflow on
 each path (h1's second address on b), TCP runs on a only. Path a's first link fails for the
 case's time. With ``udp_mbps`` > 0 an iperf3 UDP stream bg1 -> bg2 loads path b, so the
 subflow that survives has less capacity (the seed's 200 Mbit/s background). Parameters:
@@ -155,7 +155,7 @@ def _setup(raws: Mapping[str, Raw], cfg: Mapping[str, Any]) -> str:
         f"h1 -> h2 over two disjoint paths, each through a delay line ({rtt / 2:g} ms each"
         f" way) capped at {mbps:g} Mbit/s{shared}; bandwidth-delay product {mbps:g} Mbit/s x"
         f" {rtt:g} ms = {bdp:.0f} kB (seed 002 states neither its RTT nor its link rate, only"
-        " the 200 Mbit/s background: these are the largest this fabric carries steadily). An"
+        " the 200 Mbit/s background: these are chosen here, not the seed's). An"
         " unpaced bulk stream, MPTCP with a subflow per path or TCP on path a; path a's first"
         " link down for the case's time. With UDP background, iperf3 UDP bg1 -> bg2 loads"
         " path b (seed 002: 200 Mbit/s). The congestion windows are the sender's `ss -ti`"
