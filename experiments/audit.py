@@ -68,7 +68,7 @@ def keep(pcap: Path, host: str) -> str | None:
     name = f"{key}-{host}.pcap.gz"
     with (
         tempfile.NamedTemporaryFile(dir=into, prefix=f".{name}.", delete=False) as tmp,
-        gzip.GzipFile(fileobj=tmp, mode="wb", mtime=0) as gz,
+        gzip.GzipFile(fileobj=tmp, mode="wb", compresslevel=6, mtime=0) as gz,  # 9: 3x slower
     ):
         tcpcap.headers_only(pcap, gz)
     os.replace(tmp.name, into / name)

@@ -8,7 +8,10 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from experiments import audit, capture, tcpcap
+from services.reroute.cli.main import main
 from tests.unit.experiments.test_tcpcap import DST, SRC, _frame, _outage, _pcap
 
 
@@ -58,3 +61,27 @@ def test_the_numbers_of_a_sampled_repetition_are_recomputed_from_its_kept_captur
     found = audit.recheck(out, raws)["bbm-02"]
     assert [line.split(":")[0] for line in found] == ["retransmitted", "sender_gap_ms"]
     assert "raw 123.0, pcaps 400.0" in found[1]
+
+
+def test_reroute_experiment_audit_says_which_repetitions_agree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tx, rx = _outage(tmp_path)
+    out = tmp_path / "out"
+    (out / "raw").mkdir(parents=True)
+    for key in ("bbm-01", "mbb-01"):
+        with audit.keeping(out, key):
+            doc = capture.analyse(tx, rx, port=5201, request_t=100.045, rtt_window_s=1.0)
+            doc["pcaps"] = [audit.keep(tx, "vm2"), audit.keep(rx, "vm3")]
+        (out / "raw" / f"{key}.json").write_text(json.dumps({"key": key, "capture": doc}))
+    assert main(["experiment", "audit", str(out)]) == 0
+    assert "2 of 2 repetitions' capture numbers recomputed alike" in capsys.readouterr().out
+    bad = json.loads((out / "raw" / "mbb-01.json").read_text())
+    bad["capture"]["longest_gap_ms"] = 1.0
+    (out / "raw" / "mbb-01.json").write_text(json.dumps(bad))
+    assert main(["experiment", "audit", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert "bbm-01: agrees with its captures" in said and "mbb-01: longest_gap_ms: raw 1.0" in said
+    empty = tmp_path / "none"
+    (empty / "raw").mkdir(parents=True)
+    assert main(["experiment", "audit", str(empty)]) == 1  # nothing kept: nothing audited
