@@ -349,7 +349,7 @@ def run_stream(
         "up_s": marks["up_s"],
         "stream_s": case.stream_s,
         "congestion": spec.congestion,
-        "cwnd": trace.series(t0_wall),
+        "cwnd": cwnd.this_connection(trace.series(t0_wall)),
         "recv_stderr": err[-2000:],
     }
 

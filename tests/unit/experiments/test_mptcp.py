@@ -86,6 +86,10 @@ def test_congestion_windows_from_ss() -> None:
         "10.0.0.2:40000>10.0.0.3:5601": [[0.5, 10, 0.41], [0.6, 1, 2.0]],
         "10.0.0.12:40001>10.0.0.3:5601": [[0.5, 4, 1.5]],
     }
+    # a previous run's connection still closing when this one's sender started is not its
+    closing = cwnd.parse(["@@ 999.97", "FIN-WAIT-1 0 0 10.0.0.2:39000 10.0.0.3:5601",
+                          "\t cubic rtt:50/1 cwnd:193"], 1000.0)  # fmt: skip
+    assert cwnd.this_connection(series | closing) == series
 
 
 def test_without_mptcp_the_session_is_skipped_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
