@@ -104,7 +104,8 @@ class BandwidthSteering:
                 f" Mbit/s each for {cfg.get('tcp_s', 7)} s, both through br1 -> br4 capped at"
                 f" {cap} Mbit/s (tbf), as seed 003 forced two 10 Gbit/s streams through one"
                 " 10 Gbit/s link; a UDP probe and tcpdump at both ends of the steered stream."
-                ' ost1 steers vm2 -> vm3 onto the short circuit. As the seed ("we only'
+                f" {ostbench.when_switched(cfg).capitalize()} ost1 steers vm2 -> vm3 onto the"
+                ' short circuit. As the seed ("we only'
                 " evaluated the stream between vm2 and vm3\"), the seed's loss and"
                 " unavailability are the steered stream's; **bold** rows are computed as the"
                 " seed did, from the packets. *before* is the median rate of the last second"
@@ -151,10 +152,7 @@ def _cap(key: str) -> Any:
 
 def conclusions(by: Mapping[str, Sequence[Raw]]) -> str:
     """Two sentences: the steered stream's outage and loss, and the unsteered stream."""
-    gap = {
-        s: md.values(by[s], lambda r: _cap("longest_gap_ms")(r) or r["udp"]["longest_gap_ms"])
-        for s in STRATEGIES
-    }
+    gap = {s: md.values(by[s], ost.unavailability) for s in STRATEGIES}
     loss = {
         s: md.values(by[s], lambda r: _cap("retransmitted_pct")(r) or r["tcp_loss_pct"])
         for s in STRATEGIES
@@ -186,7 +184,18 @@ def _table(by: Mapping[str, Sequence[Raw]]) -> str:
     header += ["seed 003 OST", "seed 003 MBB"]
     rows = []
     metrics: list[tuple[str, Any, int, tuple[str, ...]]] = [
-        ("**steered: TCP unavailability (ms)** [capture]", _cap("longest_gap_ms"), 1, SEED["gap"]),
+        (
+            "**steered: TCP unavailability, sender's gap (ms)** [capture]",
+            _cap("sender_gap_ms"),
+            1,
+            SEED["gap"],
+        ),
+        (
+            "steered: TCP gap at the receiver (ms) [capture]",
+            _cap("longest_gap_ms"),
+            1,
+            (md.NONE, md.NONE),
+        ),
         (
             "**steered: retransmitted / sent (%)** [capture]",
             _cap("retransmitted_pct"),

@@ -3,10 +3,12 @@
 :class:`Tcpdump` runs ``tcpdump`` in a host's network namespace for the length of a
 repetition, headers only (``-s 96``), nanosecond timestamps, into a temporary pcap file.
 :func:`analyse` reads both files (:mod:`experiments.tcpcap`) and returns the repetition's
-``capture`` document: the seed's unavailability, retransmitted / sent (and how many of those
+``capture`` document: the seed's unavailability (the gap at the sender, the receiver's beside
+it), retransmitted / sent over the whole stream (and how many of those
 arrived as duplicates: spurious), packets lost, RTT
 before and during the switch, and the traces the plots use (10 ms bins around the request).
-The pcap files are removed unless a directory to keep them in is given.
+The pcap files are removed, but for the audit sample (the first repetitions of each arm),
+which :mod:`experiments.audit` keeps, headers only and compressed.
 """
 
 from __future__ import annotations
@@ -108,8 +110,12 @@ def analyse(
 ) -> dict[str, Any]:
     """The ``capture`` document of one repetition (times in ms from ``request_t``, wall).
     The unavailability is the longest gap from 0.1 s before the request to ``gap_window_s``
-    after it ("during the path reconfiguration"); ``longest_gap_before_ms`` is the stream's
-    own longest pause before (the sender's pacing, the busy fabric), for comparison. The RTT
+    after it ("during the path reconfiguration"): ``sender_gap_ms`` the seed's (no packet of
+    the stream, either direction, at the sender's sniffer), ``longest_gap_ms`` the
+    receiver's (no data segment arriving); the ``*_before_ms`` are the stream's own longest
+    pauses before (the sender's pacing, the busy fabric), for comparison. Retransmitted /
+    sent is over the whole stream (``stream_s``: its first to its last data segment at the
+    sender; seed 003: the 20 s stream with the switch at 10 s). The RTT
     "during" is the largest from the request to the later of the two windows' ends (the ACK
     that ends an outage arrives when the data resumes, after TCP's backoff)."""
     tx = list(tcpcap.read_pcap(sender))
@@ -124,6 +130,13 @@ def analyse(
     times = [t for t, _ in came]
     gap = tcpcap.longest_gap(times, request_t - GAP_BEFORE_S, request_t + gap_window_s)
     calm = tcpcap.longest_gap(times, times[0] + 0.5, request_t - GAP_BEFORE_S) if times else None
+    seen = tcpcap.connection_times(tx, flow)
+    window = (request_t - GAP_BEFORE_S, request_t + gap_window_s)
+    at_sender = tcpcap.longest_gap(seen, *window)
+    sender_calm = (
+        tcpcap.longest_gap(seen, seen[0] + 0.5, request_t - GAP_BEFORE_S) if seen else None
+    )
+    out = [t for t, _ in tcpcap.arrivals(tx, flow)]
     before = [ms for t, ms in sent.rtt if request_t - 1.0 <= t < request_t]
     # an ACK that ends an outage comes when the data resumes: as late as the unavailability
     until = request_t + max(rtt_window_s, gap_window_s)
@@ -135,10 +148,14 @@ def analyse(
         "segments_sent": sent.segments,
         "retransmitted": sent.retransmitted,
         "retransmitted_pct": _pct(sent.retransmitted, sent.segments),
+        "stream_s": round(out[-1] - out[0], 3) if out else None,
         "segments_received": received,
         "duplicates": tcpcap.duplicates(rx, flow, size),
         "lost": max(0, sent.segments - received) if lost_ok else None,
         "lost_pct": _pct(max(0, sent.segments - received), sent.segments) if lost_ok else None,
+        "sender_gap_ms": None if at_sender is None else at_sender[0] * 1000,
+        "sender_gap_at_ms": None if at_sender is None else (at_sender[1] - request_t) * 1000,
+        "sender_gap_before_ms": None if sender_calm is None else sender_calm[0] * 1000,
         "longest_gap_ms": None if gap is None else gap[0] * 1000,
         "gap_at_ms": None if gap is None else (gap[1] - request_t) * 1000,
         "gap_window_ms": [-GAP_BEFORE_S * 1000, gap_window_s * 1000],
@@ -147,6 +164,13 @@ def analyse(
         "rtt_during_max_ms": max(during, default=None),
         "rtt_samples": len(sent.rtt),
         "capture_dropped": {"sender": dropped[0], "receiver": dropped[1]},
+        "analysis": {  # what this was computed from, for experiments.audit.recheck
+            "port": port,
+            "request_t": request_t,
+            "rtt_window_s": rtt_window_s,
+            "gap_window_s": gap_window_s,
+            "dropped": list(dropped),
+        },
         "trace": trace(came, sent.rtt, request_t),
     }
 

@@ -1,5 +1,5 @@
-"""``reroute experiment list|run|report|export|full``: the seeds' experiments, repeated, with
-reports and plots.
+"""``reroute experiment list|run|report|audit|export|full``: the seeds' experiments,
+repeated, with reports and plots.
 
 ``run NAME`` writes into ``--out`` (default ``results/NAME/<UTC timestamp>/``) one raw file
 per repetition, ``env.json``, ``report.md``, ``tables/*.csv`` and PNG plots; the same
@@ -8,7 +8,9 @@ per repetition, ``env.json``, ``report.md``, ``tables/*.csv`` and PNG plots; the
 with ETA shows on a terminal (rich), plain lines otherwise. Ctrl-C (or SIGTERM) stops
 cleanly: the fabric comes down, finished repetitions stay, and the command says how to
 resume. ``report DIR`` writes the report, tables and plots again from ``DIR/raw`` alone (no
-root, no fabric); ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet;
+root, no fabric); ``audit DIR`` recomputes the capture numbers of the repetitions that kept
+their captures (``DIR/pcaps``, the first 3 of each arm) from the packets and lists any that
+differ; ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet;
 ``full`` runs every experiment at the seeds' sample sizes (``make experiments-full``).
 """
 
@@ -208,6 +210,23 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from experiments.audit import recheck
+    from experiments.runner import every_raw
+
+    if not (args.dir / "raw").is_dir():
+        raise RerouteError(f"{args.dir}: no raw/ directory (not an experiment's results)")
+    found = recheck(args.dir, every_raw(args.dir))
+    if not found:
+        print(f"{args.dir}: no repetition kept its captures (no pcaps/): nothing to audit")
+        return 1
+    for key, differ in found.items():
+        print(f"{key}: " + ("agrees with its captures" if not differ else "; ".join(differ)))
+    bad = sum(1 for d in found.values() if d)
+    print(f"{len(found) - bad} of {len(found)} repetitions' capture numbers recomputed alike")
+    return 1 if bad else 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from experiments.export import export_csv
     from experiments.runner import every_raw
@@ -273,7 +292,7 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``experiment list|run|report|export|full`` to the ``reroute`` parser."""
+    """Add ``experiment list|run|report|audit|export|full`` to the ``reroute`` parser."""
     exp = sub.add_parser(
         "experiment",
         help="the seeds' experiments, repeated, with statistics, reports and plots",
@@ -303,6 +322,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report.add_argument("--out", type=Path, metavar="DIR2", help="write there (default: DIR)")
     report.add_argument("--experiment", metavar="NAME", help="when DIR does not record it")
     report.set_defaults(func=_report)
+
+    audit = verbs.add_parser(
+        "audit",
+        help="recompute the capture numbers of the audit sample from DIR/pcaps (no root)",
+    )
+    audit.add_argument("dir", type=Path, metavar="DIR", help="an experiment's results")
+    audit.set_defaults(func=_audit)
 
     export = verbs.add_parser("export", help="the raw numbers of DIR as CSV files")
     export.add_argument("dir", type=Path, metavar="DIR", help="an experiment's results")

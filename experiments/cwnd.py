@@ -80,6 +80,13 @@ def parse(lines: Iterable[str], t0: float) -> dict[str, list[list[float]]]:
     return out
 
 
+def this_connection(series: dict[str, list[list[float]]]) -> dict[str, list[list[float]]]:
+    """The sockets seen from t = 0 (the sender's start) on: a previous run's connection
+    still closing (its last data draining over a long RTT) shows only before, and is left
+    out."""
+    return {k: v for k, v in series.items() if any(s[0] >= 0 for s in v)}
+
+
 def summary(series: dict[str, list[list[float]]]) -> dict[str, Any]:
     """The largest cwnd of each socket and how many sockets there were."""
     return {

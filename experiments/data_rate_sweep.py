@@ -26,11 +26,8 @@ from experiments import markdown as md
 from experiments import ostbench, plots
 from experiments.config import Config, typed
 from experiments.runner import Options, Raw, Rep, Say, Written
-from fabric.fabric import veth_name
-from fabric.run import run as run_cmd
-from services.reroute.topology import Endpoint
 
-LINE = Endpoint(node="br3", port="p1")  # br3 -> vm3: every path's last link
+LINE = ostbench.LINE  # br3 -> vm3: every path's last link
 SEED_RATES = "5, 6, 7, 8, 9, 10 Gbit/s on 10 Gbit/s links"
 
 
@@ -103,12 +100,7 @@ def _lock(cfg: RateConfig, seed: int, pair: int) -> float | None:
 @contextmanager
 def _line(say: Say, seed: int, cfg: RateConfig) -> Iterator[tuple[ostbench.Bench, RateConfig]]:
     with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
-        tbf = ["rate", f"{cfg.line_mbps}mbit", "burst", "32kb", "latency", "20ms"]
-        run_cmd(
-            ["tc", "qdisc", "replace", "dev", veth_name(LINE), "root", "tbf", *tbf],
-            ns=b.fab.state.fabric_ns,
-        )
-        say(f"line rate: {LINE} at {cfg.line_mbps} Mbit/s")
+        say(ostbench.cap_line(b, cfg.line_mbps))
         yield b, cfg
 
 
@@ -215,7 +207,9 @@ def conclusions(by: Mapping[int, Sequence[Raw]], line: float) -> str:
 
 
 def _fig_throughput(by: Mapping[int, Sequence[Raw]], out: Path, line: float) -> str:
-    fig = plots.grid(len(by), seed="003 Figure 4.6", title="throughput at different data rates")
+    fig = plots.grid(
+        len(by), seed="003 Figure 4.6", title="throughput at different data rates", share=True
+    )
     for k, (ax, (rate, runs)) in enumerate(zip(plots.axes(fig), by.items(), strict=False)):
         for r in runs:
             got = _series_100ms(r)
@@ -231,7 +225,9 @@ def _fig_throughput(by: Mapping[int, Sequence[Raw]], out: Path, line: float) -> 
 
 
 def _fig_rtt(by: Mapping[int, Sequence[Raw]], out: Path) -> str:
-    fig = plots.grid(len(by), seed="003 Figure 4.7", title="RTT at different data rates")
+    fig = plots.grid(
+        len(by), seed="003 Figure 4.7", title="RTT at different data rates", share=True
+    )
     for k, (ax, (rate, runs)) in enumerate(zip(plots.axes(fig), by.items(), strict=False)):
         for r in runs[:1]:
             trace = (r.get("capture") or {}).get("trace")
@@ -244,7 +240,7 @@ def _fig_rtt(by: Mapping[int, Sequence[Raw]], out: Path) -> str:
             ]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=1.5, color="tab:purple")
         ax.axvline(0, color="k", ls="--", lw=0.8)
-        ax.set_yscale("log")
+        ax.set_ylim(bottom=0)
         ax.set_title(f"({'abcdefghij'[k % 10]}) {rate} Mbit/s: {runs[0]['key']}", fontsize=9)
         ax.set_xlabel("ms after the request")
         ax.set_ylabel("TCP RTT (ms, capture)")

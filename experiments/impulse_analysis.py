@@ -5,6 +5,11 @@ start; the baseline B is the median of the samples in the second before the degr
 (pooled over the train). The response of impulse i is R_i(t) = B - T(t), here normalized:
 r_i(t) = R_i(t) / B = 1 - T(t)/B (0: at the baseline, 1: nothing gets through), so that
 backends of different peak rates share an axis. Times are seconds from the degradation start.
+
+*Dips* (:func:`dips`): samples where the throughput fell below half of B outside any
+degradation's response (before it, or after its recovery), the periodic spikes of the single
+responses; each is said with whether iperf3 counted retransmissions in that sample or the one
+before, i.e. whether the stream lost packets there (trains that recorded it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any
 PRE_S = 1.0  # shown before the degradation; also the baseline's window
 RECOVERED = 0.9  # "recovered": throughput back to 90 % of B ...
 HOLD = 3  # ... on average over this many samples (the fabric's own 100 ms dips are noise)
+DIP = 0.5  # a dip: below half of B (r above this) outside a response
+DIP_MARGIN_S = 0.3  # ... and this far from a degradation's start or its recovery
 
 Raw = Mapping[str, Any]
 
@@ -31,6 +38,7 @@ class Impulse:
     recovery_s: float | None  # to 90 % of B; None: not within the period
     trigger_s: float | None  # the first site's monitor fired
     failover_s: float | None  # the last site's failover call returned
+    retransmits: tuple[int | None, ...] = ()  # iperf3's per sample, with ``times`` (if recorded)
 
 
 def _shift(raw: Raw) -> float:
@@ -64,12 +72,46 @@ def impulses(raw: Raw) -> list[Impulse]:
         times = tuple(round((k + 0.5) * dt - at, 4) for k in ks if k >= 0)
         r = tuple(1 - series[k] / b if b > 0 else 1.0 for k in ks if k >= 0)
         trig, done = _monitor_times(raw, imp["at_s"], imp["at_s"] + raw["period_s"])
+        resent = raw.get("retransmits_series") or []
         out.append(
             Impulse(
-                times=times, r=r, recovery_s=recovery_s(times, r), trigger_s=trig, failover_s=done
+                times=times,
+                r=r,
+                recovery_s=recovery_s(times, r),
+                trigger_s=trig,
+                failover_s=done,
+                retransmits=tuple(
+                    _resent(resent, k) for k in ks if k >= 0 and len(resent) == len(series)
+                ),
             )
         )
     return out
+
+
+def _resent(series: Sequence[int | None], k: int) -> int | None:
+    """Retransmissions in sample ``k`` and the one before (a loss shows in the sample where
+    TCP noticed it, the dip it causes in that one or the next)."""
+    here = [series[i] for i in (k - 1, k) if 0 <= i < len(series)]
+    return None if any(v is None for v in here) else sum(v for v in here if v is not None)
+
+
+def dips(imp: Impulse, *, before: bool = False) -> list[tuple[float, int | None]]:
+    """The samples of ``imp`` below half of B outside its response (after its recovery, and
+    with ``before`` more than ``DIP_MARGIN_S`` before the degradation: for a train's first
+    impulse only, the others' "before" being the previous one's "after"), with the
+    retransmissions counted there (None: not recorded). None after an unrecovered one."""
+    resent = imp.retransmits or (None,) * len(imp.times)
+    end = None if imp.recovery_s is None else imp.recovery_s + DIP_MARGIN_S
+    return [
+        (t, n)
+        for t, v, n in zip(imp.times, imp.r, resent, strict=True)
+        if v > DIP and ((before and t < -DIP_MARGIN_S) or (end is not None and t > end))
+    ]
+
+
+def train_dips(responses: Sequence[Impulse]) -> list[tuple[float, int | None]]:
+    """Every dip of a train's responses (in order), each sample once."""
+    return [d for i, imp in enumerate(responses) for d in dips(imp, before=i == 0)]
 
 
 def recovery_s(times: Sequence[float], r: Sequence[float]) -> float | None:

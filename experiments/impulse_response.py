@@ -34,7 +34,7 @@ from experiments import plots
 from experiments.config import Config, typed
 from experiments.impulse_train import Train, run_train
 from experiments.runner import Options, Raw, Rep, Say, Written
-from experiments.stats import difference_ci, mean_band
+from experiments.stats import mean_band
 from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +184,17 @@ def _intro(configs: Mapping[str, Sequence[Raw]]) -> str:
         " failover call returned (ms after the degradation, impulses where both did);"
         " *spurious*: triggers (either site) not within 2 s of a degradation; *injection"
         " errors*: degradations the network failed to inject (its move refused; the impulse"
-        " then measures nothing). The letter is seed 000 Table I's configuration.\n"
+        " then measures nothing). *dips*: 100 ms samples below half of B outside every"
+        " response (after the recovery, or before the train's first degradation), the"
+        " spikes of the single responses between the degradations; in brackets those where"
+        " iperf3 counted retransmissions in the sample or the one before (marked x in the"
+        " single responses): the stream lost"
+        " packets there (the fabric's own drops; with its 64 KiB window TCP recovers such a"
+        " loss by a retransmission timeout, rto_min 200 ms), so they are not the reroute's;"
+        " a dip without retransmissions is the sender or the fabric held up (CPU)."
+        " The letter is seed 000 Table I's configuration; its E (D on"
+        " Cisco 3064 instead of HP 5406zl switches) is not run: this fabric has one kind of"
+        " switch, so an E here would measure D again.\n"
     )
 
 
@@ -208,6 +218,7 @@ def _table(configs: Mapping[str, Sequence[Raw]], responses: Mapping[str, list[ia
     header = ["configuration", "seed 000", "trains", "impulses", "T (s)", "B (Mbit/s)"]
     header += ["recovery (s) mean [CI]", "median / p95", "of the mean (s)", "not recovered"]
     header += ["trigger (ms)", "both failed over (ms)", "spurious triggers", "injection errors"]
+    header += ["dips outside the responses (with retransmissions)"]
     rows = []
     for name, rs in configs.items():
         imps = responses[name]
@@ -234,10 +245,21 @@ def _table(configs: Mapping[str, Sequence[Raw]], responses: Mapping[str, list[ia
                 _ms(done),
                 str(sum(ia.spurious_triggers(r) for r in rs)),
                 str(sum("inject_error" in i for r in rs for i in r["impulses"])),
+                _dips_cell(rs),
             ]
         )
     few = md.fewest(*responses.values())
     return md.table(header, rows, title="Recovery per configuration", few=few)
+
+
+def _dips_cell(trains: Sequence[Raw]) -> str:
+    """How many samples dipped below half of B outside the responses, and in how many of
+    them the stream retransmitted (``-``: trains that did not record it)."""
+    found = [d for r in trains for d in ia.train_dips(ia.impulses(r))]
+    counted = [n for _, n in found if n is not None]
+    if len(counted) < len(found):
+        return f"{len(found)} (-)"
+    return f"{len(found)} ({sum(1 for n in counted if n > 0)})"
 
 
 def _backend(config: str) -> str:
@@ -269,8 +291,7 @@ def conclusions(responses: Mapping[str, list[ia.Impulse]]) -> str:
             _recoveries(responses.get(f"dpctl-{deg}", [])),
         )
         if slow and fast:
-            d, lo, hi = difference_ci(slow, fast)
-            diffs.append(f"{d:.2f} s [{lo:.2f}, {hi:.2f}] with {deg} degradations")
+            diffs.append(f"{md.difference_cell(slow, fast, unit='s')} with {deg} degradations")
     means = {n: statistics.fmean(r) for n, imps in responses.items() if (r := _recoveries(imps))}
     if not means:
         return "No recovered impulses to conclude from."
@@ -301,14 +322,25 @@ def _plot_single(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
         len(names), seed="000 Figure 8", title="impulse responses of single degradations", head=0.4
     )
     for ax, name in zip(plots.axes(fig), names, strict=False):
-        for imp in responses[name]:
+        for i, imp in enumerate(responses[name]):
             ax.plot(imp.times, imp.r, lw=0.7, alpha=0.6, color=bk.colour(_backend(name)))
+            lost = [(t, v) for t, v in _dip_points(imp, i == 0) if v is not None]
+            ax.scatter(
+                [p[0] for p in lost], [p[1] for p in lost], marker="x", s=12, lw=0.8, color="k",
+                zorder=4,
+            )  # fmt: skip
         ax.axvline(0, color="k", ls="--", lw=0.8)
         ax.set_title(f"{label(name)}: {len(responses[name])} impulses", fontsize=9)
         ax.set_xlabel("s after the degradation")
         ax.set_ylabel("R/B")
         ax.set_ylim(-0.5, 1.1)
     return plots.save(fig, out / "impulse_single.png")
+
+
+def _dip_points(imp: ia.Impulse, first: bool) -> list[tuple[float, float | None]]:
+    """Where a dip had retransmissions: (t, r), r None for the others."""
+    r = dict(zip(imp.times, imp.r, strict=True))
+    return [(t, r[t] if n else None) for t, n in ia.dips(imp, before=first)]
 
 
 def _plot_means(
@@ -327,12 +359,13 @@ def _plot_means(
         for j, name in enumerate(n for n in names if n.rsplit("-", 1)[-1] == deg):
             imps = responses[name]
             n = ia.common_length(imps)
-            mean, low, high = mean_band([i.r[:n] for i in imps])
+            mean, low, high = mean_band([i.r[:n] for i in imps])  # no band below 5 impulses
             times = imps[0].times[:n]
             color = bk.colour(_backend(name))
             ls = styles[j % len(styles)] if only else "-"
             ax.plot(times, mean, color=color, ls=ls, lw=1.3, label=f"{label(name)}, n={len(imps)}")
-            ax.fill_between(times, low, high, color=color, alpha=0.2)
+            if low is not None and high is not None:
+                ax.fill_between(times, low, high, color=color, alpha=0.2)
         ax.axvline(0, color="k", ls="--", lw=0.8)
         ax.axhline(1 - ia.RECOVERED, color="gray", ls=":", lw=0.8)
         ax.set_title(f"{deg} degradation (95 % bootstrap band)", fontsize=9)
@@ -367,13 +400,12 @@ def _relative(responses: Mapping[str, list[ia.Impulse]], out: Path) -> str:
         delays = [x - y for x in slow for y in fast]
         name = f"{deg}: ODL ({letter}) - dpctl ({bk.seed_000_letter('dpctl', deg) or '-'})"
         ax.hist(delays, bins=20, alpha=0.6, color=RELATIVE_COLORS[deg], label=name)
-        d, lo, hi = difference_ci(slow, fast)
-        cells = md.stat_cells(delays, 2)
+        cells = md.stat_cells(delays, 2)  # pairs are not independent: median / p95, no CI
         rows.append(
             [
                 name,
                 f"{len(slow)} / {len(fast)}",
-                f"{d:.2f} [{lo:.2f}, {hi:.2f}]",
+                md.difference_cell(slow, fast),
                 cells[1],
                 SEED_RELATIVE,
             ]
@@ -425,9 +457,9 @@ def _local_mode(responses: Mapping[str, list[ia.Impulse]]) -> str:
     )
     if not local or not remote:
         return head + "Needs trains of odl-local and odl (path) in this `raw/`.\n"
-    d, lo, hi = difference_ci(local, remote)
     return head + (
-        f"B - C: {d:+.2f} s [{lo:+.2f}, {hi:+.2f}] (two-sample bootstrap, {len(local)} and"
+        f"B - C: {md.difference_cell(local, remote, unit='s')} (two-sample bootstrap,"
+        f" {len(local)} and"
         f' {len(remote)} impulses). Seed 000: "the measurements in Configurations B and C'
         ' are quite similar". Here both modes reach the controller and the site services'
         " over loopback; they differ only in the hosts that carry the traffic.\n"

@@ -171,6 +171,7 @@ def _train(
         "odl_stats_s": train.odl_stats_s,
         "series_mbps": [round(i.bits_per_second / 1e6, 3) for i in result.intervals],
         "retransmits": result.retransmits,
+        "retransmits_series": [i.retransmits for i in result.intervals],  # per sample
         "impulses": impulses,
         "monitors": events,
     }

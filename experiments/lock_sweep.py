@@ -158,6 +158,6 @@ def _plot(by: Mapping[tuple[float, str], Sequence[Raw]], locks: Sequence[float],
     ax.axvline(SEED_LOCK_MEAN, color="k", ls="--", lw=0.8, label="seed 003 mean lock 605 ms")
     ax.set_xlabel("fixed lock time of the emulator (ms)")
     ax.set_ylabel("longest gap in the TCP data (ms, capture)")
-    ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     return plots.save(fig, out / "lock_sensitivity.png")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.stats import Summary, summarize
+from experiments.stats import MIN_CI_N, Summary, difference_ci, summarize
 
 NONE = "-"
 FEW = 10  # below this many runs a table warns that its intervals are rough
@@ -82,7 +82,12 @@ def table(
     if few is not None and 0 < few < FEW:
         text += (
             f"\n*n < {FEW}: some cells rest on {few} run(s) only; their intervals are rough"
-            " and a difference between them is an indication, not a finding.*\n"
+            " and a difference between them is an indication, not a finding"
+            + (
+                f"; below {MIN_CI_N} runs a cell gives the values, no interval.*\n"
+                if few < MIN_CI_N
+                else ".*\n"
+            )
         )
     if title is None:
         return text
@@ -126,6 +131,18 @@ def mean_ci(vals: Sequence[float], digits: int = 1) -> str:
     if not vals:
         return NONE
     return f"{summarize(vals).cell(digits)} (n = {len(vals)})"
+
+
+def difference_cell(a: Sequence[float], b: Sequence[float], digits: int = 2, unit: str = "") -> str:
+    """mean(a) - mean(b) ``[two-sample 95 % CI]`` (each side resampled on its own, every
+    value counted once), or without an interval when a side has fewer than ``MIN_CI_N``;
+    ``unit`` after the difference."""
+    d, low, high = difference_ci(a, b)
+    f = f"{{:+.{digits}f}}"
+    head = f"{f.format(d)}{' ' + unit if unit else ''}"
+    if low is None or high is None:
+        return f"{head} (n = {len(a)} / {len(b)}: no interval)"
+    return f"{head} [{f.format(low)}, {f.format(high)}]"
 
 
 def fewest(*groups: Sequence[Any]) -> int:

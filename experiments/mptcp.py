@@ -65,6 +65,9 @@ class Case(BaseModel):
 
 class MptcpConfig(Config):
     rate_mbps: float = Field(40, ge=0, description="the sender's pace; 0: as fast as it can")
+    line_mbps: int | None = Field(
+        100, ge=1, description="the line rate: tbf on br3 -> vm3 (None: the fabric's own)"
+    )
     cwnd_interval_s: float = Field(0.1, gt=0, description="ss -ti sampling")
     congestion: str = Field(
         "cubic", pattern=r"^[a-z0-9_]+$", description="the TCP senders' congestion control"
@@ -215,6 +218,8 @@ def conclusions(raws: Mapping[str, Raw]) -> str:
 @contextmanager
 def _two_paths(say: Say, seed: int, cfg: MptcpConfig) -> Iterator[tuple[ostbench.Bench, Any]]:
     with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
+        if cfg.line_mbps is not None:
+            say(ostbench.cap_line(b, cfg.line_mbps))
         say("vm2 -> vm3 onto the short circuit (MBB via the temporary path)")
         _move(b, measuring.SHORT)
         temporary = b.topo.paths[measuring.TEMPORARY]
@@ -344,7 +349,7 @@ def run_stream(
         "up_s": marks["up_s"],
         "stream_s": case.stream_s,
         "congestion": spec.congestion,
-        "cwnd": trace.series(t0_wall),
+        "cwnd": cwnd.this_connection(trace.series(t0_wall)),
         "recv_stderr": err[-2000:],
     }
 
@@ -438,7 +443,10 @@ def _plot(case: str, runs: Sequence[Raw], out: Path, prefix: str) -> str:
                 color="0.85",
                 label=what,
             )
-    top.set_ylim(bottom=0)
+    line = (first or {}).get("config", {}).get("line_mbps")
+    if line:
+        top.axhline(line, color="k", ls=":", lw=0.8, label=f"line rate {line} Mbit/s")
+    top.set_ylim(0, max(line or 0, *(max(r["series_mbps"], default=0) for r in runs), 1) * 1.1)
     top.set_ylabel("goodput (Mbit/s, 100 ms)")
     top.legend(fontsize=7)
     bottom.set_ylabel("cwnd (segments, ss -ti)")

@@ -2,12 +2,16 @@
 and with UDP background traffic, congestion windows traced (``ss -ti``).
 
 On ``topologies/mptcp-bdp.yaml`` two disjoint paths a and b join h1 and h2, each through
-its own delay line (10 ms each way) and capped (tbf) at ``path_mbps`` towards h2: with
-unpaced senders the connection's bandwidth-delay product is large (50 Mbit/s x 20 ms =
-125 kB, against ~3 kB on seed 003's testbed). MPTCP has a subflow on each path (h1's second
-address on b), TCP runs on a only. Path a's first link fails for the case's time. With
-``udp_mbps`` > 0 an iperf3 UDP stream bg1 -> bg2 loads path b, so the subflow that survives
-has less capacity (the seed's 200 Mbit/s background). Parameters:
+its own delay line (25 ms each way) and capped (tbf) at ``path_mbps``, and so is h2's access
+link, which both cross: MPTCP's two paths together have the capacity TCP's one has
+(``path_mbps``), so the comparison is of the protocols, not of one path against two. With
+unpaced senders the bandwidth-delay product is large (100 Mbit/s x 50 ms = 625 kB, against
+~3 kB on seed 003's testbed; :func:`bdp_kb`). Seed 002 states neither its RTT nor its link
+rate (the GÉANT OpenFlow testbed's; only the 200 Mbit/s UDP background is given): these are
+chosen here, and the report says so. MPTCP has a subflow on
+each path (h1's second address on b), TCP runs on a only. Path a's first link fails for the
+case's time. With ``udp_mbps`` > 0 an iperf3 UDP stream bg1 -> bg2 loads path b, so the
+subflow that survives has less capacity (the seed's 200 Mbit/s background). Parameters:
 ``experiments/configs/mptcp-bdp.yaml``.
 """
 
@@ -48,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = ROOT / "topologies" / "mptcp-bdp.yaml"
 SECOND_ADDRESS = "10.30.0.11"
 FAILED = Endpoint(node="s1", port="p2")  # s1 -> lh1: path a only
-CAPPED = (Endpoint(node="s1", port="p2"), Endpoint(node="s1", port="p3"))
+ACCESS = Endpoint(node="s2", port="p1")  # s2 -> h2: every path's last link
+CAPPED = (Endpoint(node="s1", port="p2"), Endpoint(node="s1", port="p3"), ACCESS)
 UDP_PORT = 5202
 
 
@@ -58,7 +63,9 @@ class BdpCase(Case):
 
 class BdpConfig(Config):
     rate_mbps: float = Field(0, ge=0, description="the sender's pace; 0: unpaced (bulk)")
-    path_mbps: int = Field(50, ge=1, description="each path's cap towards h2 (tbf)")
+    path_mbps: int = Field(
+        100, ge=1, description="each path's cap and h2's access link's (tbf): MPTCP's and TCP's"
+    )
     cwnd_interval_s: float = Field(0.1, gt=0, description="ss -ti sampling")
     congestion: str = Field(
         "cubic", pattern=r"^[a-z0-9_]+$", description="the TCP senders' congestion control"
@@ -106,6 +113,9 @@ class MptcpBdp:
         return doc | {
             "congestion": cfg.congestion,
             "path_mbps": cfg.path_mbps,
+            "access_capped": ACCESS in CAPPED,
+            "rtt_ms": 2 * topo.paths["a"].delay_ms,
+            "bdp_kb": bdp_kb(topo, cfg.path_mbps),
             "udp_mbps": case.udp_mbps,
             "background": beside.numbers(),
         }
@@ -116,16 +126,41 @@ class MptcpBdp:
         )
         body = "\n".join(
             [
-                "h1 -> h2 over two disjoint paths, each through a delay line (10 ms each way)"
-                f" capped at {cfg.get('path_mbps', 50)} Mbit/s: an unpaced bulk stream, MPTCP"
-                " with a subflow per path or TCP on path a; path a's first link down for the"
-                " case's time. With UDP background, iperf3 UDP bg1 -> bg2 loads path b (seed"
-                " 002: 200 Mbit/s). The congestion windows are the sender's `ss -ti` every"
-                f" {cfg.get('cwnd_interval_s', 0.1)} s, one line per subflow.\n",
+                _setup(raws, cfg),
                 *case_sections(raws, out, "mptcp_bdp"),
             ]
         )
         return Written(conclusions=bdp_conclusions(raws), body=body)
+
+
+def bdp_kb(topo: Topology, mbps: float) -> float:
+    """The bandwidth-delay product (kB) of ``mbps`` over path a's round trip (its delay
+    lines both ways)."""
+    rtt_s = 2 * topo.paths["a"].delay_ms / 1000
+    return mbps * 1e6 * rtt_s / 8 / 1000
+
+
+def _setup(raws: Mapping[str, Raw], cfg: Mapping[str, Any]) -> str:
+    mbps = float(cfg.get("path_mbps", 50))
+    recorded = [float(r["rtt_ms"]) for r in raws.values() if r.get("rtt_ms") is not None]
+    rtt = recorded[-1] if recorded else 20.0  # runs before it was recorded: 10 ms each way
+    bdp = mbps * 1e6 * rtt / 1000 / 8 / 1000
+    shared = (
+        f" and so is h2's access link, which both paths cross: MPTCP's two paths together"
+        f" have the {mbps:g} Mbit/s TCP's one has"
+        if any(r.get("access_capped") for r in raws.values())
+        else " (h2's access link is not: MPTCP had twice TCP's capacity in these runs)"
+    )
+    return (
+        f"h1 -> h2 over two disjoint paths, each through a delay line ({rtt / 2:g} ms each"
+        f" way) capped at {mbps:g} Mbit/s{shared}; bandwidth-delay product {mbps:g} Mbit/s x"
+        f" {rtt:g} ms = {bdp:.0f} kB (seed 002 states neither its RTT nor its link rate, only"
+        " the 200 Mbit/s background: these are chosen here, not the seed's). An"
+        " unpaced bulk stream, MPTCP with a subflow per path or TCP on path a; path a's first"
+        " link down for the case's time. With UDP background, iperf3 UDP bg1 -> bg2 loads"
+        " path b (seed 002: 200 Mbit/s). The congestion windows are the sender's `ss -ti`"
+        f" every {cfg.get('cwnd_interval_s', 0.1)} s, one line per subflow.\n"
+    )
 
 
 def _during_cwnd(r: Raw) -> list[float]:
@@ -191,7 +226,10 @@ def _fabric(say: Say, cfg: BdpConfig) -> Iterator[tuple[Topology, Fabric, BdpCon
         flow = FlowSpec.parse(f"{SECOND_ADDRESS}>{b.dst_ip}")
         for bridge, rules in path_rules(topo, b, [flow]).items():
             push_flows(fab.ovs, bridge, [ofctl_line(r) for r in rules], "OpenFlow13")
-        say(f"paths capped at {cfg.path_mbps} Mbit/s; {SECOND_ADDRESS} -> {b.dst_ip} on b")
+        say(
+            f"paths and h2's access capped at {cfg.path_mbps} Mbit/s (BDP"
+            f" {bdp_kb(topo, cfg.path_mbps):.0f} kB); {SECOND_ADDRESS} -> {b.dst_ip} on b"
+        )
         yield topo, fab, cfg
     finally:
         say(f"tearing down {topo.name}")

@@ -135,8 +135,7 @@ def _table(odl: Mapping[float, Sequence[ia.Impulse]], ref: Sequence[ia.Impulse])
         rec = _rec(imps)
         diff = md.NONE
         if rec and _rec(ref):
-            d, lo, hi = difference_ci(rec, _rec(ref))
-            diff = f"{d:.2f} [{lo:.2f}, {hi:.2f}]"
+            diff = md.difference_cell(rec, _rec(ref))
         done = [i.failover_s for i in imps if i.failover_s is not None]
         rows.append(
             [
@@ -189,8 +188,8 @@ def _plot(odl: Mapping[float, Sequence[ia.Impulse]], ref: Sequence[ia.Impulse], 
             d, low, high = difference_ci(_rec(imps), _rec(ref))
             xs.append(s)
             ys.append(d)
-            lo.append(d - low)
-            hi.append(high - d)
+            lo.append(0.0 if low is None else d - low)  # no bar below 5 impulses a side
+            hi.append(0.0 if high is None else high - d)
     ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=bk.colour("odl"), label="ODL - dpctl")
     ax.axhspan(2.0, 3.0, color="0.85", label="seed 000: 2-3 s")
     ax.set_xlabel("ODL emulator's statistics poll (s)")

@@ -37,6 +37,10 @@ STRATEGIES = ("bbm", "mbb")
 SEED_LOCK = {"mean": 605.0, "std": 115.0, "min": 529.0, "p50": 532.0, "p75": 786.0, "max": 834.0}
 SEED_GAP = {"bbm": 598.0, "mbb": 121.0}  # seed 003 chapter 5: link unavailability, ms
 SEED_LOSS = {"bbm": 2.8, "mbb": 0.93}  # retransmitted / sent, %
+# seed 003 4.2.4 on Figure 4.15: OST "between two and three times" RTO_min (200 ms); MBB
+# "75% of the link unavailability is below 200ms ... one half ... is below 20ms"
+SEED_GAP_BAND = {"bbm": (400.0, 600.0)}
+SEED_GAP_QUANTILES = {"mbb": ((20.0, 0.5), (200.0, 0.75))}
 Get = Callable[[Mapping[str, Any]], Any]
 
 
@@ -66,10 +70,16 @@ def _overhead_ms(raw: Raw) -> float | None:
 # label, how to read it from a raw document, digits, seed 003's (BBM, MBB)
 METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
     (
-        "**TCP unavailability: longest gap in vm3's TCP data (ms)** [capture]",
-        _cap("longest_gap_ms"),
+        "**TCP unavailability: longest gap at the sender, vm2 (ms)** [capture]",
+        _cap("sender_gap_ms"),
         1,
         ("598", "121"),
+    ),
+    (
+        "TCP: longest gap in the data arriving at the receiver, vm3 (ms) [capture]",
+        _cap("longest_gap_ms"),
+        1,
+        (md.NONE, md.NONE),
     ),
     (
         "**TCP loss: retransmitted / sent segments (%)** [capture]",
@@ -142,7 +152,12 @@ class OstVsMbb:
         return [
             Rep(
                 key=f"{prefix}{s}-{i:02d}",
-                params={"strategy": s, "pair": i, "lock_ms": lock_for(cfg, opts.seed, i)},
+                params={
+                    "strategy": s,
+                    "pair": i,
+                    "lock_ms": lock_for(cfg, opts.seed, i),
+                    "lock_draw": "stratified" if cfg.lock == "paired" else None,
+                },
             )
             for i in range(1, cfg.runs + 1)
             for s in STRATEGIES
@@ -208,18 +223,27 @@ def _setup(raws: Mapping[str, Raw]) -> str:
     probe, probe_s = cfg.get("probe_pps", 5000), cfg.get("probe_s", 4)
     tcp, tcp_s = cfg.get("tcp_mbps", 100), cfg.get("tcp_s", 7)
     lock = cfg.get("lock", "table")
+    stratified = any(r.get("params", {}).get("lock_draw") == "stratified" for r in raws.values())
     locks = {
         "paired": "the two runs of a pair (and every backend's run i) meet the same lock time,"
-        " one draw from seed 003 Table 4.3 per pair",
+        " one draw from seed 003 Table 4.3 per pair"
+        + (
+            ", stratified over its quantiles (pairs 1-4 one per quartile, 1-8 one per eighth, ...)"
+            if stratified
+            else " (independent draws: made before they were stratified)"
+        ),
         "table": "the emulator draws each new connection's lock time from seed 003 Table 4.3",
     }.get(str(lock), f"every new connection locks after {lock} ms")
     return (
         f"vm2 -> vm3 on the long path: iperf3 TCP capped at {tcp} Mbit/s for {tcp_s} s (100 ms"
         f" reports), the UDP probe at {probe} pkt/s for {probe_s} s, a ping, and tcpdump at"
-        f" vm2 and vm3; {cfg.get('baseline_s', 0.8)} s into the probe ost1 is reconfigured to"
+        f" vm2 and vm3; {ostbench.when_switched(cfg)} ost1 is reconfigured to"
         f" the short path, then the flows go back by an unmeasured MBB reroute. Lock times:"
         f" {locks}. **Bold** rows are seed 003's metrics (Table 4.6) computed as the seed did,"
-        " from the packets; the seed's numbers in parentheses are set beside a different"
+        " from the packets: the unavailability is the longest time vm2's sniffer saw no packet"
+        " of the stream (the seed's tcpdump was on the sender's side), the receiver's gap"
+        " beside it; retransmitted / sent is over the whole stream (seed 003: 20 s, the switch"
+        " at 10 s). The seed's numbers in parentheses are set beside a different"
         " measurement of ours for orientation only. Seed 003's numbers are its chapter 5"
         " means at 10 Gbit/s; '630' is its 25 ms switch + 605 ms mean lock. BBM's numbers"
         " follow the emulator's lock model, MBB's do not (`lock-sweep` measures how).\n"
@@ -265,15 +289,16 @@ def _mean(runs: Sequence[Raw], get: Get) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def _gap(r: Raw) -> Any:
-    """The seed's unavailability (capture), or the probe's where there is no capture."""
-    return _cap("longest_gap_ms")(r) or r["udp"]["longest_gap_ms"]
+def unavailability(r: Raw) -> Any:
+    """The seed's unavailability: the gap at the sender (capture); the receiver's for runs
+    recorded before it was measured, the probe's where there is no capture."""
+    return _cap("sender_gap_ms")(r) or _cap("longest_gap_ms")(r) or r["udp"]["longest_gap_ms"]
 
 
 def conclusions(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
     """Two sentences: what MBB changed, in the seed's metrics, and why."""
     every = {s: [r for by in backends.values() for r in by[s]] for s in STRATEGIES}
-    gap = {s: _mean(every[s], _gap) for s in STRATEGIES}
+    gap = {s: _mean(every[s], unavailability) for s in STRATEGIES}
     loss = {
         s: _mean(every[s], lambda r: _cap("retransmitted_pct")(r) or r.get("tcp_loss_pct"))
         for s in STRATEGIES
@@ -351,7 +376,8 @@ def reading(by: Mapping[str, Sequence[Raw]]) -> str:
 
 
 BACKEND_METRICS: tuple[tuple[str, Get, int], ...] = (
-    ("MBB TCP unavailability (ms) [capture]", _cap("longest_gap_ms"), 1),
+    ("MBB TCP unavailability, sender (ms) [capture]", _cap("sender_gap_ms"), 1),
+    ("MBB TCP gap at the receiver (ms) [capture]", _cap("longest_gap_ms"), 1),
     ("MBB retransmitted / sent (%) [capture]", _cap("retransmitted_pct"), 2),
     ("MBB UDP probe gap (ms)", lambda r: r["udp"]["longest_gap_ms"], 1),
     ("MBB request -> new path (ms)", _timing("new_path_ms"), 0),
@@ -362,13 +388,13 @@ BACKEND_METRICS: tuple[tuple[str, Get, int], ...] = (
 def backends_table(backends: Mapping[str, Mapping[str, Sequence[Raw]]]) -> str:
     """MBB's numbers of each backend in one table (mean [95 % CI], n)."""
     header = ["backend", "topology", *(label for label, _, _ in BACKEND_METRICS)]
-    header.append("BBM TCP unavailability (ms) [capture]")
+    header.append("BBM TCP unavailability, sender (ms) [capture]")
     rows = []
     for backend, by in backends.items():
         row = [backend, f"`{bk.get(backend).ost}`"]
         for _, get, digits in BACKEND_METRICS:
             row.append(md.mean_ci(md.values(by["mbb"], get), digits))
-        rows.append([*row, md.mean_ci(md.values(by["bbm"], _cap("longest_gap_ms")), 1)])
+        rows.append([*row, md.mean_ci(md.values(by["bbm"], _cap("sender_gap_ms")), 1)])
     few = md.fewest(*(by["mbb"] for by in backends.values()))
     return md.table(header, rows, title="Backends side by side (MBB; BBM for reference)", few=few)
 
@@ -414,15 +440,24 @@ def fig_unavailability(
 ) -> str:
     """Seed 003 Figure 4.15 (4.21: dual stream): (a) BBM/OST, (b) MBB, a CDF per backend
     each; the file."""
-    fig = plots.figure(1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability")
+    fig = plots.figure(
+        1, 2, size=(11, 4), seed=f"003 Figure {number}", title="link unavailability", sharex=True
+    )
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         for backend, by in backends.items():
-            gaps = md.values(by[s], _gap)
+            gaps = md.values(by[s], unavailability)
             if gaps:
                 plots.cdf(ax, gaps, label=backend, color=bk.colour(backend))
         ax.axvline(seed[s], ls=":", color="k", label=f"seed 003 mean {seed[s]:.0f} ms")
+        if number == "4.15" and s in SEED_GAP_QUANTILES:
+            plots.seed_quantiles(
+                ax, SEED_GAP_QUANTILES[s], label="seed 003: half below 20 ms, 75 % below 200"
+            )
+        if number == "4.15" and s in SEED_GAP_BAND:
+            low, high = SEED_GAP_BAND[s]
+            ax.axvspan(low, high, color="0.9", label="seed 003: 2-3 x RTO_min")
         ax.set_title(f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}", fontsize=9)
-        ax.set_xlabel("longest gap in the receiver's TCP data (ms, capture)")
+        ax.set_xlabel("longest gap at the sender (ms, capture)")
         ax.set_xlim(left=0)
         ax.legend(fontsize=7, loc="upper left")
     return plots.save(fig, out / f"fig{number.replace('.', '_')}_unavailability.png")
@@ -437,7 +472,9 @@ def fig_loss(
 ) -> str:
     """Seed 003 Figure 4.14 (4.20: dual stream): retransmitted / sent per run, (a) BBM,
     (b) MBB; the file."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="packet loss")
+    fig = plots.figure(
+        1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="packet loss", sharey=True
+    )
     get = _cap("retransmitted_pct")
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         groups = {b: md.values(by[s], get) for b, by in backends.items()}
@@ -453,7 +490,7 @@ def fig_loss(
 
 def typical(runs: Sequence[Raw]) -> Raw | None:
     """The run whose unavailability is the median of its strategy's."""
-    ranked = sorted(runs, key=lambda r: _gap(r) or 0.0)
+    ranked = sorted(runs, key=lambda r: unavailability(r) or 0.0)
     return ranked[len(ranked) // 2] if ranked else None
 
 
@@ -476,7 +513,9 @@ def _marks(ax: Any, run: Raw) -> None:
 
 def fig_throughput(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
     """Seed 003 Figure 4.12: a typical run's TCP throughput at vm3, (a) BBM, (b) MBB."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed="003 Figure 4.12", title="throughput")
+    fig = plots.figure(
+        1, 2, size=(11, 3.8), seed="003 Figure 4.12", title="throughput", sharey=True
+    )
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         run = typical(by[s])
         axis = None if run is None else _trace_axis(run)
@@ -501,7 +540,7 @@ def fig_throughput(by: Mapping[str, Sequence[Raw]], out: Path) -> str:
 def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path, *, number: str = "4.13") -> str:
     """Seed 003 Figure 4.13 (4.19: dual stream): a typical run's TCP RTT (capture), (a) BBM,
     (b) MBB."""
-    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="RTT")
+    fig = plots.figure(1, 2, size=(11, 3.8), seed=f"003 Figure {number}", title="RTT", sharey=True)
     for ax, s in zip(plots.axes(fig), STRATEGIES, strict=True):
         run = typical(by[s])
         axis = None if run is None else _trace_axis(run)
@@ -511,7 +550,7 @@ def fig_rtt(by: Mapping[str, Sequence[Raw]], out: Path, *, number: str = "4.13")
         pts = [(x, y) for x, y in zip(xs, trace["rtt_max_ms"], strict=True) if y is not None]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color=plots.COLORS[s])
         _marks(ax, run)
-        ax.set_yscale("log")
+        ax.set_ylim(bottom=0)
         ax.set_title(
             f"({'ab'[STRATEGIES.index(s)]}) {plots.SEED_NAMES[s]}: {run['key']}", fontsize=9
         )

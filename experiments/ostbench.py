@@ -9,8 +9,9 @@ afterwards without traffic. It returns the repetition's raw document. The traffi
 parameters are a :class:`BenchConfig` (experiments/configs/).
 
 Lock times: :func:`paired_lock_ms` draws one time from seed 003 Table 4.3 per pair of
-repetitions, and :func:`set_lock` fixes the emulator to it, so that BBM and MBB of pair i
-(and every backend's pair i) meet the same lock time and their difference is the strategy's.
+repetitions, stratified over the table's quantiles (:func:`lock_quantile`), and
+:func:`set_lock` fixes the emulator to it, so that BBM and MBB of pair i (and every
+backend's pair i) meet the same lock time and their difference is the strategy's.
 """
 
 from __future__ import annotations
@@ -24,29 +25,29 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from emulators.polatis.emulator import TABLE_4_3_KNOTS, quantile
-from experiments import capture, measuring
+from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
 from fabric import fabric, signals
 from fabric.errors import FabricError
-from fabric.fabric import Fabric
+from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
 from services.reroute.inventory import Inventory, load_inventory
 from services.reroute.model import FlowSpec, Intent, Strategy
 from services.reroute.planning.plan import StepKind
-from services.reroute.topology import Topology, load_topology
+from services.reroute.topology import Endpoint, Topology, load_topology
 
 TOPOLOGY = measuring.ROOT / "topologies" / "ngncs-ost.yaml"
 STRATEGIES = ("bbm", "mbb", "control")
@@ -60,6 +61,12 @@ class BenchConfig(Config):
     tcp_mbps: int = Field(100, ge=1, description="iperf3 TCP cap, Mbit/s")
     tcp_s: int = Field(7, ge=2, description="iperf3 TCP duration (started first)")
     baseline_s: float = Field(0.8, ge=0.2, description="the request, this long into the probe")
+    switch_at_s: float | None = Field(
+        None,
+        gt=0,
+        description="the request this long after the TCP stream started (seed 003: 10 s into"
+        " its 20 s stream), instead of baseline_s into the probe",
+    )
     ping_interval_s: float = Field(0.02, ge=0.002, description="ping's interval")
     rtt_window_ms: float = Field(1500, gt=0, description="'during the switch': request +")
     gap_window_ms: float = Field(3000, gt=0, description="unavailability looked for until")
@@ -67,6 +74,20 @@ class BenchConfig(Config):
     congestion: str = Field(
         "cubic", pattern=r"^[a-z0-9_]+$", description="the TCP senders' congestion control"
     )
+
+    @model_validator(mode="after")
+    def _switch_inside_the_stream(self) -> BenchConfig:
+        if self.switch_at_s is not None and self.switch_at_s + 1 > self.tcp_s:
+            raise ValueError(
+                f"switch_at_s ({self.switch_at_s:g}) must leave at least 1 s of the"
+                f" {self.tcp_s} s TCP stream (tcp_s) after the request"
+            )
+        if self.switch_at_s is not None and self.switch_at_s >= self.probe_s:
+            raise ValueError(
+                f"the probe (probe_s {self.probe_s:g} s, started with the stream) must outlast"
+                f" the request at switch_at_s {self.switch_at_s:g} s"
+            )
+        return self
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +120,19 @@ def bench(
             fabric.down(topo.name)
 
 
+LINE = Endpoint(node="br3", port="p1")  # br3 -> vm3: every path's last link
+
+
+def cap_line(b: Bench, mbps: int) -> str:
+    """vm3's access link (every path's last) capped at ``mbps`` with tbf, as the seed's
+    testbed's links had a line rate (10 Gbit/s): a stream that stalled cannot catch up above
+    it. What was capped, for the log."""
+    tbf = ["rate", f"{mbps}mbit", "burst", "32kb", "latency", "20ms"]
+    run(["tc", "qdisc", "replace", "dev", veth_name(LINE), "root", "tbf", *tbf],
+        ns=b.fab.state.fabric_ns)  # fmt: skip
+    return f"line rate: {LINE} at {mbps} Mbit/s"
+
+
 def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | None:
     """The intent of ``strategy`` onto path ``to`` (None: nothing moved). MBB parks the
     traffic on the temporary path when the move reconfigures the optical switch."""
@@ -112,10 +146,35 @@ def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | No
     raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
 
+def van_der_corput(i: int) -> float:
+    """The ``i``-th point (from 0) of the base-2 van der Corput sequence: i's binary digits
+    mirrored behind the point (0, 1/2, 1/4, 3/4, 1/8, ...). Its first 2^k points are one in
+    each 1/2^k of [0, 1)."""
+    u, half = 0.0, 0.5
+    while i:
+        u += half * (i & 1)
+        i >>= 1
+        half /= 2
+    return u
+
+
+def lock_quantile(seed: int, pair: int) -> float:
+    """Where in Table 4.3's distribution pair ``pair`` (from 1) draws: the van der Corput
+    point of the pair, rotated by one uniform draw of ``seed`` (mod 1). Stratified: pairs 1
+    to 2^k meet each 1/2^k of the distribution exactly once (the first 4 one per quartile,
+    so a quarter of them in the upper mode, where independent draws put 19 of 40 in one
+    run), any n pairs are within a few of n / 2^k per stratum, and each pair alone is still
+    a uniform draw (the rotation), so the mean is unbiased."""
+    shift = random.Random(seed * 100_003).random()
+    return (van_der_corput(pair - 1) + shift) % 1.0
+
+
 def paired_lock_ms(seed: int, pair: int) -> float:
-    """A lock time drawn from seed 003 Table 4.3 for pair ``pair`` of a series: the same
-    for every repetition of that pair (BBM and MBB, every backend), whatever ran before."""
-    return round(quantile(TABLE_4_3_KNOTS, random.Random(seed * 100_003 + pair).random()), 1)
+    """A lock time from seed 003 Table 4.3 for pair ``pair`` of a series (stratified,
+    :func:`lock_quantile`): the same for every repetition of that pair (BBM and MBB, every
+    backend), whatever ran before, and for any number of runs (a resumed or extended
+    series draws what the uninterrupted one would have)."""
+    return round(quantile(TABLE_4_3_KNOTS, lock_quantile(seed, pair)), 1)
 
 
 def set_lock(b: Bench, lock: str | float) -> None:
@@ -169,7 +228,7 @@ def measure(
             )
             stack.enter_context(other)
             stack.enter_context(traffic)
-            time.sleep(cfg.baseline_s)
+            time.sleep(_until_switch(cfg, traffic.tcp_started_ns))
             request_wall, request_ns = time.time(), time.monotonic_ns()
             done = None if move is None else asyncio.run(measuring.reroute(b.topo, b.inv, move))
             if done is not None:
@@ -186,6 +245,10 @@ def measure(
                 gap_window_s=cfg.gap_window_ms / 1000,
                 dropped=(dumps[0].dropped, dumps[1].dropped),
             )
+            hosts = (path.src, path.dst)
+            kept = [audit.keep(d.file, h) for d, h in zip(dumps, hosts, strict=True)]
+            if all(kept):
+                seen["pcaps"] = kept
     drops = measuring.fabric_drops(b.fab) - drops
     numbers = RunNumbers(
         strategy=strategy,
@@ -212,6 +275,22 @@ def measure(
         "bystander": other.numbers(request_ns),
         "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.player.Peers)
     }
+
+
+def when_switched(cfg: Mapping[str, Any]) -> str:
+    """When a recorded configuration requested the reconfiguration, in words."""
+    at = cfg.get("switch_at_s")
+    if at is not None:
+        return f"{at:g} s into the {cfg.get('tcp_s', 7)} s TCP stream"
+    return f"{cfg.get('baseline_s', 0.8):g} s into the probe"
+
+
+def _until_switch(cfg: BenchConfig, tcp_started_ns: int) -> float:
+    """Seconds to wait before the request: to ``switch_at_s`` after the TCP stream started,
+    or ``baseline_s`` (the probe has just started)."""
+    if cfg.switch_at_s is None:
+        return cfg.baseline_s
+    return max(0.0, cfg.switch_at_s - (time.monotonic_ns() - tcp_started_ns) / 1e9)
 
 
 def _captures(b: Bench, path: Any, tmp: Path, wanted: bool) -> list[capture.Tcpdump]:

@@ -1,7 +1,10 @@
 """Matplotlib (Agg backend: files only, no display) helpers shared by the experiments.
 
 Every figure that reproduces one of a seed's figures says which in its title
-(:func:`figure`'s ``seed``), e.g. "seed 003 Figure 4.15".
+(:func:`figure`'s ``seed``), e.g. "seed 003 Figure 4.15". Conventions: panels that compare
+arms share their scales (``sharex``/``sharey``); quantities that cannot be negative get linear
+axes from 0; where the seed gives quantiles or a box, it is drawn beside ours
+(:func:`seed_box`, :func:`seed_quantiles`).
 """
 
 from __future__ import annotations
@@ -31,22 +34,37 @@ def figure(
     size: tuple[float, float] = (7, 4),
     seed: str | None = None,
     title: str = "",
+    sharex: bool = False,
+    sharey: bool = False,
 ) -> Figure:
     """A matplotlib figure of ``rows`` x ``cols`` axes; ``seed`` names the seed's figure it
-    reproduces (``"003 Figure 4.15"``), shown in the title with ``title``."""
+    reproduces (``"003 Figure 4.15"``), shown in the title with ``title``; ``sharex`` /
+    ``sharey``: one scale for every panel (arms compared side by side)."""
     fig = plt.figure(figsize=size, layout="constrained")
-    fig.subplots(rows, cols, squeeze=False)
+    fig.subplots(rows, cols, squeeze=False, sharex=sharex, sharey=sharey)
     heading = f"seed {seed} on the emulated fabric" if seed else ""
     if title or heading:
         fig.suptitle(": ".join(t for t in (heading, title) if t), fontsize=10)
     return fig
 
 
-def grid(n: int, *, seed: str, title: str, head: float = 0.5) -> Figure:
-    """A figure of ``n`` small panels, three to a row (``head``: inches for the title)."""
+def grid(n: int, *, seed: str, title: str, head: float = 0.5, share: bool = False) -> Figure:
+    """A figure of ``n`` small panels, three to a row (``head``: inches for the title), on
+    one scale with ``share``; panels beyond ``n`` are removed."""
     cols = min(3, n) or 1
     rows = (n + cols - 1) // cols or 1
-    return figure(rows, cols, size=(4.2 * cols, 2.8 * rows + head), seed=seed, title=title)
+    fig = figure(
+        rows,
+        cols,
+        size=(4.2 * cols, 2.8 * rows + head),
+        seed=seed,
+        title=title,
+        sharex=share,
+        sharey=share,
+    )
+    for ax in fig.axes[n:]:
+        ax.remove()
+    return fig
 
 
 def axes(fig: Figure) -> list[Axes]:
@@ -91,6 +109,39 @@ def strip(
             ax.hlines(seed[name], i - 0.35, i + 0.35, color="k", lw=2)
     ax.set_xticks(range(1, len(names) + 1), names, fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def seed_box(
+    ax: Axes, position: float, five: Mapping[str, float], *, label: str, mean: float | None = None
+) -> None:
+    """The seed's box at ``position`` from its five numbers (``min``, ``p25``, ``p50``,
+    ``p75``, ``max``: whiskers at min and max, as a table of them allows), its mean as a
+    black bar, in grey beside ours."""
+    stats = {
+        "whislo": five["min"],
+        "q1": five["p25"],
+        "med": five["p50"],
+        "q3": five["p75"],
+        "whishi": five["max"],
+        "fliers": [],
+        "label": label,
+    }
+    ticks = list(ax.get_xticks())
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    ax.bxp([stats], positions=[position], widths=0.5, patch_artist=True, manage_ticks=False,
+           boxprops={"facecolor": "0.85"})  # fmt: skip
+    ax.set_xticks([*ticks, position], [*names, label], fontsize=8)
+    if mean is not None:
+        ax.hlines(mean, position - 0.35, position + 0.35, color="k", lw=2)
+
+
+def seed_quantiles(
+    ax: Axes, points: Sequence[tuple[float, float]], *, label: str, color: str = "k"
+) -> None:
+    """Quantiles the seed states, ``(value, fraction)``, on a CDF: "half below 20 ms" is
+    ``(20, 0.5)``; each marks that the seed's curve passes at or left of the point."""
+    ax.scatter([p[0] for p in points], [p[1] for p in points], marker="D", s=28,
+               facecolors="none", edgecolors=color, zorder=5, label=label)  # fmt: skip
 
 
 def save(fig: Figure, path: Path) -> str:

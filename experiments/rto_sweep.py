@@ -92,10 +92,16 @@ class RtoSweep:
         groups = {
             c: [r for r in raws.values() if (r["strategy"], r["rto_min_ms"]) == c] for c in found
         }
+        cfg: dict[str, Any] = next(
+            (r["config"] for r in reversed(list(raws.values())) if "config" in r), {}
+        )
         body = "\n".join(
             [
                 "vm2 -> vm3 on the long path (iperf3 TCP and the UDP probe, tcpdump at both"
-                " ends), ost1 reconfigured under it. `rto_min` is set on the"
+                f" ends), ost1 reconfigured under it {ostbench.when_switched(cfg)} (seed 003:"
+                " 10 s into a 20 s stream). The unavailability is the longest time the"
+                " sender's sniffer saw no packet of the stream, as the seed's. `rto_min` is set"
+                " on the"
                 " sender's route to vm3. *TCP resumes* is the time from the request until the"
                 " stream is back above half its median rate (100 ms intervals); *model* is"
                 " when the circuit broke + `rto_min * (2^k - 1)`: the first retransmission after"
@@ -188,7 +194,7 @@ def model_ms(doc: Mapping[str, Any]) -> float | None:
 
 def _table(groups: Mapping[tuple[str, int], Sequence[Raw]]) -> str:
     header = ["case", "TCP resumes (ms) mean [95 % CI]", "median / p95", "std", "n"]
-    header += ["model (ms)", "timeouts (model)", "TCP unavailability (ms) [capture]"]
+    header += ["model (ms)", "timeouts (model)", "TCP unavailability, sender (ms) [capture]"]
     header += ["retransmitted / sent (%) [capture]", "seed 003 resumes after"]
     rows = []
     for (s, rto), runs in groups.items():
@@ -209,7 +215,8 @@ def _table(groups: Mapping[tuple[str, int], Sequence[Raw]]) -> str:
 
 
 def _cap_gap(r: Mapping[str, Any]) -> Any:
-    return (r.get("capture") or {}).get("longest_gap_ms")
+    cap = r.get("capture") or {}
+    return cap.get("sender_gap_ms") or cap.get("longest_gap_ms")  # the seed's: at the sender
 
 
 def _cap_retrans(r: Mapping[str, Any]) -> Any:
@@ -249,6 +256,8 @@ def _series(groups: Mapping[tuple[str, int], Sequence[Raw]], out: Path) -> str:
         size=(8, 2.0 * len(groups) + 0.4),
         seed="003 Figures 4.8-4.10",
         title="TCP throughput per rto_min",
+        sharex=True,
+        sharey=True,
     )
     for ax, ((s, rto), runs) in zip(plots.axes(fig), groups.items(), strict=True):
         for r in runs:
@@ -262,5 +271,6 @@ def _series(groups: Mapping[tuple[str, int], Sequence[Raw]], out: Path) -> str:
         ax.set_title(f"{s.upper()}, rto_min {rto} ms ({len(runs)} runs){extra}", fontsize=9)
         ax.set_ylabel("Mbit/s")
         ax.set_xlim(-1000, 4500)
+        ax.set_ylim(bottom=0)  # from 0: iperf3's 100 ms granularity is not an oscillation
     fig.axes[-1].set_xlabel("ms after the request")
     return plots.save(fig, out / "rto_throughput.png")

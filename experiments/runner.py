@@ -8,6 +8,8 @@ output directory::
     OUT/env.json              the machine and software of every session that ran here
     OUT/raw/<key>.json.gz     one repetition (gzip JSON, written atomically once complete):
                               its numbers, its traces, the configuration, commit and load
+    OUT/pcaps/<key>-<host>.pcap.gz  the audit sample: the captures of the first 3
+                              repetitions of each arm, headers only (experiments.audit)
     OUT/report.md             conclusions, tables, statistics, the seeds' numbers, plots
     OUT/tables/*.csv          every table of the report, as CSV
     OUT/*.png
@@ -31,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from experiments import audit
 from experiments import markdown as md
 from experiments.config import Config, as_doc, differences, resolve
 from experiments.envinfo import environment, git_head
@@ -294,7 +297,8 @@ def _repetitions(
         for rep in todo:
             began, t0 = datetime.now(UTC).isoformat(timespec="seconds"), time.monotonic()
             load_before = os.getloadavg()[0]
-            doc = exp.run(session, rep, bar.say)
+            with audit.keeping(out, rep.key):  # the first repetitions keep their captures
+                doc = exp.run(session, rep, bar.say)
             meta = {
                 "started_utc": began,
                 "wall_s": round(time.monotonic() - t0, 2),
@@ -350,7 +354,7 @@ def header(raws: Mapping[str, Raw], sessions: Sequence[Mapping[str, Any]], name:
     lines.append(load_sentence(raws, sessions))
     lines.append(
         "Statistics: mean [bootstrap 95 % CI of the mean], n = runs behind each; a table"
-        " warns where n < 10."
+        " warns where n < 10, and below 5 gives the values instead of an interval."
     )
     return " ".join(line for line in lines if line) + "\n\n"
 

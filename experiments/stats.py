@@ -2,6 +2,11 @@
 intervals (of a mean, of a difference of two independent means, of a mean curve). Pure and
 deterministic (the resampling is seeded); numpy does the resampling, so a report of
 thousands of runs still renders in seconds.
+
+Below ``MIN_CI_N`` values (on either side of a difference, or curves of a band) there is no
+interval: a bootstrap of 1-4 values resamples the same few numbers and its "interval" says
+nothing (one value gives [v, v]). The summaries then carry the values themselves, for the
+report to print.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+MIN_CI_N = 5  # fewer values than this: no interval, the values are given instead
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Summary:
-    """One metric over ``n`` runs; ``ci_low``/``ci_high`` bound the mean (bootstrap, 95 %)."""
+    """One metric over ``n`` runs; ``ci_low``/``ci_high`` bound the mean (bootstrap, 95 %),
+    None below ``MIN_CI_N`` runs (then ``values`` are what a table shows)."""
 
     n: int
     mean: float
@@ -28,12 +35,17 @@ class Summary:
     p95: float
     minimum: float
     maximum: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
+    values: tuple[float, ...] = ()
 
     def cell(self, digits: int = 1) -> str:
-        """``mean [ci_low, ci_high]`` for a table."""
+        """``mean [ci_low, ci_high]`` for a table; below ``MIN_CI_N`` runs ``mean (values
+        a, b, c)``, no interval."""
         f = f"{{:.{digits}f}}"
+        if self.ci_low is None or self.ci_high is None:
+            listed = ", ".join(f.format(v) for v in self.values)
+            return f"{f.format(self.mean)} (values {listed})"
         return f"{f.format(self.mean)} [{f.format(self.ci_low)}, {f.format(self.ci_high)}]"
 
 
@@ -79,12 +91,15 @@ def difference_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
-) -> tuple[float, float, float]:
+) -> tuple[float, float | None, float | None]:
     """mean(a) - mean(b) with the two-sample percentile bootstrap interval: ``a`` and ``b``
-    resampled independently (each impulse counted once, unlike every cross pair)."""
+    resampled independently (each impulse counted once, unlike every cross pair). No
+    interval (None, None) when either side has fewer than ``MIN_CI_N`` values."""
     if not a or not b:
         raise ValueError("difference of means needs values on both sides")
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if min(len(xa), len(xb)) < MIN_CI_N:
+        return float(xa.mean() - xb.mean()), None, None
     rng = np.random.default_rng(seed)
     ma = xa[rng.integers(0, len(xa), size=(resamples, len(xa)))].mean(axis=1)
     mb = xb[rng.integers(0, len(xb), size=(resamples, len(xb)))].mean(axis=1)
@@ -96,7 +111,7 @@ def summarize(values: Sequence[float], *, seed: int = 0) -> Summary:
     """The :class:`Summary` of ``values`` (at least one)."""
     if not values:
         raise ValueError("summary of no values")
-    low, high = bootstrap_ci(values, seed=seed)
+    low, high = bootstrap_ci(values, seed=seed) if len(values) >= MIN_CI_N else (None, None)
     return Summary(
         n=len(values),
         mean=statistics.fmean(values),
@@ -107,18 +122,22 @@ def summarize(values: Sequence[float], *, seed: int = 0) -> Summary:
         maximum=max(values),
         ci_low=low,
         ci_high=high,
+        values=tuple(float(v) for v in values),
     )
 
 
 def mean_band(
     series: Sequence[Sequence[float]], *, resamples: int = 500, seed: int = 0
-) -> tuple[list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float] | None, list[float] | None]:
     """Point by point over equally long ``series``: the mean and its bootstrap 95 % band
-    (the runs are resampled whole, so the band keeps each run's shape)."""
+    (the runs are resampled whole, so the band keeps each run's shape); no band (None,
+    None) below ``MIN_CI_N`` series."""
     if not series:
         raise ValueError("band of no series")
     length = min(len(s) for s in series)
     data = np.asarray([list(s[:length]) for s in series], dtype=float)
+    if len(data) < MIN_CI_N:
+        return data.mean(axis=0).tolist(), None, None
     rng = np.random.default_rng(seed)
     n = len(data)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=resamples)  # resamples x runs

@@ -6,7 +6,12 @@ packets were not observed by the sniffer", RTT of the stream's packets, and thro
 Here the sender's capture (vm2) gives what left and the ACKs that came back, the
 receiver's (vm3) what arrived:
 
-- *unavailability*: the longest gap between data segments arriving at the receiver;
+- *unavailability*: the longest time the sender's sniffer saw no packet of the stream
+  (seed 003 Table 4.6: "time gap ... where packets were not observed by the sniffer", its
+  tcpdump "on the sender side"): data going out or ACKs coming back; while the circuit is
+  dark only the retransmissions, so this is the longest wait between two of them (or before
+  the first); beside it the longest gap between data segments arriving at the receiver,
+  which runs from the last segment before the outage to the first after it;
 - *retransmitted / sent*: data segments the sender sent again (a sequence number below the
   highest one already sent) over every data segment it sent (a frame carrying several
   segments, as the sender's capture may see before segmentation, counts as that many);
@@ -31,6 +36,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
 ETHERNET, ETH_IPV4, TCP = 1, 0x0800, 6
@@ -82,6 +88,48 @@ def read_pcap(path: Path) -> Iterator[Packet]:
         pkt = _tcp(sec + frac * unit, frame)
         if pkt is not None:
             yield pkt
+
+
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+def headers_only(path: Path, into: Writable) -> int:
+    """Copy the classic pcap ``path`` into ``into`` with every frame cut after its headers
+    (Ethernet, IPv4 and TCP with its options; 64 bytes of anything else), the original
+    length kept: what the measurements read, without the payload bytes a ``-s 96`` capture
+    keeps of some segments. The number of frames."""
+    data = path.read_bytes()
+    order = next(
+        (
+            o
+            for o in ("<", ">")
+            if len(data) >= 24 and struct.unpack_from(f"{o}I", data)[0] in MAGIC
+        ),
+        None,
+    )
+    if order is None:
+        raise PcapError(f"{path}: not a classic pcap file")
+    into.write(data[:24])
+    record = struct.Struct(f"{order}IIII")
+    at, frames = 24, 0
+    while at + 16 <= len(data):
+        sec, frac, caplen, length = record.unpack_from(data, at)
+        frame = data[at + 16 : at + 16 + caplen]
+        at += 16 + caplen
+        keep = frame[: _header_length(frame)]
+        into.write(record.pack(sec, frac, len(keep), length) + keep)
+        frames += 1
+    return frames
+
+
+def _header_length(frame: bytes) -> int:
+    if len(frame) < 14 + 20 or int.from_bytes(frame[12:14], "big") != ETH_IPV4:
+        return min(len(frame), 64)
+    ihl = (frame[14] & 0x0F) * 4
+    if frame[23] != TCP or len(frame) < 14 + ihl + 13:
+        return min(len(frame), 14 + ihl + 8)
+    return min(len(frame), 14 + ihl + (frame[14 + ihl + 12] >> 4) * 4)
 
 
 def _tcp(t: float, frame: bytes) -> Packet | None:
@@ -193,6 +241,12 @@ def sender_side(packets: Sequence[Packet], flow: Flow, size: int | None = None) 
         if i >= 0:
             rtt.append((a.t, (a.t - first[i]) * 1000))
     return Sent(segments=sent, retransmitted=again, rtt=tuple(rtt))
+
+
+def connection_times(packets: Sequence[Packet], flow: Flow) -> list[float]:
+    """When a sniffer at one end saw a packet of the connection, either direction (data,
+    ACKs, retransmissions): what seed 003's unavailability is measured on, at the sender."""
+    return sorted(p.t for p in [*_forward(packets, flow), *_backward(packets, flow)])
 
 
 def arrivals(packets: Sequence[Packet], flow: Flow) -> list[tuple[float, int]]:

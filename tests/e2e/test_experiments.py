@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from experiments import impulse_analysis as ia
+from experiments.audit import recheck
 from experiments.bandwidth_steering import rate_around
 from experiments.mptcp import mptcp_missing, phase_mbps, stalled_ms
 from experiments.runner import every_raw
@@ -72,6 +73,9 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
         cap = r["capture"]  # the seed's metrics, from the packets: no data, then resent
         assert cap["longest_gap_ms"] >= r["timing"]["dark_ms"] - 5, cap
         assert cap["retransmitted"] > 0 and cap["rtt_during_max_ms"] > 300, cap
+        # the seed's unavailability, at the sender: its resends into the dark break the
+        # silence, so it is at least one RTO (200 ms) and no longer than the receiver's gap
+        assert 190 <= cap["sender_gap_ms"] <= cap["longest_gap_ms"] + 20, cap
     for r in mbb:  # hitless but for what the busy fabric dropped by itself
         assert r["udp"]["lost"] <= r["fabric_drops"], r["udp"]
         assert r["timing"]["new_path_ms"] >= r["timing"]["dark_ms"], r["timing"]
@@ -80,17 +84,26 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
         # machine's late ACKs time the sender out (spurious), no packet meets a dark fibre
         needed = cap["retransmitted"] - cap["duplicates"]
         assert needed <= r["fabric_drops"], (r["fabric_drops"], cap)
-        assert cap["longest_gap_ms"] < 200, cap
+        assert cap["longest_gap_ms"] < 200 and cap["sender_gap_ms"] < 200, cap
     for i in (1, 2, 3):  # a pair meets one lock time
         assert raws[f"bbm-0{i}"]["timing"]["lock_ms"] == raws[f"mbb-0{i}"]["timing"]["lock_ms"]
     assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
         r["udp"]["longest_gap_ms"] for r in bbm
     )
     report = (out / "report.md").read_text()
-    assert "longest gap in vm3's TCP data (ms)** [capture] |" in report
+    assert "TCP unavailability: longest gap at the sender, vm2 (ms)** [capture] |" in report
+    assert "(values " in report and "below 5 runs a cell gives the values" in report  # n = 3
     assert "| 3 | 598 | 121 |" in report
     for png in ("fig4_15_unavailability.png", "fig4_12_throughput.png", "fig4_2_lock_times.png"):
         assert (out / png).stat().st_size > 10_000
+
+    # the audit sample: both captures of the first 3 runs of each arm, headers only,
+    # compressed; a run's capture numbers recomputed from them alike (one run: each costs
+    # its analysis again; `reroute experiment audit` over a whole directory is unit-tested)
+    kept = sorted(p.name for p in (out / "pcaps").iterdir())
+    assert kept == [f"{k}-{h}.pcap.gz" for k in sorted(raws) for h in ("vm2", "vm3")], kept
+    assert all(r["capture"]["pcaps"] for r in raws.values())
+    assert recheck(out, {"bbm-02": raws["bbm-02"]}) == {"bbm-02": []}
 
     # the report again from raw/ alone, elsewhere, without a fabric: the same tables
     again = reroute("experiment", "report", str(out), "--out", str(tmp_path / "again"))
@@ -217,6 +230,8 @@ def test_impulse_response_quick(tmp_path: Path) -> None:
         for host, events in raw["monitors"].items():  # each site failed over every time
             assert [e["state"] for e in events if e["kind"] == "failover"] == ["done"] * 3, host
         assert ia.baseline_mbps(raw) > 10, raw["series_mbps"]
+        # iperf3's retransmissions per sample, which say what a dip between impulses was
+        assert len(raw["retransmits_series"]) == len(raw["series_mbps"]), raw.keys()
         imps = ia.impulses(raw)
         n = ia.common_length(imps)
         mean = [sum(i.r[k] for i in imps) / len(imps) for k in range(n)]
@@ -230,5 +245,6 @@ def test_impulse_response_quick(tmp_path: Path) -> None:
         assert all(i.failover_s is not None and i.failover_s > 0 for i in imps), imps
     report = (out / "report.md").read_text()
     assert "| ovs-path | - | 1 | 3 | 4 |" in report and "| ovs-rtt | - | 1 | 3 | 4 |" in report
+    assert "dips outside the responses (with retransmissions)" in report
     for png in ("impulse_single.png", "impulse_means.png"):
         assert (out / png).stat().st_size > 10_000

@@ -26,17 +26,29 @@ def test_every_experiment_has_a_parameter_file_its_model_accepts_at_both_scales(
             assert exp.plan(Options(config=cfg, backend=exp.backends[0])), name
 
 
-def test_defaults_are_the_former_constants_and_quick_changes_only_what_it_says() -> None:
+def test_the_seeds_window_at_full_scale_and_a_short_one_at_quick_scale() -> None:
+    """Seed 003 Tables 4.2 / 4.7 and 4.2.2: a 20 s stream, the switch at T = 10 s (the loss
+    ratio over the whole stream); --quick keeps the short stream of the e2e tests."""
+    for name in ("ost-vs-mbb", "rto-sweep", "bandwidth-steering"):
+        model = catalog.EXPERIMENTS[name].config_model
+        full, quick = resolve(name, model), resolve(name, model, quick=True)
+        assert (full.tcp_s, full.switch_at_s) == (20, 10), name  # type: ignore[attr-defined]
+        assert full.probe_s > full.switch_at_s + 3, name  # type: ignore[attr-defined]
+        assert (quick.tcp_s, quick.switch_at_s) == (7, 1), name  # type: ignore[attr-defined]
     full = resolve("ost-vs-mbb", OstConfig)
-    assert (full.runs, full.probe_pps, full.tcp_mbps, full.tcp_s, full.probe_s) == (
-        20, 5000, 100, 7, 4.0
-    )  # fmt: skip
+    assert (full.runs, full.probe_pps, full.tcp_mbps) == (20, 5000, 100)
     quick = resolve("ost-vs-mbb", OstConfig, quick=True)
-    assert quick.runs == 3 and quick.model_dump(exclude={"runs"}) == full.model_dump(
-        exclude={"runs"}
-    )
+    changed = {"runs", "tcp_s", "switch_at_s", "probe_s"}
+    assert quick.runs == 3 and quick.model_dump(exclude=changed) == full.model_dump(exclude=changed)
     rto = resolve("rto-sweep", RtoConfig)
     assert rto.rto_min_ms == [200, 800, 900, 2000] and rto.runs == 5
+
+
+def test_a_switch_outside_the_stream_is_refused() -> None:
+    with pytest.raises(ConfigError, match="switch_at_s"):
+        resolve("ost-vs-mbb", OstConfig, sets=["switch_at_s=19.5"])
+    with pytest.raises(ConfigError, match="must outlast"):
+        resolve("ost-vs-mbb", OstConfig, sets=["probe_s=5"])
 
 
 def test_set_takes_yaml_values_at_dotted_keys() -> None:

@@ -71,11 +71,11 @@ def test_report_covers_every_backend_in_raw(tmp_path: Path) -> None:
     text = report_text(exp, tmp_path)
     assert "| dpctl-path | A |" in text and "| odl-rtt | D |" in text
     assert "| odl-path | C |" in text
-    # ODL - dpctl over independent impulses (3 and 3 each: the interval is degenerate here)
-    assert "| rtt: ODL (D) - dpctl (-) | 3 / 3 | 2.20 [2.20, 2.20] |" in text
-    assert "| path: ODL (C) - dpctl (A) | 3 / 3 | 1.00 [1.00, 1.00] |" in text
+    # ODL - dpctl over independent impulses (3 and 3 each: no interval, not [2.20, 2.20])
+    assert "| rtt: ODL (D) - dpctl (-) | 3 / 3 | +2.20 (n = 3 / 3: no interval) |" in text
+    assert "| path: ODL (C) - dpctl (A) | 3 / 3 | +1.00 (n = 3 / 3: no interval) |" in text
     assert "n < 10" in text  # said in words
-    assert "ODL restored TCP later than dpctl by 1.00 s" in text
+    assert "ODL restored TCP later than dpctl by +1.00 s (n = 3 / 3: no interval)" in text
     for png in (
         "impulse_single",
         "impulse_means",
@@ -101,3 +101,29 @@ def test_plan_names_a_train_per_configuration() -> None:
     ]
     local = exp.plan(opts("impulse-response", backend="odl-local", quick=True))
     assert [r.key for r in local] == ["odl-local-path-01"]
+
+
+def test_dips_between_the_degradations_are_counted_with_the_retransmissions_behind_them(
+    tmp_path: Path,
+) -> None:
+    """The periodic spikes of the single responses: samples below half of B outside every
+    response, each counted once, and whether iperf3 retransmitted there."""
+    raw = _train([(0.5, 1.0), (0.5, 1.0)])
+    series = raw["series_mbps"]
+    resent = [0] * len(series)
+    for k, lost in ((22, True), (55, False), (57, True)):  # 2.25 s, 5.55 s, 5.75 s
+        series[k] = 20.0
+        if lost:
+            resent[k] = 3
+    assert [round(t, 2) for t, _ in ia.train_dips(ia.impulses(raw))] == [-0.75, 2.55, 2.75]
+    raw["retransmits_series"] = resent
+    found = ia.train_dips(ia.impulses(raw))
+    assert [(round(t, 2), n) for t, n in found] == [(-0.75, 3), (2.55, 0), (2.75, 3)]
+    # the degradation's own dip (nothing gets through for 0.5 s) is not one of them
+    assert all(t < -ia.DIP_MARGIN_S or t > 1.0 for t, _ in found)
+    (tmp_path / "raw").mkdir()
+    doc = raw | {"key": "dpctl-path-01", "params": {}, "backend": "dpctl"}
+    (tmp_path / "raw" / "dpctl-path-01.json").write_text(json.dumps(doc))
+    text = report_text(ImpulseResponse(), tmp_path)
+    assert text.split("| dpctl-path |")[1].split("\n")[0].endswith("| 3 (2) |")
+    assert "*dips*: 100 ms samples below half of B" in text

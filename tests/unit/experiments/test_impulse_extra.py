@@ -108,7 +108,7 @@ def test_plan_and_report_of_the_extra_flows_variant(tmp_path: Path) -> None:
     assert list(by_config(trains)) == ["dpctl-path", "dpctl+10-path"]
     text = report_text(exp, tmp_path)
     assert "| dpctl+10-path | A+10 | 1 | 3 |" in text
-    assert text.split("| dpctl+10-path |")[1].split("\n")[0].endswith("| 0 | 0 |")
+    assert text.split("| dpctl+10-path |")[1].split("\n")[0].endswith("| 0 | 0 | 0 (0) |")
     assert "impulse_extra_flows.png" in text
     assert (tmp_path / "impulse_extra_flows.png").stat().st_size > 5_000
 
@@ -120,5 +120,5 @@ def test_figure_11_needs_two_configurations_and_failed_injections_count(tmp_path
     (tmp_path / "raw" / "dpctl+100-path-01.json").write_text(json.dumps(doc))
     text = report_text(ImpulseResponse(), tmp_path)
     assert "Needs trains of dpctl and dpctl+10 or dpctl+100" in text
-    assert text.split("| dpctl+100-path |")[1].split("\n")[0].endswith("| 0 | 1 |")
+    assert text.split("| dpctl+100-path |")[1].split("\n")[0].endswith("| 0 | 1 | 0 (0) |")
     assert not (tmp_path / "impulse_extra_flows.png").exists()

@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
-from experiments import cwnd, mptcp
+from experiments import cwnd, mptcp, mptcp_bdp
+from experiments.config import resolve
 from experiments.mptcp import Mptcp, phase_mbps, stalled_ms
-from experiments.runner import Skipped
+from experiments.runner import Skipped, every_raw
+from services.reroute.topology import load_topology
 from tests.unit.experiments.helpers import opts, report_text
+from tests.unit.experiments.test_rerender import FIXTURES
 
 
 def _raw(case: str, proto: str, during: float) -> dict[str, Any]:
@@ -83,9 +86,31 @@ def test_congestion_windows_from_ss() -> None:
         "10.0.0.2:40000>10.0.0.3:5601": [[0.5, 10, 0.41], [0.6, 1, 2.0]],
         "10.0.0.12:40001>10.0.0.3:5601": [[0.5, 4, 1.5]],
     }
+    # a previous run's connection still closing when this one's sender started is not its
+    closing = cwnd.parse(["@@ 999.97", "FIN-WAIT-1 0 0 10.0.0.2:39000 10.0.0.3:5601",
+                          "\t cubic rtt:50/1 cwnd:193"], 1000.0)  # fmt: skip
+    assert cwnd.this_connection(series | closing) == series
 
 
 def test_without_mptcp_the_session_is_skipped_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mptcp, "mptcp_missing", lambda: "the kernel has no MPTCP")
     with pytest.raises(Skipped, match="the kernel has no MPTCP"):
         Mptcp().session(opts("mptcp", quick=True), print, seed=0)
+
+
+def test_mptcp_bdp_gives_both_protocols_the_same_capacity_at_a_large_bdp(tmp_path: Path) -> None:
+    """Seed 002 Fig. 1 compares the protocols, not one path against two: h2's access link,
+    which every path crosses, is capped like each path, so MPTCP's two subflows together
+    get what TCP's one gets; and the BDP is large (the old 50 Mbit/s x 20 ms was 125 kB)."""
+    topo = load_topology(mptcp_bdp.TOPOLOGY)
+    cfg = resolve("mptcp-bdp", mptcp_bdp.BdpConfig)
+    assert mptcp_bdp.ACCESS in mptcp_bdp.CAPPED
+    for name in ("a", "b"):  # both paths leave s2 on the capped access link to h2
+        hops = topo.paths[name].hops
+        assert (hops[-1].node, hops[-1].out_port) == ("s2", 1), topo.paths[name].describe()
+    assert cfg.path_mbps == 100 and topo.paths["a"].delay_ms == topo.paths["b"].delay_ms == 25
+    assert mptcp_bdp.bdp_kb(topo, cfg.path_mbps) == pytest.approx(625)
+    # a report of runs made before says that their MPTCP had twice TCP's capacity
+    text = report_text(mptcp_bdp.MptcpBdp(), tmp_path, dict(every_raw(FIXTURES / "mptcp-bdp")))
+    assert "MPTCP had twice TCP's capacity in these runs" in text
+    assert "20 ms = 125 kB" in text and "states neither its RTT nor its link rate" in text

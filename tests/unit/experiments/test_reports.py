@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,13 @@ import pytest
 
 from experiments.bandwidth_steering import BandwidthSteering, rate_around
 from experiments.ost_vs_mbb import OstVsMbb
-from experiments.ostbench import paired_lock_ms, parse_ping, rtt_summary
+from experiments.ostbench import (
+    lock_quantile,
+    paired_lock_ms,
+    parse_ping,
+    rtt_summary,
+    van_der_corput,
+)
 from experiments.rto_sweep import RtoSweep, backoff_ms, model_ms, recovery_ms
 from tests.unit.experiments.helpers import opts, report_text
 
@@ -68,6 +75,7 @@ def capture(gap: float, *, retransmitted: int) -> dict[str, Any]:
         "segments_received": 1000 - retransmitted,
         "lost": retransmitted,
         "lost_pct": retransmitted / 10,
+        "sender_gap_ms": gap - 1.0,  # the sender's sniffer: a resend 1 ms before the end
         "longest_gap_ms": gap,
         "gap_at_ms": 20.0,
         "rtt_before_median_ms": 0.5,
@@ -89,13 +97,18 @@ def test_ost_vs_mbb_report_has_its_tables_and_plots(tmp_path: Path) -> None:
         raws[f"bbm-0{i}"] = raw("bbm", f"bbm-0{i}", gap=800.0 + i, lock=550.0 + 50 * i)
         raws[f"mbb-0{i}"] = raw("mbb", f"mbb-0{i}", gap=2.0 + i)
     text = report_text(OstVsMbb(), tmp_path, raws)
-    unavailability = "| **TCP unavailability: longest gap in vm3's TCP data (ms)** [capture] |"
-    assert f"{unavailability} 802.0 [801.0, 803.0] |" in text
+    # the seed's unavailability is the sender's gap; n = 3: the values, no interval
+    unavailability = "| **TCP unavailability: longest gap at the sender, vm2 (ms)** [capture] |"
+    assert f"{unavailability} 801.0 (values 800.0, 801.0, 802.0) |" in text
     assert "| 3 | 598 | 121 |" in text  # n and seed 003 beside each other
+    receiver = "| TCP: longest gap in the data arriving at the receiver, vm3 (ms) [capture] |"
+    assert f"{receiver} 802.0 (values 801.0, 802.0, 803.0) |" in text
     assert "| UDP probe: longest gap (ms) [ours] | 802.0" in text  # ours, the seed's in ()
     assert "| 3 | (598) | (121) |" in text
+    assert "[" not in text.split("## Per run")[1].split("\n\n")[1].split("| 3 |")[1]
     assert "| p75 | 638 | 786 |" in text  # the lock times met vs Table 4.3
-    assert "Make-before-break cut TCP's unavailability from 802 ms to 4 ms" in text
+    assert "Make-before-break cut TCP's unavailability from 801 ms to 3 ms" in text
+    assert "below 5 runs a cell gives the values, no interval" in text
     assert "*RTT max (ping)* counts answered pings only" in text  # the row that reads backwards
     assert "n < 10" in text
     for png in ("fig4_15_unavailability.png", "fig4_14_loss.png", "fig4_12_throughput.png",
@@ -135,8 +148,8 @@ def test_ost_vs_mbb_backends_share_one_out_and_one_report(tmp_path: Path) -> Non
     assert "## Per run, BBM vs MBB: backend ovs (`topologies/ngncs-ost.yaml`)" in text
     assert "## Per run, BBM vs MBB: backend dpctl (`topologies/ngncs-ost-dpctl.yaml`)" in text
     side = text.split("## Backends side by side")[1]
-    assert "| ovs | `ngncs-ost.yaml` | 3.5 [3.0, 4.0] (n = 2) |" in side
-    assert "| dpctl | `ngncs-ost-dpctl.yaml` | 10.5 [10.0, 11.0] (n = 2) |" in side
+    assert "| ovs | `ngncs-ost.yaml` | 2.5 (values 2.0, 3.0) (n = 2) |" in side
+    assert "| dpctl | `ngncs-ost-dpctl.yaml` | 9.5 (values 9.0, 10.0) (n = 2) |" in side
     assert (tmp_path / "fig4_15_unavailability.png").stat().st_size > 10_000
 
 
@@ -164,7 +177,7 @@ def test_rto_sweep_report(tmp_path: Path) -> None:
         doc = raw(s, f"{s}-{rto}", gap=800.0, rto_min_ms=rto)
         raws[doc["key"]] = doc | {"recovery_ms": recovery_ms(doc)}
     text = report_text(RtoSweep(), tmp_path, raws)
-    assert "| BBM rto_min 900 | 800 [800, 800] | 800 / 800 | 0 | 1 | 940 | 1: 1/1 |" in text
+    assert "| BBM rto_min 900 | 800 (values 800) | 800 / 800 | 0 | 1 | 940 | 1: 1/1 |" in text
     assert "| BBM rto_min 200 |" in text.split("| BBM rto_min 800 |")[0]  # by rto_min
     assert (tmp_path / "rto_resume.png").exists() and (tmp_path / "rto_throughput.png").exists()
     assert [r.key for r in RtoSweep().plan(opts("rto-sweep", quick=True))][:2] == [
@@ -206,12 +219,12 @@ def test_bandwidth_steering_report_shows_both_streams(tmp_path: Path) -> None:
         raws[doc["key"]] = doc | {"bystander": bystander}
     text = report_text(BandwidthSteering(), tmp_path, raws)
     # the seed's steered-stream numbers beside the steered stream's, from the capture
-    steered = "| **steered: retransmitted / sent (%)** [capture] | 1.00 [1.00, 1.00] | 1 |"
-    assert f"{steered} 0.00 [0.00, 0.00] | 1 | 1.28 | 0.44 |" in text
+    steered = "| **steered: retransmitted / sent (%)** [capture] | 1.00 (values 1.00) | 1 |"
+    assert f"{steered} 0.00 (values 0.00) | 1 | 1.28 | 0.44 |" in text
     assert (
-        "| both streams' mean retransmitted / sent (%) [iperf3] | 2.00 [2.00, 2.00] | 1 |" in text
+        "| both streams' mean retransmitted / sent (%) [iperf3] | 2.00 (values 2.00) | 1 |" in text
     )
-    assert "| not steered: Mbit/s before | 100 [100, 100] | 1 |" in text
+    assert "| not steered: Mbit/s before | 100 (values 100) | 1 |" in text
     assert (tmp_path / "steering_throughput.png").stat().st_size > 10_000
 
 
@@ -234,3 +247,24 @@ def test_mbb_retransmissions_are_said_as_they_are(counts: list[int], said: str) 
     from experiments.ost_vs_mbb import _retransmitted
 
     assert _retransmitted([{"capture": {"retransmitted": c}} for c in counts]).startswith(said)
+
+
+def test_lock_times_are_stratified_over_table_4_3_so_n_pairs_cover_it() -> None:
+    """The old independent draws put 19 of 40 in Table 4.3's upper mode (above its p75,
+    786 ms) where the table says a quarter; stratified, n pairs meet each part of the
+    distribution in proportion, whatever the seed."""
+    for seed in range(20):
+        qs = [lock_quantile(seed, pair) for pair in range(1, 41)]
+        assert all(0 <= q < 1 for q in qs)
+        for k in (1, 2, 3, 4, 5):  # pairs 1..2^k: one in each 1/2^k of the distribution
+            first = qs[: 2**k]
+            assert sorted(int(q * 2**k) for q in first) == list(range(2**k)), (seed, k)
+        upper = [paired_lock_ms(seed, pair) for pair in range(1, 41)]
+        assert 9 <= sum(ms > 786 for ms in upper) <= 11, seed  # 25 % of 40, within one
+        for n in range(1, 41):  # any n pairs: n / 4 of them in the upper quarter, within one
+            assert abs(sum(q >= 0.75 for q in qs[:n]) - n / 4) <= 1, (seed, n)
+        assert abs(statistics.fmean(upper) - 605) < 25, seed  # Table 4.3's mean, 605 ms
+    # every pair alone is still a uniform draw: over many seeds pair 1 covers [0, 1)
+    firsts = [lock_quantile(seed, 1) for seed in range(400)]
+    assert 80 <= sum(q >= 0.75 for q in firsts) <= 120
+    assert van_der_corput(0) == 0 and van_der_corput(1) == 0.5 and van_der_corput(6) == 0.375

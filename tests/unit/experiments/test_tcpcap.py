@@ -108,3 +108,42 @@ def test_not_a_pcap_is_refused(tmp_path: Path) -> None:
     bad.write_bytes(b"\x0a\x0d\x0d\x0a" + b"\0" * 40)  # pcapng
     with pytest.raises(tcpcap.PcapError, match="not a classic pcap"):
         list(tcpcap.read_pcap(bad))
+
+
+def _outage(tmp: Path) -> tuple[Path, Path]:
+    """Seed 003's BBM at the sender: segments every 10 ms from t=100 (ACKed 1 ms later),
+    the circuit dark from 100.045 to 100.6; segment 5 (100.05) is lost, resent at the RTO
+    (100.25, lost too) and again after the doubled one (100.65, arrives), then 6-9 follow."""
+    tx, rx = [], []
+    for i in range(5):
+        t, seq = 100.0 + i * 0.01, 1 + i * MSS
+        tx.append((t, _frame(SRC, DST, 40000, 5201, seq, 1, MSS)))
+        rx.append((t + 0.0005, _frame(SRC, DST, 40000, 5201, seq, 1, MSS)))
+        tx.append((t + 0.001, _frame(DST, SRC, 5201, 40000, 1, seq + MSS, 0, 0x10)))
+    five = 1 + 5 * MSS
+    for t in (100.05, 100.25):  # into the dark: neither arrives nor is ACKed
+        tx.append((t, _frame(SRC, DST, 40000, 5201, five, 1, MSS)))
+    for i in range(5, 10):
+        t, seq = 100.65 + (i - 5) * 0.01, 1 + i * MSS
+        tx.append((t, _frame(SRC, DST, 40000, 5201, seq, 1, MSS)))
+        rx.append((t + 0.0005, _frame(SRC, DST, 40000, 5201, seq, 1, MSS)))
+        tx.append((t + 0.001, _frame(DST, SRC, 5201, 40000, 1, seq + MSS, 0, 0x10)))
+    return _pcap(tmp / "tx.pcap", tx), _pcap(tmp / "rx.pcap", rx)
+
+
+def test_the_unavailability_is_the_senders_gap_as_the_seeds_the_receivers_beside_it(
+    tmp_path: Path,
+) -> None:
+    tx, rx = _outage(tmp_path)
+    doc = capture.analyse(tx, rx, port=5201, request_t=100.045, rtt_window_s=1.0)
+    # the sender's sniffer saw the resends at 100.25 and 100.65: its longest silence is the
+    # doubled RTO between them (seed 003: "between two and three times RTO_min")
+    assert doc["sender_gap_ms"] == pytest.approx(400.0, abs=0.01)
+    assert doc["sender_gap_at_ms"] == pytest.approx(205.0, abs=0.01)
+    # the receiver saw nothing from segment 4 (100.0405) to the resent 5 (100.6505)
+    assert doc["longest_gap_ms"] == pytest.approx(610.0, abs=0.01)
+    # before the outage: 1 ms between a segment and its ACK, 9 ms to the next segment
+    assert doc["sender_gap_before_ms"] is None  # nothing 0.5 s into the stream before it
+    assert (doc["segments_sent"], doc["retransmitted"]) == (12, 2)
+    assert doc["retransmitted_pct"] == pytest.approx(200 / 12)
+    assert doc["stream_s"] == pytest.approx(0.69, abs=1e-6)  # loss over the whole stream
