@@ -40,11 +40,13 @@ from drivers.ovs.ofp13 import BundleCtrlType
 from drivers.ovs.ofp13_flow import FlowModCommand, encode_flow_mod
 from drivers.polatis_scpi import scpi as scpi_text
 from emulators.polatis.emulator import EmulatorConfig
+from experiments import measuring
 from fabric import fabric
+from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from fabric.state import FabricState
 from services.reroute.engine import plan_on_devices
-from services.reroute.executor import Executor, StepEvent
+from services.reroute.executor import Executor, StepEvent, sleep_until
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan, StepKind
@@ -76,6 +78,11 @@ class Run:
     lock_seen_ms: float  # circuits started -> lock step done, minus switching + drawn lock
     swap_ms: float  # lock step done -> last shift done
     optics_ms: float  # switching + drawn lock
+    # under --traffic (the demo's: 5 kpps probe + 100 Mb/s TCP): what the move cost them
+    lost: int = 0  # probe packets
+    reordered: int = 0  # probe packets
+    retransmits: int = 0  # TCP segments (iperf3's sender count)
+    drops: int = 0  # packets the fabric's OVS dropped itself meanwhile (rx sockets)
 
 
 async def one(
@@ -369,7 +376,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
             stamps["park made"] = time.perf_counter()
             await at_once(moves.park_shift)
             stamps["parked"] = time.perf_counter()
-            await asyncio.sleep(moves.drain_s)
+            await sleep_until(asyncio.get_running_loop().time() + moves.drain_s)
             stamps["drained"] = time.perf_counter()
             await scpi.change(scpi_text.sub_command(moves.remove))
             stamps["SUB"] = time.perf_counter()
@@ -404,12 +411,36 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
 FLOOR = "floor: raw bundles + SCPI + PORT_STATUS"
 
 
+def under_traffic(fab: Fabric, topo: Topology, move: Callable[[], Run]) -> Run:
+    """``move`` under the demo's traffic (the probe at 5 kpps, iperf3 TCP at 100 Mb/s,
+    vm2 -> vm3, ``experiments.measuring.Traffic``), started ``BASELINE_S`` before it; the
+    run with the probe's loss and reordering, TCP's retransmissions and the fabric's own
+    drops over the traffic's whole time."""
+    drops = measuring.fabric_drops(fab)
+    with measuring.Traffic(fab, topo.paths["long"], rate=5000, tcp_mbps=100) as traffic:
+        time.sleep(measuring.BASELINE_S)
+        run = move()
+        probe, tcp = traffic.results()
+    return replace(
+        run,
+        lost=int(probe["lost"]),
+        reordered=int(probe["reordered"]),
+        retransmits=tcp.retransmits or 0,
+        drops=measuring.fabric_drops(fab) - drops,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="round trips per variant")
     parser.add_argument("--steps", action="store_true", help="print each move's step timings")
     parser.add_argument(
         "--no-before", action="store_true", help="leave out the previous defaults' variant"
+    )
+    parser.add_argument(
+        "--traffic",
+        action="store_true",
+        help="each move under the demo's traffic (5 kpps probe + 100 Mb/s TCP; ~6 s a move)",
     )
     args = parser.parse_args()
     topo = replace(load_topology(ROOT / "topologies" / "ngncs-ost.yaml"), name="bench-ost")
@@ -422,10 +453,20 @@ def main() -> int:
         for _ in range(args.runs):  # interleaved: every variant sees the same machine
             for variant in variants:
                 for to in ("short", "long"):
-                    run = asyncio.run(one(topo, fab.state, to, variant, args.steps))
+
+                    def move(to: str = to, variant: Variant = variant) -> Run:
+                        return asyncio.run(one(topo, fab.state, to, variant, args.steps))
+
+                    run = under_traffic(fab, topo, move) if args.traffic else move()
                     results[variant.name].append(run)
             for to in ("short", "long"):
-                results[FLOOR].append(asyncio.run(floor(topo, fab.state, to, args.steps)))
+
+                def lowest(to: str = to) -> Run:
+                    return asyncio.run(floor(topo, fab.state, to, args.steps))
+
+                results[FLOOR].append(
+                    under_traffic(fab, topo, lowest) if args.traffic else lowest()
+                )
     finally:
         fabric.down(topo.name)
     print(
@@ -443,6 +484,16 @@ def main() -> int:
             f"{name:<46} {med('overhead_ms'):>9.1f} {med('before_circuits_ms'):>11.1f} "
             f"{med('lock_seen_ms'):>10.1f} {med('swap_ms'):>6.1f} {med('optics_ms'):>12.1f}"
         )
+    if args.traffic:
+        print(
+            f"\n{'variant (sums over the moves)':<46} {'lost':>6} {'fabric drops':>13} "
+            f"{'reordered':>10} {'TCP retransmits':>16}"
+        )
+        for name, runs in results.items():
+            print(
+                f"{name:<46} {sum(r.lost for r in runs):>6} {sum(r.drops for r in runs):>13} "
+                f"{sum(r.reordered for r in runs):>10} {sum(r.retransmits for r in runs):>16}"
+            )
     now, low = medians[VARIANTS[0].name], medians[FLOOR]
     print(f"overhead {now:.1f} ms, floor {low:.1f} ms, {now / low:.2f}x")
     return 0
