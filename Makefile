@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TOPO ?= topologies/ngncs-ost.yaml
 
-.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick experiments-full install
+.PHONY: setup demo test lint typecheck unit clean containers-test experiments-quick experiments-full install bench-quick
 
 setup:
 	@scripts/setup.sh
@@ -52,6 +52,12 @@ FULL_OUT ?= results/full
 FULL_ARGS ?=
 experiments-full: setup
 	$(BIN)/reroute experiment full --out $(FULL_OUT) $(FULL_ARGS)
+
+# The numbers that must not grow (root; under 3 minutes; bench/README "make bench-quick"):
+# run it after any change to services/, drivers/ or emulators/ and add its last line to
+# bench/README's table.
+bench-quick: setup
+	$(BIN)/python bench/quick.py
 
 unit: setup
 	$(BIN)/python -m pytest -m "not fabric"

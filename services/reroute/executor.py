@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -122,6 +123,17 @@ class StepEvent:
     kind: str = ""  # the step's ``StepKind`` (metrics: durations by kind, lock waits)
 
 
+async def sleep_until(deadline: float) -> None:
+    """Until the event loop's clock reads ``deadline``, to a few microseconds: asyncio's
+    timers wake on whole milliseconds (epoll's timeout, rounded up), so a drain of 5 ms
+    took 5-6; the last millisecond is waited for by yielding to the loop."""
+    loop = asyncio.get_running_loop()
+    while (left := deadline - loop.time()) > 0.001:
+        await asyncio.sleep(left - 0.001)
+    while loop.time() < deadline:
+        await asyncio.sleep(0)
+
+
 class LockTimeout(DeviceTimeout):
     """The new circuit's transceivers did not lock (its switch ports stayed down) in time."""
 
@@ -159,6 +171,19 @@ class LockWatch:
             self.events.put_nowait((device, port, state))
 
         return put
+
+
+def _read_ahead(plan: Plan) -> dict[int, tuple[Step, ...]]:
+    """id(drain) -> the circuits steps that come right after it (nothing of this run
+    touches those optical switches between them)."""
+    ahead: dict[int, tuple[Step, ...]] = {}
+    steps = plan.steps()
+    for i, drain in enumerate(steps):
+        if drain.kind is StepKind.DRAIN:
+            after = itertools.takewhile(lambda s: s.kind is StepKind.CIRCUITS, steps[i + 1 :])
+            if circuits := tuple(after):
+                ahead[id(drain)] = circuits
+    return ahead
 
 
 def _lock_ports(plan: Plan) -> tuple[tuple[str, int], ...]:
@@ -215,6 +240,12 @@ class Executor:
         self._total = 0
         self._stack: contextlib.AsyncExitStack | None = None  # of one run
         self._watch: LockWatch | None = None  # lock ports, from the circuits step on
+        self._watching: asyncio.Future[LockWatch] | None = None  # asked for at the run's start
+        self._shifted_at: float | None = None  # loop time at the end of the last shift
+        # an optical switch's connections read during the drain before its circuits step
+        # (the guard's undo point, read while nothing of this run changes the switch)
+        self._prefetch: dict[int, tuple[str, asyncio.Future[dict[int, int]]]] = {}
+        self._read_ahead: dict[int, tuple[Step, ...]] = {}  # id(drain) -> circuits after it
 
     async def run(
         self,
@@ -229,10 +260,27 @@ class Executor:
         with gc_paused():
             async with contextlib.AsyncExitStack() as stack:
                 self._stack = stack
+                # the lock ports' events asked for while the first steps run, not on the
+                # way to the circuits step (a round trip or two per switch)
+                self._watching = (
+                    asyncio.ensure_future(self._watch_ports(_lock_ports(plan), stack))
+                    if any(s.kind is StepKind.CIRCUITS for s in plan.steps())
+                    else None
+                )
+                self._read_ahead = _read_ahead(plan)
                 try:
                     return await self._run(reroute_id, plan, owner, resources)
                 finally:
-                    self._stack = self._watch = None
+                    for _, read in self._prefetch.values():
+                        read.cancel()
+                    self._prefetch, self._read_ahead = {}, {}
+                    if self._watching is not None and not self._watching.done():
+                        self._watching.cancel()
+                    if self._watching is not None:
+                        with contextlib.suppress(BaseException):
+                            await self._watching  # entered into ``stack`` or not at all
+                    self._stack = self._watch = self._watching = None
+                    self._shifted_at = None
 
     async def _run(
         self, reroute_id: str, plan: Plan, owner: str | None, resources: frozenset[str]
@@ -265,12 +313,15 @@ class Executor:
                     break  # not run, nothing of this batch to undo
                 first += len(batch)
                 if self._watch is None and any(s.kind is StepKind.CIRCUITS for s in batch):
-                    self._watch = await self._watch_ports(_lock_ports(plan), self._stack)
+                    self._watch = await self._watched(plan)
                 error, ended = await self._run_batch(reroute_id, batch, index, timings)
                 if error is not None:
                     break
                 if any(s.kind is StepKind.SHIFT for s in batch):
+                    self._shifted_at = asyncio.get_running_loop().time()
                     shifted = (self.clock() - started) * 1000
+                elif any(s.kind is not StepKind.VERIFY for s in batch):
+                    self._shifted_at = None  # a drain counts from a shift only right after it
             if error is None and phase.rest:
                 error = self._write(self.journal.checkpoint, reroute_id, phase.rest, ended)
                 if error is None:
@@ -302,6 +353,19 @@ class Executor:
             total_ms=(self.clock() - started) * 1000,
             error=story,
         )
+
+    async def _watched(self, plan: Plan) -> LockWatch:
+        """The lock ports' watch, from the circuits step on: what the run asked for at its
+        start, with what was seen before now forgotten (a port counts as locked once seen
+        down since the circuits changed, ``LockWatch``)."""
+        watching, self._watching = self._watching, None
+        if watching is None:
+            return await self._watch_ports(_lock_ports(plan), self._stack)
+        watch = await watching
+        watch.seen_down.clear()
+        while not watch.events.empty():
+            watch.events.get_nowait()
+        return watch
 
     def _leased(self) -> LeaseLost | None:
         """LeaseLost when this replica's lease may end before a step starting now has
@@ -406,7 +470,12 @@ class Executor:
 
     async def _run_step(self, step: Step) -> None:
         if step.kind in (StepKind.DRAIN, StepKind.WAIT):
-            await asyncio.sleep(step.duration_s)
+            # a drain right after a shift counts from the shift's end (what was in flight on
+            # the old path when the shift took effect); the shift's VERIFY ran meanwhile
+            since = self._shifted_at if step.kind is StepKind.DRAIN else None
+            for circuits in self._read_ahead.get(id(step), ()):
+                self._read_before(circuits)
+            await sleep_until((since or asyncio.get_running_loop().time()) + step.duration_s)
             return
         if step.kind is StepKind.AWAIT_LOCK:
             await self._await_lock(step)
@@ -466,7 +535,22 @@ class Executor:
     async def _circuits(
         self, name: str, remove: tuple[Circuit, ...], add: tuple[Circuit, ...]
     ) -> None:
-        await guard.circuits(self._optical(name), remove, add)
+        before = None
+        for key, (device, read) in list(self._prefetch.items()):
+            if device == name:
+                del self._prefetch[key]
+                with contextlib.suppress(Exception):  # read again by the guard
+                    before = await read
+        await guard.circuits(self._optical(name), remove, add, before=before)
+
+    def _read_before(self, step: Step) -> None:
+        """Read the connections of ``step``'s optical switch now (during the drain before
+        it) for the guard's undo point, where the guard would read them (not atomic)."""
+        driver = self.drivers.get(step.device)
+        if isinstance(driver, CrossConnectSwitch) and not driver.capabilities.atomic_batch:
+            read = asyncio.ensure_future(driver.connections())
+            read.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+            self._prefetch[id(step)] = (step.device, read)
 
     def _optical(self, name: str) -> CrossConnectSwitch:
         driver = self._driver(name)

@@ -130,15 +130,21 @@ async def _undo(
 
 
 async def circuits(
-    driver: CrossConnectSwitch, remove: Sequence[Circuit], add: Sequence[Circuit]
+    driver: CrossConnectSwitch,
+    remove: Sequence[Circuit],
+    add: Sequence[Circuit],
+    *,
+    before: dict[int, int] | None = None,
 ) -> None:
     """Remove the circuits ``remove`` (by ingress), then add ``add``. On a device without
     atomic batches a failure after the removal puts the touched ingress ports back as
-    they were (read back first), then raises the original error."""
+    they were (read back first; ``before``: already read, by a caller that holds the
+    device since), then raises the original error."""
     if driver.capabilities.atomic_batch:
         await _circuits(driver, remove, add)
         return
-    before = await driver.connections()
+    if before is None:
+        before = await driver.connections()
     try:
         await _circuits(driver, remove, add)
     except DriverError as exc:
