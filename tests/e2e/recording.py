@@ -14,6 +14,9 @@ what it tests):
 ``on_record`` (optional) is called with each record before its message is handed over: a
 test acts at a precise point of a replica's work (e.g. stops it at its first write).
 
+``Record.parent`` is the connecting process's parent: a replica that runs a tool per call
+(``dpctl``) is the tool's parent.
+
 ``Record.write`` says whether a record changed the switch's tables: a FLOW_MOD or GROUP_MOD
 outside a bundle, or a bundle COMMIT, not refused. ``t`` is the wall clock when the message
 was handed to the switch.
@@ -28,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from emulators.writelog import peer_pid
 
@@ -54,6 +58,7 @@ class Record:
     kind: str  # flow_mod, group_mod, role_request, bundle_add, bundle_control
     detail: str  # the command, role and generation, or bundle control type
     refused: str | None = None  # "type/code" of the ERROR that answered it
+    parent: int | None = None  # ``pid``'s parent when the connection was accepted
 
     @property
     def write(self) -> bool:
@@ -111,10 +116,24 @@ def _upstream(target: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=2)
 
 
+def parent_pid(pid: int | None) -> int | None:
+    """The parent of process ``pid`` (``None``: gone, or none). A tool run once per call
+    (the OpenFlow 1.0 ``dpctl``) opens the connection: its parent is the replica that ran
+    it, read while the tool still lives (at accept)."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])  # the command may hold spaces, ")"
+
+
 @dataclass(slots=True)
 class _Conn:
     number: int
     pid: int | None
+    parent: int | None = None
     sent: dict[int, Record] = field(default_factory=dict)  # xid -> the last record
 
 
@@ -151,6 +170,7 @@ class RecordingRelay:
             except OSError:
                 return
             pid = peer_pid(f"{host}:{port}")
+            parent = parent_pid(pid)
             try:
                 up = _upstream(self.target)
             except OSError:
@@ -158,7 +178,7 @@ class RecordingRelay:
                 continue
             with self._lock:
                 self._conns += 1
-                conn = _Conn(self._conns, pid)
+                conn = _Conn(self._conns, pid, parent)
                 self._socks += [client, up]
             threading.Thread(target=self._forward, args=(client, up, conn), daemon=True).start()
             threading.Thread(target=self._answers, args=(up, client, conn), daemon=True).start()
@@ -181,7 +201,7 @@ class RecordingRelay:
         xid = HEADER.unpack_from(msg)[3]
         record = Record(
             t=time.time(), device=self.device, conn=conn.number, pid=conn.pid,
-            xid=xid, kind=found[0], detail=found[1],
+            xid=xid, kind=found[0], detail=found[1], parent=conn.parent,
         )  # fmt: skip
         with self._lock:
             self.records.append(record)

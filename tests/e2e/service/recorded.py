@@ -6,7 +6,9 @@ back, and the fabric put back as the package's next tests expect it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -27,12 +29,18 @@ TTL_S = 2
 DONE = RerouteState.DONE
 
 
-def inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Path:
-    """The fabric's inventory with every bridge reached through its recording relay."""
+RELAYED = ("ovs", "hp_dpctl")  # the drivers that speak OpenFlow to the switch itself
+
+
+def inventory(
+    fab: Fabric, into: Path, relays: dict[str, RecordingRelay], topology: str = "ngncs-ost"
+) -> Path:
+    """The fabric's inventory (for the topology file named ``topology``) with every switch
+    the service speaks OpenFlow to reached through its recording relay."""
     body = yaml.safe_load(fab.state.inventory.read_text())
-    body["topology"] = "ngncs-ost"
+    body["topology"] = topology
     for name, device in body["devices"].items():
-        if device["driver"] == "ovs":
+        if device["driver"] in RELAYED:
             relays[name] = RecordingRelay(name, device["target"])
             device["target"] = relays[name].endpoint
     path = into / "inventory.yaml"
@@ -40,10 +48,17 @@ def inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Pat
     return path
 
 
-def config(inventory: Path, into: Path, name: str, endpoints: list[str], prefix: str) -> Path:
+def config(
+    inventory: Path,
+    into: Path,
+    name: str,
+    endpoints: list[str],
+    prefix: str,
+    topology: Path = NGNCS,
+) -> Path:
     path = into / f"{name}.yaml"
     path.write_text(
-        f"topology: {NGNCS}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
+        f"topology: {topology}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
         f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
         f"store: {{kind: etcd, endpoints: [{', '.join(endpoints)}], "
         f"prefix: {prefix}, lease_ttl_s: {TTL_S}}}\n"
@@ -51,11 +66,31 @@ def config(inventory: Path, into: Path, name: str, endpoints: list[str], prefix:
     return path
 
 
-def history(fab: Fabric, relays: dict[str, RecordingRelay], pids: dict[int, str]) -> History:
-    """Every device's history so far, writers named by ``pids``."""
-    polatis = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1"}
-    logged = emulator_writes(fab.state.dir / WRITES, polatis, pids)
-    return merged(relay_writes(relays, pids), logged)
+def history(
+    fab: Fabric,
+    relays: dict[str, RecordingRelay],
+    pids: dict[int, str],
+    logged: Mapping[str, str] | None = None,
+) -> History:
+    """Every device's history so far, writers named by ``pids``: the relays', the Polatis
+    emulator's and ``logged``'s (the write log's device name -> the topology's)."""
+    devices = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1", **(logged or {})}
+    logged_ = emulator_writes(fab.state.dir / WRITES, devices, pids)
+    return merged(relay_writes(relays, pids), logged_)
+
+
+def logged_devices(inventory: Path) -> dict[str, str]:
+    """The write log's names of the switches whose EMULATOR logs their writes (a P4Runtime
+    switch: ``p4rt@HOST:PORT``; one behind the Ryu emulator: ``ryu@HOST:PORT/DPID``) -> the
+    topology's."""
+    names = {}
+    for name, device in yaml.safe_load(inventory.read_text())["devices"].items():
+        if device["driver"] == "p4runtime":
+            names[f"p4rt@{device['target']}"] = name
+        elif device["driver"] == "ryu_rest":
+            server = urlsplit(device["target"]).netloc
+            names[f"ryu@{server}/{int(str(device['dpid']), 0)}"] = name
+    return names
 
 
 def where(topo: Topology, fab: Fabric) -> list[str]:
