@@ -22,7 +22,7 @@ from tests.e2e.history import emulator_writes, merged, relay_writes
 from tests.e2e.recording import RecordingRelay
 from tests.e2e.service.conftest import WRITES, serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
-from tests.unit.services.service.fabric_state import path_of_flow
+from tests.unit.services.service.fabric_state import bridge_tables, path_of_flow
 
 FLOW = "10.0.0.2>10.0.0.3"
 TTL_S = 2
@@ -81,8 +81,8 @@ def history(
 
 def logged_devices(inventory: Path) -> dict[str, str]:
     """The write log's names of the switches whose EMULATOR logs their writes (a P4Runtime
-    switch: ``p4rt@HOST:PORT``; one behind the Ryu emulator: ``ryu@HOST:PORT/DPID``) -> the
-    topology's."""
+    switch: ``p4rt@HOST:PORT``; one behind the Ryu or OpenDaylight emulator:
+    ``ryu@HOST:PORT/DPID``, ``odl@HOST:PORT/DPID``) -> the topology's."""
     names = {}
     for name, device in yaml.safe_load(inventory.read_text())["devices"].items():
         if device["driver"] == "p4runtime":
@@ -90,19 +90,24 @@ def logged_devices(inventory: Path) -> dict[str, str]:
         elif device["driver"] == "ryu_rest":
             server = urlsplit(device["target"]).netloc
             names[f"ryu@{server}/{int(str(device['dpid']), 0)}"] = name
+        elif device["driver"] == "odl":
+            server = urlsplit(device["target"]).netloc
+            names[f"odl@{server}/{int(device['node'].removeprefix('openflow:'))}"] = name
     return names
 
 
 def where(topo: Topology, fab: Fabric) -> list[str]:
-    """The one path the flow is on, read back from the bridges and ost1 (``[]``: none)."""
+    """The one path the flow is on, read back from the bridges (over OpenFlow, whatever
+    programs them) and ost1 (``[]``: none)."""
     names = frozenset(o.name for o in topo.optical_switches)
 
     async def circuits() -> frozenset[Circuit]:
         async with fabric_drivers(topo, fab.state, names) as drivers:
             return await read_optics(drivers)
 
-    try:
-        return [path_of_flow(topo, fab, circuits=asyncio.run(circuits()))]
+    try:  # the tables as the bridges hold them: a P4Runtime switch's own session would
+        # have to be its primary, which a replica is (``bridge_tables``)
+        return [path_of_flow(topo, fab, bridge_tables(topo, fab), asyncio.run(circuits()))]
     except AssertionError as exc:
         print(f"the flow is on no one path: {exc}")
         return []

@@ -1,15 +1,32 @@
 """A deposed replica writes to no device after its successor started (issue 30, Deliver 1),
-judged from the devices' own write history, not from the replicas' logs.
+for every driver, judged from the devices' own write history, not from the replicas' logs.
 
-Two ``reroute serve`` replicas on a 3-member etcd (lease TTL 2 s) share the ngncs-ost
-fabric: four Open vSwitch bridges on OpenFlow 1.3 (fenced: a claim with a generation id
-makes the other connections slaves, whose FLOW_MODs the switch refuses) reached through
-recording relays (``tests/e2e/recording.py``), and the Polatis emulator for ost1
-(unfenced: it applies any client's command), logging its changes (``REROUTE_WRITE_LOG``).
+Two ``reroute serve`` replicas on a 3-member etcd (lease TTL 2 s) share a fabric of the
+ngncs-ost shape (``VARIANTS``), the Polatis emulator for ost1 on each (unfenced: it applies
+any client's command; its changes in the EMULATORS' write log, ``REROUTE_WRITE_LOG``), its
+four packet switches played by:
+
+- ``ovs13``: Open vSwitch bridges on OpenFlow 1.3 (fenced: a claim with a generation id
+  makes the other connections slaves, whose FLOW_MODs the switch refuses), reached through
+  recording relays (``tests/e2e/recording.py``);
+- ``ryu``: the Ryu ofctl_rest EMULATOR (driver ``ryu_rest``; unfenced, lock-delay), each
+  applied REST write in the write log with the process that sent it;
+- ``p4``: P4Runtime switch EMULATORS (fenced by election id), each applied Write batch in
+  the write log with its election id;
+- ``dpctl``: bridges on OpenFlow 1.0 through the reference ``dpctl`` (driver ``hp_dpctl``,
+  a process per call; unfenced, lock-delay), through recording relays that name the
+  connecting process's parent (the replica that ran the tool) as the writer;
+- ``odl``: the OpenDaylight EMULATOR (driver ``odl``, RESTCONF; unfenced, lock-delay), a
+  topology derived from ngncs-ost-ryu.yaml in the test's temporary directory (none ships).
+
 An optical MBB (long -> short via temporary, the new circuit locking after 2.5 s) starts;
-at a point of it (``POINTS``: its first commit, the last table change before the optical
-step, one as the lock wait begins) the replica running it is deposed, from the relay's
-thread before that change is handed to the switch:
+at a point of it (its first table change, the last one before the optical step, the one as
+the lock wait begins: ``POINTS``, ``FLOW_ENTRIES`` where each flow entry is a write of its
+own) the replica running it is deposed: from a relay's thread before that change is
+handed to the switch, or, where an EMULATOR logs the writes, from a thread tailing the
+write log (``LogTail``) as soon as the nth one is logged (it is logged before its request
+is answered: the writer is stopped awaiting the answer; the emulators are run as for any
+other user):
 
 - ``paused``: SIGSTOP until the other replica has ended the reroute (past the lease TTL),
   then SIGCONT, and 5 s to do its worst;
@@ -18,9 +35,11 @@ thread before that change is handed to the switch:
 Per device kind, the history must hold no applied write by the deposed replica after its
 successor started (its first claim or write on any device after the deposal, or, if it
 touched none, when it answered the reroute ended): the successor's view of the devices is
-final then. Each case runs once (about 25 s, 40 s cut off: the cut-off replica answers
-slowly); its history is checked per kind, and a failure prints the history around the
-deposal and the deposed replica's log.
+final then. Each case runs once (25-40 s; the unfenced variants' successors wait out the
+lock-delay); its history is checked per kind, and a failure prints the history around the
+deposal and the deposed replica's log. ``make test`` runs three ovs13 cases (``SUITE``);
+``REROUTE_DEPOSED_ALL=1`` runs all six on every variant (each variant's fabric built in
+turn: about 3.5 min per variant).
 """
 
 from __future__ import annotations
@@ -29,6 +48,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -99,9 +119,23 @@ class Variant:
     kinds: dict[str, tuple[str, ...]]
     points: dict[str, int]
     peers: Peers | None = None
+    derive: Callable[[Path], None] | None = None  # writes ``topology`` before the build
 
 
 TOPOLOGIES = ROOT / "topologies"
+
+
+def _odl(path: Path) -> None:
+    """ngncs-ost with its bridges behind the OpenDaylight EMULATOR (RESTCONF, RFC 8040):
+    ngncs-ost-ryu.yaml with the driver changed (no such file ships: only this test uses it)."""
+    text = (TOPOLOGIES / "ngncs-ost-ryu.yaml").read_text()
+    text = text.replace("name: ngncs-ost-ryu", f"name: {path.stem}")
+    text = text.replace(
+        "ovs: {protocols: [OpenFlow13]}", "ovs: {protocols: [OpenFlow13], driver: odl}"
+    )
+    path.write_text(text.replace(", driver: ryu_rest}", "}"))
+
+
 VARIANTS = {
     # OpenFlow 1.3 bridges, fenced (role, generation): the relays see each change
     "ovs13": Variant(
@@ -130,6 +164,14 @@ VARIANTS = {
         kinds={"hp_dpctl": BRIDGES, **OPTICAL},
         peers=Peers(hp_tool="dpctl"),
         points=FLOW_ENTRIES,
+    ),
+    # the OpenDaylight EMULATOR (unfenced): each flow a RESTCONF PUT or DELETE, in its log
+    "odl": Variant(
+        topology=Path(tempfile.gettempdir()) / "ngncs-ost-odl.yaml",
+        name="svc-odl",
+        kinds={"odl": BRIDGES, **OPTICAL},
+        points=FLOW_ENTRIES,
+        derive=_odl,
     ),
 }
 
@@ -320,6 +362,8 @@ class Fabrics:
         if self.variant != variant or self.built is None:
             self.stack.close()
             self.variant, self.built = variant, None
+            if v.derive is not None:
+                v.derive(v.topology)
             self.built = self.stack.enter_context(built(v.topology, v.name, v.peers))
         return self.built
 
