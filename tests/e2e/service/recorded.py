@@ -97,17 +97,20 @@ def logged_devices(inventory: Path) -> dict[str, str]:
 
 
 def where(topo: Topology, fab: Fabric) -> list[str]:
-    """The one path the flow is on, read back from the bridges (over OpenFlow, whatever
-    programs them) and ost1 (``[]``: none)."""
+    """The one path the flow is on, read back from the switches and ost1 (``[]``: none)."""
     names = frozenset(o.name for o in topo.optical_switches)
 
     async def circuits() -> frozenset[Circuit]:
         async with fabric_drivers(topo, fab.state, names) as drivers:
             return await read_optics(drivers)
 
-    try:  # the tables as the bridges hold them: a P4Runtime switch's own session would
-        # have to be its primary, which a replica is (``bridge_tables``)
-        return [path_of_flow(topo, fab, bridge_tables(topo, fab), asyncio.run(circuits()))]
+    devices = yaml.safe_load(fab.state.inventory.read_text())["devices"].values()
+    # a P4Runtime switch's own session would have to be its primary, which a replica is:
+    # its tables as its bridge holds them (over OpenFlow 1.3, which dpctl's bridges lack)
+    over_openflow = any(d["driver"] == "p4runtime" for d in devices)
+    try:
+        t = bridge_tables(topo, fab) if over_openflow else None
+        return [path_of_flow(topo, fab, t, asyncio.run(circuits()))]
     except AssertionError as exc:
         print(f"the flow is on no one path: {exc}")
         return []
