@@ -40,6 +40,9 @@ def inventory(
     body = yaml.safe_load(fab.state.inventory.read_text())
     body["topology"] = topology
     for name, device in body["devices"].items():
+        for key, value in device.items():  # a secret's file is beside the fabric's inventory
+            if isinstance(value, dict) and "file" in value:
+                device[key] = {"file": str(fab.state.inventory.parent / value["file"])}
         if device["driver"] in RELAYED:
             relays[name] = RecordingRelay(name, device["target"])
             device["target"] = relays[name].endpoint
