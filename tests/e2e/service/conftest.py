@@ -30,10 +30,11 @@ def svc_fabric() -> Iterator[tuple[Topology, Fabric]]:
 
 @contextlib.contextmanager
 def built(
-    topology: Path, name: str, peers: Peers | None = None
+    topology: Path, name: str, peers: Peers | None = None, odl_stats_s: float | None = None
 ) -> Iterator[tuple[Topology, Fabric]]:
     """The fabric of ``topology`` under the name ``name``, its emulators logging their writes
-    (``WRITES`` in its run directory); torn down on leaving."""
+    (``WRITES`` in its run directory; ``odl_stats_s``: the OpenDaylight emulator's statistics
+    poll, if not ODL's 3 s); torn down on leaving."""
     if os.geteuid() != 0:
         pytest.fail("fabric tests need root (CI runs as root); deselect with -m 'not fabric'")
     topo = dataclasses.replace(load_topology(topology), name=name)
@@ -42,7 +43,8 @@ def built(
         pytest.fail(f"fabric {name} is in use by process {left.builder_pid} (another test run)")
     fabric.down(name)  # what a crashed earlier run left
     with write_log(run_dir() / name / WRITES):
-        fab = fabric.up(topo, peers=peers)
+        stats = {} if odl_stats_s is None else {"odl_stats_s": odl_stats_s}
+        fab = fabric.up(topo, peers=peers, **stats)
     try:
         yield topo, fab
     finally:

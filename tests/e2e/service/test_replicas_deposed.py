@@ -120,6 +120,7 @@ class Variant:
     points: dict[str, int]
     peers: Peers | None = None
     derive: Callable[[Path], None] | None = None  # writes ``topology`` before the build
+    odl_stats_s: float | None = None  # the OpenDaylight emulator's statistics poll
 
 
 TOPOLOGIES = ROOT / "topologies"
@@ -172,6 +173,9 @@ VARIANTS = {
         kinds={"odl": BRIDGES, **OPTICAL},
         points=FLOW_ENTRIES,
         derive=_odl,
+        # its driver verifies each write in the operational datastore, which ODL updates
+        # every 3 s: over the step cap of a 2 s lease (0.75 s), every step would time out
+        odl_stats_s=0.2,
     ),
 }
 
@@ -364,7 +368,7 @@ class Fabrics:
             self.variant, self.built = variant, None
             if v.derive is not None:
                 v.derive(v.topology)
-            self.built = self.stack.enter_context(built(v.topology, v.name, v.peers))
+            self.built = self.stack.enter_context(built(v.topology, v.name, v.peers, v.odl_stats_s))
         return self.built
 
 
