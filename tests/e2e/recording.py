@@ -245,9 +245,15 @@ class RecordingRelay:
                 record.refused = f"{err_type}/{code}"
 
     def _close(self, *socks: socket.socket) -> None:
+        """End a connection both ways (the other direction's thread sees it end) and free its
+        descriptors: a tool run per call (dpctl) opens hundreds of connections a minute."""
         for sock in socks:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+        with self._lock:
+            self._socks = [s for s in self._socks if s not in socks]
 
     def close(self) -> None:
         self._stopped.set()
