@@ -691,7 +691,10 @@ class Executor:
                 async with asyncio.timeout(self.step_timeout):
                     await self._undo(step)
             except (RerouteError, TimeoutError) as exc:
-                error = f"{cause}; rollback of step {i + 1} failed too: {exc}"
+                why = str(exc)
+                if isinstance(exc, TimeoutError):  # says nothing by itself
+                    why = f"{step.device}: undoing {step.kind} took over {self.step_timeout} s"
+                error = f"{cause}; rollback of step {i + 1} failed too: {why}"
                 self._write(self.journal.finish, reroute_id, RerouteState.FAILED, error)
                 return RerouteState.FAILED, error
             self._write(self.journal.step, reroute_id, i, StepState.UNDONE)

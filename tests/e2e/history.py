@@ -4,8 +4,9 @@
 
 Which replica made a write: every source names the process that held the connection's
 other end (found in ``/proc`` when the connection was first seen, on loopback), and the
-test knows each replica's pid. A pid no replica has is named ``pid N`` (another client,
-e.g. the test's own reads; reads are never logged).
+test knows each replica's pid (or its parent's, for a tool a replica runs per call, as
+``dpctl``: the relay reads the parent when it accepts). A pid no replica has is named
+``pid N`` (another client, e.g. the test's own reads; reads are never logged).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ def relay_writes(relays: Mapping[str, RecordingRelay], replicas: Mapping[int, st
 
 
 def _relayed(device: str, r: Record, replicas: Mapping[int, str]) -> Write:
+    pid = r.parent if r.pid not in replicas and r.parent in replicas else r.pid
     return Write(
-        t=r.t, device=device, writer=_writer(r.pid, replicas), conn=f"of#{r.conn}",
+        t=r.t, device=device, writer=_writer(pid, replicas), conn=f"of#{r.conn}",
         what=f"{r.kind} {r.detail} xid {r.xid}".strip(), refused=r.refused,
         claim=r.kind == "role_request",
     )  # fmt: skip

@@ -14,6 +14,9 @@ what it tests):
 ``on_record`` (optional) is called with each record before its message is handed over: a
 test acts at a precise point of a replica's work (e.g. stops it at its first write).
 
+``Record.parent`` is the connecting process's parent: a replica that runs a tool per call
+(``dpctl``) is the tool's parent.
+
 ``Record.write`` says whether a record changed the switch's tables: a FLOW_MOD or GROUP_MOD
 outside a bundle, or a bundle COMMIT, not refused. ``t`` is the wall clock when the message
 was handed to the switch.
@@ -22,14 +25,16 @@ was handed to the switch.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from emulators.writelog import peer_pid
+from emulators.writelog import socket_inode
 
 HEADER = struct.Struct("!BBHI")  # version, type, length, xid
 OF10, OF13 = 0x01, 0x04
@@ -54,6 +59,7 @@ class Record:
     kind: str  # flow_mod, group_mod, role_request, bundle_add, bundle_control
     detail: str  # the command, role and generation, or bundle control type
     refused: str | None = None  # "type/code" of the ERROR that answered it
+    parent: int | None = None  # ``pid``'s parent when the connection was accepted
 
     @property
     def write(self) -> bool:
@@ -111,10 +117,39 @@ def _upstream(target: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=2)
 
 
+def newest_pid(inode: str | None) -> int | None:
+    """The process holding socket ``inode``, looked for newest process first: a tool run per
+    call (``dpctl``) is among the newest, and may send its message and exit soon after it
+    connected (then it is not found: ``None``)."""
+    if inode is None or inode == "0":
+        return None
+    target = f"socket:[{inode}]"
+    pids = sorted((int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()), reverse=True)
+    for pid in pids:
+        with contextlib.suppress(OSError):  # gone, or closed meanwhile
+            if any(os.readlink(fd) == target for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                return pid
+    return None
+
+
+def parent_pid(pid: int | None) -> int | None:
+    """The parent of process ``pid`` (``None``: gone, or none). A tool run once per call
+    (the OpenFlow 1.0 ``dpctl``) opens the connection: its parent is the replica that ran
+    it, read while the tool still lives (at accept)."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])  # the command may hold spaces, ")"
+
+
 @dataclass(slots=True)
 class _Conn:
     number: int
     pid: int | None
+    parent: int | None = None
     sent: dict[int, Record] = field(default_factory=dict)  # xid -> the last record
 
 
@@ -150,7 +185,8 @@ class RecordingRelay:
                 client, (host, port) = self._server.accept()
             except OSError:
                 return
-            pid = peer_pid(f"{host}:{port}")
+            pid = newest_pid(socket_inode(f"{host}:{port}"))
+            parent = parent_pid(pid)
             try:
                 up = _upstream(self.target)
             except OSError:
@@ -158,7 +194,7 @@ class RecordingRelay:
                 continue
             with self._lock:
                 self._conns += 1
-                conn = _Conn(self._conns, pid)
+                conn = _Conn(self._conns, pid, parent)
                 self._socks += [client, up]
             threading.Thread(target=self._forward, args=(client, up, conn), daemon=True).start()
             threading.Thread(target=self._answers, args=(up, client, conn), daemon=True).start()
@@ -181,7 +217,7 @@ class RecordingRelay:
         xid = HEADER.unpack_from(msg)[3]
         record = Record(
             t=time.time(), device=self.device, conn=conn.number, pid=conn.pid,
-            xid=xid, kind=found[0], detail=found[1],
+            xid=xid, kind=found[0], detail=found[1], parent=conn.parent,
         )  # fmt: skip
         with self._lock:
             self.records.append(record)
@@ -209,9 +245,15 @@ class RecordingRelay:
                 record.refused = f"{err_type}/{code}"
 
     def _close(self, *socks: socket.socket) -> None:
+        """End a connection both ways (the other direction's thread sees it end) and free its
+        descriptors: a tool run per call (dpctl) opens hundreds of connections a minute."""
         for sock in socks:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+        with self._lock:
+            self._socks = [s for s in self._socks if s not in socks]
 
     def close(self) -> None:
         self._stopped.set()

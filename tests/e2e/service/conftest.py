@@ -14,6 +14,7 @@ from emulators.writelog import ENV
 from fabric import fabric
 from fabric import state as fabric_state
 from fabric.fabric import Fabric
+from fabric.player import Peers
 from services.reroute.runtime import run_dir
 from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import FABRIC, NGNCS
@@ -23,19 +24,31 @@ from tests.unit.services.service.conftest import FABRIC, NGNCS
 def svc_fabric() -> Iterator[tuple[Topology, Fabric]]:
     """The ngncs-ost fabric under this directory's own name (built once, torn down when the
     package's tests are done, before the other fabric tests run)."""
+    with built(NGNCS, FABRIC) as built_:
+        yield built_
+
+
+@contextlib.contextmanager
+def built(
+    topology: Path, name: str, peers: Peers | None = None, odl_stats_s: float | None = None
+) -> Iterator[tuple[Topology, Fabric]]:
+    """The fabric of ``topology`` under the name ``name``, its emulators logging their writes
+    (``WRITES`` in its run directory; ``odl_stats_s``: the OpenDaylight emulator's statistics
+    poll, if not ODL's 3 s); torn down on leaving."""
     if os.geteuid() != 0:
         pytest.fail("fabric tests need root (CI runs as root); deselect with -m 'not fabric'")
-    topo = dataclasses.replace(load_topology(NGNCS), name=FABRIC)
-    left = fabric_state.load(FABRIC)
+    topo = dataclasses.replace(load_topology(topology), name=name)
+    left = fabric_state.load(name)
     if left is not None and Path(f"/proc/{left.builder_pid}").exists():
-        pytest.fail(f"fabric {FABRIC} is in use by process {left.builder_pid} (another test run)")
-    fabric.down(FABRIC)  # what a crashed earlier run left
-    with write_log(run_dir() / FABRIC / WRITES):
-        fab = fabric.up(topo)
+        pytest.fail(f"fabric {name} is in use by process {left.builder_pid} (another test run)")
+    fabric.down(name)  # what a crashed earlier run left
+    with write_log(run_dir() / name / WRITES):
+        stats = {} if odl_stats_s is None else {"odl_stats_s": odl_stats_s}
+        fab = fabric.up(topo, peers=peers, **stats)
     try:
         yield topo, fab
     finally:
-        fabric.down(FABRIC)
+        fabric.down(name)
 
 
 WRITES = "writes.jsonl"  # the emulators' write log, in the fabric's run directory

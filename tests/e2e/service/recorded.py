@@ -6,7 +6,9 @@ back, and the fabric put back as the package's next tests expect it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -20,19 +22,28 @@ from tests.e2e.history import emulator_writes, merged, relay_writes
 from tests.e2e.recording import RecordingRelay
 from tests.e2e.service.conftest import WRITES, serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
-from tests.unit.services.service.fabric_state import path_of_flow
+from tests.unit.services.service.fabric_state import bridge_tables, path_of_flow
 
 FLOW = "10.0.0.2>10.0.0.3"
 TTL_S = 2
 DONE = RerouteState.DONE
 
 
-def inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Path:
-    """The fabric's inventory with every bridge reached through its recording relay."""
+RELAYED = ("ovs", "hp_dpctl")  # the drivers that speak OpenFlow to the switch itself
+
+
+def inventory(
+    fab: Fabric, into: Path, relays: dict[str, RecordingRelay], topology: str = "ngncs-ost"
+) -> Path:
+    """The fabric's inventory (for the topology file named ``topology``) with every switch
+    the service speaks OpenFlow to reached through its recording relay."""
     body = yaml.safe_load(fab.state.inventory.read_text())
-    body["topology"] = "ngncs-ost"
+    body["topology"] = topology
     for name, device in body["devices"].items():
-        if device["driver"] == "ovs":
+        for key, value in device.items():  # a secret's file is beside the fabric's inventory
+            if isinstance(value, dict) and "file" in value:
+                device[key] = {"file": str(fab.state.inventory.parent / value["file"])}
+        if device["driver"] in RELAYED:
             relays[name] = RecordingRelay(name, device["target"])
             device["target"] = relays[name].endpoint
     path = into / "inventory.yaml"
@@ -40,10 +51,17 @@ def inventory(fab: Fabric, into: Path, relays: dict[str, RecordingRelay]) -> Pat
     return path
 
 
-def config(inventory: Path, into: Path, name: str, endpoints: list[str], prefix: str) -> Path:
+def config(
+    inventory: Path,
+    into: Path,
+    name: str,
+    endpoints: list[str],
+    prefix: str,
+    topology: Path = NGNCS,
+) -> Path:
     path = into / f"{name}.yaml"
     path.write_text(
-        f"topology: {NGNCS}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
+        f"topology: {topology}\ninventory: {inventory}\njournal: {into / name}.sqlite\n"
         f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
         f"store: {{kind: etcd, endpoints: [{', '.join(endpoints)}], "
         f"prefix: {prefix}, lease_ttl_s: {TTL_S}}}\n"
@@ -51,23 +69,51 @@ def config(inventory: Path, into: Path, name: str, endpoints: list[str], prefix:
     return path
 
 
-def history(fab: Fabric, relays: dict[str, RecordingRelay], pids: dict[int, str]) -> History:
-    """Every device's history so far, writers named by ``pids``."""
-    polatis = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1"}
-    logged = emulator_writes(fab.state.dir / WRITES, polatis, pids)
-    return merged(relay_writes(relays, pids), logged)
+def history(
+    fab: Fabric,
+    relays: dict[str, RecordingRelay],
+    pids: dict[int, str],
+    logged: Mapping[str, str] | None = None,
+) -> History:
+    """Every device's history so far, writers named by ``pids``: the relays', the Polatis
+    emulator's and ``logged``'s (the write log's device name -> the topology's)."""
+    devices = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1", **(logged or {})}
+    logged_ = emulator_writes(fab.state.dir / WRITES, devices, pids)
+    return merged(relay_writes(relays, pids), logged_)
+
+
+def logged_devices(inventory: Path) -> dict[str, str]:
+    """The write log's names of the switches whose EMULATOR logs their writes (a P4Runtime
+    switch: ``p4rt@HOST:PORT``; one behind the Ryu or OpenDaylight emulator:
+    ``ryu@HOST:PORT/DPID``, ``odl@HOST:PORT/DPID``) -> the topology's."""
+    names = {}
+    for name, device in yaml.safe_load(inventory.read_text())["devices"].items():
+        if device["driver"] == "p4runtime":
+            names[f"p4rt@{device['target']}"] = name
+        elif device["driver"] == "ryu_rest":
+            server = urlsplit(device["target"]).netloc
+            names[f"ryu@{server}/{int(str(device['dpid']), 0)}"] = name
+        elif device["driver"] == "odl":
+            server = urlsplit(device["target"]).netloc
+            names[f"odl@{server}/{int(device['node'].removeprefix('openflow:'))}"] = name
+    return names
 
 
 def where(topo: Topology, fab: Fabric) -> list[str]:
-    """The one path the flow is on, read back from the bridges and ost1 (``[]``: none)."""
+    """The one path the flow is on, read back from the switches and ost1 (``[]``: none)."""
     names = frozenset(o.name for o in topo.optical_switches)
 
     async def circuits() -> frozenset[Circuit]:
         async with fabric_drivers(topo, fab.state, names) as drivers:
             return await read_optics(drivers)
 
+    devices = yaml.safe_load(fab.state.inventory.read_text())["devices"].values()
+    # a P4Runtime switch's own session would have to be its primary, which a replica is:
+    # its tables as its bridge holds them (over OpenFlow 1.3, which dpctl's bridges lack)
+    over_openflow = any(d["driver"] == "p4runtime" for d in devices)
     try:
-        return [path_of_flow(topo, fab, circuits=asyncio.run(circuits()))]
+        t = bridge_tables(topo, fab) if over_openflow else None
+        return [path_of_flow(topo, fab, t, asyncio.run(circuits()))]
     except AssertionError as exc:
         print(f"the flow is on no one path: {exc}")
         return []

@@ -316,3 +316,36 @@ def test_each_step_ends_before_the_next_starts_and_the_last_before_the_reroute()
     times = [t for s in done for t in (s.started, s.finished)]
     assert times == sorted(times), times  # started, ended, started, ended...
     assert record.started <= times[0] and times[-1] <= record.finished
+
+
+class HangsAfterFirst(OneByOne):
+    """Applies its first batch, then hangs on every other (the undo of the first)."""
+
+    async def apply(self, changes: Sequence[FlowChange]) -> None:
+        if self.batches:
+            await asyncio.sleep(10)
+        await super().apply(changes)
+
+
+def test_an_undo_that_times_out_says_which_device_and_how_long() -> None:
+    s1, s2 = HangsAfterFirst("s1", BEFORE), OneByOne("s2", BEFORE, fail_at=0)
+    steps = (
+        Step(
+            kind=StepKind.INSTALL,
+            device="s1",
+            changes=tuple(add(rule(4))),
+            undo=tuple(delete(rule(4))),
+        ),
+        Step(kind=StepKind.INSTALL, device="s2", changes=tuple(add(rule(5)))),
+    )
+    plan = Plan(
+        intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
+        from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
+        phases=(Phase(name="install", steps=steps),), planned_at=0.0,
+    )  # fmt: skip
+    executor = Executor({"s1": s1, "s2": s2}, Journal(None), step_timeout=0.2)
+    outcome = asyncio.run(executor.run("r1", plan))
+    assert outcome.state is RerouteState.FAILED
+    assert "rollback of step 1 failed too: s1: undoing install took over 0.2 s" in (
+        outcome.error or ""
+    ), outcome.error
