@@ -78,19 +78,24 @@ def test_sigterm_finishes_the_running_reroute_and_keeps_the_pending_one(
 ) -> None:
     topo, fab = svc_fabric
     serve = ServeProcess(config)
-    client = RerouteClient(serve.url, OPERATOR, retries=0)
-    running = client.create([FLOW], "temporary", drain_ms=1000)
-    pending = client.create([FLOW], "long", drain_ms=0)
-    wait_for_step(client, running.id, "drain")
-    serve.terminate()
-    deadline = time.monotonic() + 5
-    while client.health().status != "draining":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    with pytest.raises(ApiError) as refused:
-        client.create([FLOW], "long")
-    assert refused.value.status == 503
-    assert serve.stop() == 0
+    try:  # a failure here must not leave the service running on the fabric (it would
+        # resync the next tests' cold-restarted switches to its own journal)
+        client = RerouteClient(serve.url, OPERATOR, retries=0)
+        running = client.create([FLOW], "temporary", drain_ms=1000)
+        pending = client.create([FLOW], "long", drain_ms=0)
+        wait_for_step(client, running.id, "drain")
+        serve.terminate()
+        deadline = time.monotonic() + 5
+        while client.health().status != "draining":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(ApiError) as refused:
+            client.create([FLOW], "long")
+        assert refused.value.status == 503
+        assert serve.stop() == 0
+    finally:
+        if serve.proc.poll() is None:
+            serve.kill()
     states = {r.id: r.state for r, _ in journal_records(config.parent / "journal.sqlite")}
     assert states == {running.id: RerouteState.DONE, pending.id: RerouteState.PENDING}
     assert path_of_flow(topo, fab) == "temporary"
