@@ -187,11 +187,15 @@ def _run(main: Path, part: str, out: Path, **kw: Any) -> int:
     )  # fmt: skip
 
 
-def test_the_plan_file_names_a_placeholder_until_pinned(tmp_path: Path) -> None:
+def test_the_plan_file_is_pinned_and_a_placeholder_is_refused(tmp_path: Path) -> None:
     shipped = parts.load_pin(parts.ROOT / parts.PLAN_FILE)
-    assert shipped.commit is None  # the lead pins it once section 1 has landed
+    assert shipped.commit is not None and re.fullmatch(r"[0-9a-f]{40}", shipped.commit)
+    assert shipped.parts is not None and shipped.parts > 0  # pinned once section 1 landed
+    unpinned = tmp_path / "full-plan.yaml"
+    text = (parts.ROOT / parts.PLAN_FILE).read_text()
+    unpinned.write_text(re.sub(r"(?m)^commit: \S+", "commit: PLACEHOLDER", text))
     with pytest.raises(ConfigError, match=r"PLACEHOLDER: .* --pin"):
-        parts.pinned(shipped)
+        parts.pinned(parts.load_pin(unpinned))
     main = _main(tmp_path)
     pin = parts.load_pin(main / parts.PLAN_FILE)
     assert pin.commit == SHA and pin.parts == len(parts.plan_parts(full.load_plan(), pin))
