@@ -134,15 +134,15 @@ def peer_pid(peer: str) -> int | None:
     return inode_pid(socket_inode(peer))
 
 
-def inode_pid(inode: str | None) -> int | None:
-    """The process holding socket ``inode``, or ``None``."""
+def inode_pid(inode: str | None, newest_first: bool = False) -> int | None:
+    """The process holding socket ``inode``, or ``None``; ``newest_first``: the highest pid
+    holding it (a tool run per call, that may exit soon after it connected)."""
     if inode is None or inode == "0":
         return None
     target = f"socket:[{inode}]"
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and target in _links(proc / "fd"):
-            return int(proc.name)
-    return None
+    pids = sorted((int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()),
+                  reverse=newest_first)  # fmt: skip
+    return next((pid for pid in pids if target in _links(Path(f"/proc/{pid}/fd"))), None)
 
 
 def _links(fds: Path) -> set[str]:

@@ -25,7 +25,6 @@ was handed to the switch.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import struct
 import threading
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulators.writelog import socket_inode
+from emulators.writelog import inode_pid, socket_inode
 
 HEADER = struct.Struct("!BBHI")  # version, type, length, xid
 OF10, OF13 = 0x01, 0x04
@@ -117,21 +116,6 @@ def _upstream(target: str) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=2)
 
 
-def newest_pid(inode: str | None) -> int | None:
-    """The process holding socket ``inode``, looked for newest process first: a tool run per
-    call (``dpctl``) is among the newest, and may send its message and exit soon after it
-    connected (then it is not found: ``None``)."""
-    if inode is None or inode == "0":
-        return None
-    target = f"socket:[{inode}]"
-    pids = sorted((int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()), reverse=True)
-    for pid in pids:
-        with contextlib.suppress(OSError):  # gone, or closed meanwhile
-            if any(os.readlink(fd) == target for fd in Path(f"/proc/{pid}/fd").iterdir()):
-                return pid
-    return None
-
-
 def parent_pid(pid: int | None) -> int | None:
     """The parent of process ``pid`` (``None``: gone, or none). A tool run once per call
     (the OpenFlow 1.0 ``dpctl``) opens the connection: its parent is the replica that ran
@@ -185,7 +169,7 @@ class RecordingRelay:
                 client, (host, port) = self._server.accept()
             except OSError:
                 return
-            pid = newest_pid(socket_inode(f"{host}:{port}"))
+            pid = inode_pid(socket_inode(f"{host}:{port}"), newest_first=True)
             parent = parent_pid(pid)
             try:
                 up = _upstream(self.target)

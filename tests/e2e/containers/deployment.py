@@ -181,6 +181,18 @@ class Deployment:
             capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
 
+    def iperf(self, seconds: int) -> subprocess.Popen[str]:
+        """An iperf3 stream h1 -> h2 (20 Mb/s, ``seconds`` long, JSON on stdout): the server
+        started in site2's h2 first, the client left running in site1's h1."""
+        self.in_host("site2", "iperf3", "-s", "-D", "-1", "-p", "5201")
+        time.sleep(0.5)
+        ns = f"rr-{NAME}.{SITES['site1'][0]}"
+        return subprocess.Popen(
+            ["docker", "exec", "site1", "ip", "netns", "exec", ns, "iperf3", "-c", "10.10.0.2",
+             "-p", "5201", "-t", str(seconds), "-i", "0.5", "-b", "20M", "-J"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
     def set_delay(self, ms: float) -> dict[str, float]:
         """Change the long-haul delay through the delay line's HTTP control (``PUT /delay``
         on the longhaul container's loopback)."""

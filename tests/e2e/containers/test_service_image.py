@@ -167,13 +167,7 @@ def _two_site_reroute(dep: Deployment, client: RerouteClient, url: str, name: st
     assert _gauges(metrics, "reroute_device_up") == {"sw1": 1.0, "sw2": 1.0}
     assert _gauges(metrics, "reroute_device_actionable") == {"sw1": 1.0, "sw2": 1.0}
     assert 25 < ping_rtt_ms(dep, "site1") < 55  # 15 ms each way on the long-haul path
-    dep.in_host("site2", "iperf3", "-s", "-D", "-1", "-p", "5201")
-    time.sleep(0.5)
-    iperf = subprocess.Popen(
-        ["docker", "exec", "site1", "ip", "netns", "exec", "rr-two-site-docker.h1",
-         "iperf3", "-c", "10.10.0.2", "-p", "5201", "-t", "7", "-i", "0.5", "-b", "20M", "-J"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    iperf = dep.iperf(7)
     try:
         time.sleep(3)
         view = client.create([FLOW], "standby", wait_s=20)

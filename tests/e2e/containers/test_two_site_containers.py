@@ -5,7 +5,6 @@ sites' monitors fail over to standby, and an iperf3 stream between the hosts rec
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -70,14 +69,7 @@ def test_longhaul_delay_fails_both_sites_over_and_iperf3_recovers(dep: Deploymen
             assert client.flows()["longhaul"] == ("10.10.0.1/32>10.10.0.2/32",)
     normal = ping_rtt_ms(dep, "site1")
     assert 25 < normal < 55  # 15 ms each way on the long-haul path
-    docker("exec", "-d", "site2", "ip", "netns", "exec", "rr-two-site-docker.h2",
-           "iperf3", "-s", "-1", "-p", "5201")  # fmt: skip
-    time.sleep(0.5)
-    iperf = subprocess.Popen(
-        ["docker", "exec", "site1", "ip", "netns", "exec", "rr-two-site-docker.h1",
-         "iperf3", "-c", "10.10.0.2", "-p", "5201", "-t", "10", "-i", "0.5", "-b", "20M", "-J"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    iperf = dep.iperf(10)
     try:
         time.sleep(3)
         raised_at = time.time()
