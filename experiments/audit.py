@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -32,6 +32,7 @@ AUDIT_REPS = 3  # the first repetitions of each arm whose captures are kept
 DIR = "pcaps"
 _KEEPING: ContextVar[tuple[Path, str] | None] = ContextVar("audit_keeping", default=None)
 _INDEX = re.compile(r"-(\d+)$")
+_SWEPT = re.compile(r"^[a-z]+\d+(\.\d+)?$")  # a swept value: lock00100, rto900, rate0060
 
 
 def index(key: str) -> int | None:
@@ -44,6 +45,32 @@ def sampled(key: str) -> bool:
     """Whether repetition ``key`` is in the audit sample."""
     i = index(key)
     return i is not None and i <= AUDIT_REPS
+
+
+def arm(key: str) -> str:
+    """What the committed sample counts repetitions in: the key without its number and
+    without a sweep's value (``lock00100-bbm-01`` and ``lock00800-bbm-02`` -> ``bbm``;
+    ``dpctl-mbb-02`` -> ``dpctl-mbb``; ``bbm-rto900-01`` -> ``bbm``; ``rate0060-03`` -> "")."""
+    words = _INDEX.sub("", key).split("-")
+    return "-".join(w for w in words if not _SWEPT.match(w))
+
+
+def committed(keys: Iterable[str]) -> set[str]:
+    """Of the sampled repetitions ``keys``, those whose captures a full run commits: the first
+    ``AUDIT_REPS`` of each :func:`arm`, first numbers first (a sweep's first repetition of
+    each value before any second one), so that a sweep of 5 values commits 3 captures per
+    strategy and not 15 (its other captures stay in the part's own output)."""
+    by_arm: dict[str, list[str]] = {}
+    for key in sorted((k for k in keys if sampled(k)), key=lambda k: (index(k), k)):
+        by_arm.setdefault(arm(key), []).append(key)
+    return {k for chosen in by_arm.values() for k in chosen[:AUDIT_REPS]}
+
+
+def missing(out: Path, raw: Mapping[str, Any]) -> bool:
+    """Whether a repetition names captures that are not under ``out`` (outside what was
+    committed): :func:`recheck` leaves it out."""
+    files = (raw.get("capture") or {}).get("pcaps") or []
+    return any(not (out / rel).exists() for rel in files)
 
 
 @contextmanager
@@ -82,7 +109,7 @@ def recheck(out: Path, raws: Mapping[str, Mapping[str, Any]]) -> dict[str, list[
     for key, raw in raws.items():
         doc = raw.get("capture") or {}
         files, given = doc.get("pcaps"), doc.get("analysis")
-        if not files or not given:
+        if not files or not given or missing(out, raw):
             continue
         with tempfile.TemporaryDirectory(prefix="reroute-audit-") as tmp:
             plain = []

@@ -211,12 +211,20 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from experiments.audit import recheck
+    from experiments.audit import missing, recheck
     from experiments.runner import every_raw
 
     if not (args.dir / "raw").is_dir():
         raise RerouteError(f"{args.dir}: no raw/ directory (not an experiment's results)")
-    found = recheck(args.dir, every_raw(args.dir))
+    raws = every_raw(args.dir)
+    elsewhere = sorted(k for k, raw in raws.items() if missing(args.dir, raw))
+    if elsewhere:
+        print(
+            f"{len(elsewhere)} repetitions' captures are not under {args.dir}/pcaps (a full "
+            f"run commits 3 per arm: the rest stay in each part's output), not audited: "
+            + ", ".join(elsewhere)
+        )
+    found = recheck(args.dir, raws)
     if not found:
         print(f"{args.dir}: no repetition kept its captures (no pcaps/): nothing to audit")
         return 1

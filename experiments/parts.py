@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from experiments import full
+from experiments import audit, full
 from experiments.config import read
 from experiments.runner import Progress, duration, raw_exists, read_env, read_raw, write_json
 from fabric import state as fabric_state
@@ -536,6 +536,7 @@ def _copies(
                 f"{dst_dir} holds another run (sessions of {', '.join(sorted(older))}): move"
                 f" it out of {RESULTS} first, one run's results are not mixed with another's"
             )
+        audited = audit.committed(u["keys"])
         for key in u["keys"]:
             there = raw_exists(dst_dir, key)
             if not raw_exists(src_dir, key):
@@ -553,7 +554,7 @@ def _copies(
                     problems.append(f"{dst} is committed with other content")
                 continue
             copies.append((src, dst))
-            for pcap in sorted((src_dir / "pcaps").glob(f"{key}-*")):
+            for pcap in sorted((src_dir / "pcaps").glob(f"{key}-*")) if key in audited else ():
                 if not (dst_dir / "pcaps" / pcap.name).exists():
                     copies.append((pcap, dst_dir / "pcaps" / pcap.name))
     return copies, problems

@@ -21,6 +21,21 @@ def test_only_the_first_three_repetitions_of_each_arm_are_sampled() -> None:
     assert not any(audit.sampled(k) for k in ("bbm-04", "dpctl-mbb-10", "bbm-rto200-05", "x"))
 
 
+def test_a_full_run_commits_three_captures_per_arm_a_sweep_s_values_spread() -> None:
+    assert [audit.arm(k) for k in ("lock00100-bbm-01", "dpctl-mbb-02", "bbm-rto900-01",
+                                   "rate0060-03", "odl-poll01.0-path-01")] == [
+        "bbm", "dpctl-mbb", "bbm", "", "odl-path"]  # fmt: skip
+    plain = [f"{s}-0{i}" for s in ("bbm", "mbb") for i in range(1, 6)]
+    assert audit.committed(plain) == {f"{s}-0{i}" for s in ("bbm", "mbb") for i in (1, 2, 3)}
+    sweep = [f"lock{v:05d}-{s}-0{i}" for v in (100, 300, 530, 800) for s in ("bbm", "mbb")
+             for i in range(1, 6)]  # fmt: skip
+    assert audit.committed(sweep) == {
+        f"lock{v:05d}-{s}-01" for v in (100, 300, 530) for s in ("bbm", "mbb")
+    }  # the first repetition of three values, not the first three of each value
+    backends = ["dpctl-bbm-01", "dpctl-bbm-04", "p4runtime-bbm-02", "ryu-mbb-01"]
+    assert audit.committed(backends) == {"dpctl-bbm-01", "p4runtime-bbm-02", "ryu-mbb-01"}
+
+
 def test_headers_only_keeps_every_header_and_no_payload(tmp_path: Path) -> None:
     frame = _frame(SRC, DST, 40000, 5201, 1, 1, 1448)
     with_payload = _pcap(tmp_path / "in.pcap", [(1.5, frame + b"\x5a" * 30)])
@@ -82,6 +97,18 @@ def test_reroute_experiment_audit_says_which_repetitions_agree(
     assert main(["experiment", "audit", str(out)]) == 1
     said = capsys.readouterr().out
     assert "bbm-01: agrees with its captures" in said and "mbb-01: longest_gap_ms: raw 1.0" in said
+    # a repetition whose captures were not committed (a full run keeps 3 per arm) is named
+    # and left out, not failed
+    bad["capture"]["longest_gap_ms"] = json.loads((out / "raw" / "bbm-01.json").read_text())[
+        "capture"
+    ]["longest_gap_ms"]
+    (out / "raw" / "mbb-01.json").write_text(json.dumps(bad))
+    for pcap in (out / "pcaps").glob("mbb-01-*"):
+        pcap.unlink()
+    assert main(["experiment", "audit", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "1 repetitions' captures are not under" in said and "not audited: mbb-01" in said
+    assert "1 of 1 repetitions' capture numbers recomputed alike" in said
     empty = tmp_path / "none"
     (empty / "raw").mkdir(parents=True)
     assert main(["experiment", "audit", str(empty)]) == 1  # nothing kept: nothing audited

@@ -317,20 +317,25 @@ def test_resume_skips_committed_parts_and_repetitions(
 
 
 def _staged(tmp_path: Path, commit: str = SHA, git: str = SHA[:7]) -> tuple[Path, list[str]]:
+    return _staged_keys(tmp_path, ("bbm-01", "mbb-01"), commit, git)
+
+
+def _staged_keys(
+    tmp_path: Path, keys: tuple[str, ...], commit: str = SHA, git: str = SHA[:7]
+) -> tuple[Path, list[str]]:
     stage = tmp_path / "stage"
-    keys = ["bbm-01", "mbb-01"]
     (stage / "ost-vs-mbb" / "raw").mkdir(parents=True)
     (stage / "ost-vs-mbb" / "pcaps").mkdir()
     for k in keys:
         write_raw(stage / "ost-vs-mbb", k, {"git": git, "key": k})
-    (stage / "ost-vs-mbb" / "pcaps" / "bbm-01-vm2.pcap.gz").write_bytes(b"pcap")
+        (stage / "ost-vs-mbb" / "pcaps" / f"{k}-vm2.pcap.gz").write_bytes(b"pcap")
     env = {"sessions": [{"command": "reroute experiment run ost-vs-mbb", "git": git}]}
     (stage / "ost-vs-mbb" / "env.json").write_text(json.dumps(env))
     (stage / "full.json").write_text(json.dumps({"runs": [{"part": "1/5"}]}))
-    units = [{"out": "ost-vs-mbb", "experiment": "ost-vs-mbb", "backend": "ovs", "keys": keys}]
+    units = [{"out": "ost-vs-mbb", "experiment": "ost-vs-mbb", "backend": "ovs", "keys": [*keys]}]
     doc = {"part": "1/5", "commit": commit, "units": units}
     (stage / parts.PART_FILE).write_text(json.dumps(doc))
-    return stage, keys
+    return stage, [*keys]
 
 
 def _clean(monkeypatch: pytest.MonkeyPatch, pending: str = "") -> None:
@@ -355,6 +360,21 @@ def test_collect_copies_a_part_of_the_pinned_commit(
     assert "git -C" in capsys.readouterr().out
     assert parts.collect(stage, main) == 0  # again: nothing new, nothing doubled
     assert len(json.loads((dest / "env.json").read_text())["sessions"]) == 1
+
+
+def test_collect_commits_three_captures_per_arm_of_a_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main = _main(tmp_path, count=5)
+    keys = tuple(f"lock{v:05d}-bbm-0{i}" for v in (100, 300, 530, 800) for i in (1, 2))
+    stage, _ = _staged_keys(tmp_path, keys)
+    _clean(monkeypatch)
+    assert parts.collect(stage, main) == 0
+    dest = main / parts.RESULTS / "ost-vs-mbb"
+    assert all(raw_exists(dest, k) for k in keys)  # every raw file, 3 repetitions' captures
+    assert sorted(p.name for p in (dest / "pcaps").iterdir()) == [
+        f"lock{v:05d}-bbm-01-vm2.pcap.gz" for v in (100, 300, 530)
+    ]
 
 
 @pytest.mark.parametrize(
