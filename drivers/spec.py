@@ -36,6 +36,14 @@ class DeviceSpec(BaseModel):
         default=5.0, gt=0, le=300, description="longest wait for one answer of the device"
     )
 
+    @property
+    def readback_lag_s(self) -> float:
+        """How long a write the device took may stay out of what it reads back (a
+        controller that shows the switch's flows only at its next statistics poll): the
+        least time a step that verifies its write can take. 0: the device answers with
+        its own state at once."""
+        return 0.0
+
 
 class TlsFiles(BaseModel):
     """Client TLS material, as ``ovs-ofctl`` (``-p``, ``-c``, ``-C``) and gRPC take it."""

@@ -90,6 +90,7 @@ def up(
         fabric_ns=fabric_ns(topo.name),
         host_ns={h.name: host_ns(topo.name, h.name) for h in topo.hosts},
         hp_tool=chosen.hp_tool,
+        odl_stats_s=odl_stats_s,
     )
     state.save()
     fab = Fabric(state=state)

@@ -138,7 +138,7 @@ class OdlPlayer:
     def inventory_entry(
         self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
-        """The northbound's URL, the node, the password file."""
+        """The northbound's URL, the node, the password file, the statistics poll."""
         return {
             "driver": self.kind,
             "target": recorded(switch, target).removeprefix("odl:"),
@@ -146,6 +146,7 @@ class OdlPlayer:
             "node": f"openflow:{switch.dpid}",
             "password": {"file": password_file(state).name},
             "timeout_s": 10.0,
+            "stats_interval_s": state.odl_stats_s,  # the emulator's poll, as started
         }
 
 

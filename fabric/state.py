@@ -39,6 +39,7 @@ class FabricState:
     targets: dict[str, str] = field(default_factory=dict)  # switch -> driver target (non-ovs)
     peers: dict[str, str] = field(default_factory=dict)  # driver kind -> what plays its peer
     hp_tool: str = "auto"  # the hp_dpctl switches' tool in the inventory (fabric.player.Peers)
+    odl_stats_s: float = 3.0  # the ODL emulator's statistics poll (the inventory says it)
     builder_pid: int = field(default_factory=os.getpid)
 
     @property

@@ -10,6 +10,7 @@ northbound base URL, its API style and the switch's node id there.
       password: {env: ODL_PASSWORD}      # or {file: odl-password.txt}; never inline
       verify_tls: true                   # https: check the controller's certificate
       read_back: operational             # or config: trust the controller (see below)
+      stats_interval_s: 3                # the controller's statistics poll (ODL's default)
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ class OdlSpec(DeviceSpec):
     operational_wait_s: float = Field(
         default=10.0, gt=0, le=600, description="longest wait for a change to show in operational"
     )
+    stats_interval_s: float = Field(
+        default=3.0,
+        gt=0,
+        le=600,
+        description="the controller's statistics poll (ODL's default: every 3 s): the "
+        "operational datastore shows a change only after it, so each verified step takes up "
+        "to this long (the service refuses a step cap below it)",
+    )
     read_back: Literal["operational", "config"] = Field(
         default="operational",
         description="where a batch is confirmed: operational (what the switch has, as the "
@@ -68,6 +77,11 @@ class OdlSpec(DeviceSpec):
         if self.read_back == "config" and self.api == "adsal":
             raise ValueError("read_back: config needs a RESTCONF api (rfc8040 or restconf)")
         return self
+
+    @property
+    def readback_lag_s(self) -> float:
+        """A change reaches operational (or AD-SAL's statistics) at the next poll."""
+        return self.stats_interval_s if self.read_back == "operational" else 0.0
 
     @property
     def url(self) -> str:

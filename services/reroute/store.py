@@ -24,6 +24,8 @@ from drivers.spec import SecretRef, TlsFiles, host_port
 from services.reroute.journal import Journal, Journaling
 from services.reroute.locks import Locks, Universe, file_or_memory
 
+STEP_SHARE = 3 / 8  # of the lease's TTL: a device step's cap under etcd (etcd.locks)
+
 
 def _endpoint(text: str) -> str:
     host_port(text, "endpoint")
@@ -55,6 +57,11 @@ class EtcdStore(BaseModel):
     password: SecretRef | None = None
     lease_ttl_s: int = Field(default=2, ge=1, le=60, description="a dead replica's lease ends")
     timeout_s: float = Field(default=1.0, gt=0, le=30, description="longest wait for etcd")
+
+    @property
+    def step_cap_s(self) -> float:
+        """The longest a device step may take: ``STEP_SHARE`` of the lease (etcd.locks)."""
+        return STEP_SHARE * self.lease_ttl_s
 
 
 StoreSpec = Annotated[SqliteStore | EtcdStore, Field(discriminator="kind")]

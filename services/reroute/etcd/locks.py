@@ -114,6 +114,7 @@ from services.reroute.etcd.client import (
 from services.reroute.executor import LEASE_MARGIN
 from services.reroute.locks import Universe, new_owner
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
+from services.reroute.store import STEP_SHARE
 
 _T = TypeVar("_T")
 log = logging.getLogger("reroute.etcd")
@@ -132,7 +133,6 @@ CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 p
 HELD = "held/"  # lock-delay markers (module docstring)
 LOCK_DELAY_S = 3.0  # an unfenced device's wait after its holder died (module docstring)
 OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives up
-STEP_SHARE = 3 / 8  # of the TTL: a device step's cap (``step_s``; module docstring)
 
 
 def token(epoch: int, revision: int) -> int:

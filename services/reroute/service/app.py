@@ -167,9 +167,7 @@ def _lock_delay(settings: Settings) -> float | None:
     spec = settings.store
     if not isinstance(spec, EtcdStore) or settings.inventory is None:
         return None
-    from services.reroute.etcd.locks import STEP_SHARE  # grpc only for the etcd store
-
-    cap = min(settings.step_timeout_s, STEP_SHARE * spec.lease_ttl_s)
+    cap = min(settings.step_timeout_s, spec.step_cap_s)
     devices = settings.inventory.devices.values()
     return cap + max((d.timeout_s for d in devices), default=DEVICE_TIMEOUT_S)
 

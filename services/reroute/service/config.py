@@ -31,6 +31,7 @@ listen on). A bad inventory stops the service before it starts, naming file and 
 from __future__ import annotations
 
 import ipaddress
+import math
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from services.reroute.inventory import Inventory, check, load_inventory
 from services.reroute.journal import Retention
 from services.reroute.problems import report, validation_problems
 from services.reroute.service.auth import Role, TokenTable
-from services.reroute.store import EtcdStore, SqliteStore, StoreSpec
+from services.reroute.store import STEP_SHARE, EtcdStore, SqliteStore, StoreSpec
 from services.reroute.topology import Topology, load_topology
 from services.reroute.yamlfile import (
     Document,
@@ -56,6 +57,7 @@ from services.reroute.yamlfile import (
 )
 
 MIN_TOKEN = 16
+STEP_MARGIN_S = 0.5  # a verified step's requests beside its device's read-back lag
 
 
 def _listen(text: str) -> str:
@@ -302,12 +304,14 @@ def resolve(config: ServiceConfig, *, listen: str | None = None) -> Settings:
     tokens = TokenTable(_tokens(config))
     _check_journal(config)
     _check_tls(config)
+    inventory = _inventory(config, topo, fabric, scope)
+    _check_step_cap(config, inventory, scope)
     return Settings(
         topo=topo,
         fabric=fabric,
         scope=scope,
         journal=config.journal,
-        inventory=_inventory(config, topo, fabric, scope),
+        inventory=inventory,
         host=host,
         port=port,
         tokens=tokens,
@@ -328,6 +332,34 @@ def _check_tls(config: ServiceConfig) -> None:
     except (OSError, ssl.SSLError) as exc:
         files = ", ".join(str(p) for _, p in config.tls if p is not None)
         raise ConfigError(f"{_at(config, 'tls')}: cannot load {files}: {exc}") from exc
+
+
+def _check_step_cap(config: ServiceConfig, inv: Inventory, scope: frozenset[str] | None) -> None:
+    """Every step can finish within the cap: a device whose read-back lags its writes (a
+    controller's statistics poll) needs its lag and ``STEP_MARGIN_S`` per verified step;
+    under a cap below that every step would time out (and every undo with it)."""
+    etcd = config.store if isinstance(config.store, EtcdStore) else None
+    cap = min(config.step_timeout_s, etcd.step_cap_s if etcd else math.inf)
+    slow = {
+        name: spec.readback_lag_s
+        for name, spec in inv.devices.items()
+        if (scope is None or name in scope) and spec.readback_lag_s + STEP_MARGIN_S > cap
+    }
+    if not slow:
+        return
+    lag = max(slow.values())
+    need = lag + STEP_MARGIN_S
+    if etcd is not None and etcd.step_cap_s < config.step_timeout_s:
+        key, why = "store", f"{STEP_SHARE:g} x lease_ttl_s {etcd.lease_ttl_s}"
+        fix = f"lease_ttl_s: {math.ceil(need / STEP_SHARE)} or more"
+    else:
+        key, why, fix = "step_timeout_s", "step_timeout_s", f"step_timeout_s: {need:g} or more"
+    raise ConfigError(
+        f"{_at(config, key)}: a device step may take {cap:g} s ({why}), but "
+        f"{', '.join(sorted(slow))} show a write in what they read back only after up to "
+        f"{lag:g} s (stats_interval_s in {inv.file}); a verified step needs that and "
+        f"{STEP_MARGIN_S:g} s: say {fix}, or give them read_back: config"
+    )
 
 
 def _check_journal(config: ServiceConfig) -> None:

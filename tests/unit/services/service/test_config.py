@@ -179,3 +179,50 @@ def test_a_port_in_use_is_an_error_naming_the_key_not_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith(f"reroute: error: {path}: listen: cannot listen on 127.0.0.1:{port}: ")
     assert "Address already in use" in err and "Traceback" not in err
+
+
+ODL_INVENTORY = """\
+topology: ngncs-ost
+state_dir: state
+devices:
+  br1: {driver: ovs, target: "tcp:127.0.0.1:6001"}
+  br2: {driver: odl, target: "http://127.0.0.1:8181", password: {env: HOME}%s}
+  br3: {driver: odl, target: "http://127.0.0.1:8181", password: {env: HOME}%s}
+  br4: {driver: ovs, target: "tcp:127.0.0.1:6004"}
+  ost1: {driver: polatis_scpi, target: "TCPIP0::127.0.0.1::5025::SOCKET"}
+"""
+ETCD = "store: {kind: etcd, endpoints: ['127.0.0.1:2379'], lease_ttl_s: %d}\n"
+
+
+@pytest.mark.parametrize(
+    ("br3", "settings", "refusal"),
+    [  # ODL confirms a write at its next statistics poll (3 s by default): a step needs it
+        ("", ETCD % 2, r"reroute.yaml:\d+: store: a device step may take 0.75 s \(0.375 x "
+         r"lease_ttl_s 2\), but br2, br3 show a write .* after up to 3 s .* say "
+         r"lease_ttl_s: 10 or more, or give them read_back: config"),
+        ("", ETCD % 10, None),
+        (", stats_interval_s: 0.2", ETCD % 2, r"but br2 show .* up to 3 s"),
+        ("", "step_timeout_s: 3\n", r"step_timeout_s: a device step may take 3 s .* say "
+         r"step_timeout_s: 3.5 or more"),
+        ("", "step_timeout_s: 3.5\n", None),
+        ("", f"scope: [br1, br4, ost1]\n{ETCD % 2}", None),  # not this replica's devices
+    ],
+)  # fmt: skip
+def test_a_step_cap_below_a_device_s_read_back_lag_is_refused(
+    tmp_path: Path, br3: str, settings: str, refusal: str | None
+) -> None:
+    (tmp_path / "lab.yaml").write_text(ODL_INVENTORY % ("", br3))
+    path = tmp_path / "reroute.yaml"
+    tokens = f"tokens: [{{token: {TOKEN}, role: read}}]\n"
+    path.write_text(f"topology: {NGNCS}\ninventory: lab.yaml\n{tokens}{settings}")
+    config = load_config(path)
+    if refusal is None:
+        assert resolve(config).inventory is not None
+        return
+    with pytest.raises(ConfigError, match=refusal):
+        resolve(config)
+    # read_back: config trusts the controller: nothing waits for a poll
+    (tmp_path / "lab.yaml").write_text(
+        ODL_INVENTORY % (", read_back: config", f"{br3}, read_back: config")
+    )
+    assert resolve(load_config(path)).inventory is not None
