@@ -472,7 +472,15 @@ class EtcdJournal:
         kv = self.etcd.get(self._key("reroutes", reroute_id))
         if kv is None:
             return None
-        return self._record(self._saw(kv))
+        return self._record(self._run_here(kv) or self._saw(kv))
+
+    def _run_here(self, kv: KV) -> _Row | None:
+        """The row as this replica keeps it when it runs that reroute and etcd's row is
+        still the one it wrote (the plan is written with the finish): so a running
+        reroute's plan and steps show on its replica (API, page) whether or not its
+        lease surely lives now, in a list as in a read of one."""
+        live = self._live.get(kv.key[len(self._key("reroutes")) :])
+        return live[0] if live is not None and live[1] == kv.mod_revision else None
 
     def _saw(self, kv: KV) -> _Row:
         """A reroute's row read from etcd; a pending one is kept with its revision, which
@@ -546,7 +554,7 @@ class EtcdJournal:
 
     def _rows(self, limit: int = 0) -> list[_Row]:
         kvs = self.etcd.get_prefix(self._key("reroutes"), newest_first=True, limit=max(limit, 0))
-        return [_Row.of(kv) for kv in kvs]
+        return [self._run_here(kv) or _Row.of(kv) for kv in kvs]
 
     def _indexed(self, kind: str) -> list[Record]:
         """The reroutes of an index (pending, running), in its order: one read for the
