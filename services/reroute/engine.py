@@ -36,13 +36,13 @@ from services.reroute.errors import (
 )
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
-from services.reroute.journal import Journal, Journaling, Record, RerouteState
+from services.reroute.journal import Journal, Journaling, Record, RerouteState, offload
 from services.reroute.locks import Held, Locks, Outranking, Universe, file_or_memory, holding
 from services.reroute.model import Intent
 from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.electronic import gc_steps
 from services.reroute.planning.plan import Disruption, Phase, Plan, StepKind
-from services.reroute.planning.restore import plan_restore
+from services.reroute.planning.restore import found_on, moved_any, plan_restore
 from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
 from services.reroute.resync import resync, resync_device
@@ -316,7 +316,7 @@ async def recover(
     remove what the reroute left behind. Safe to repeat: an interrupted recovery leaves the
     record running for the next one. The caller holds the records' resources."""
     done = []
-    for record in journal.in_flight() if records is None else records:
+    for record in await offload(journal, journal.in_flight) if records is None else records:
         await restore(topo, drivers, journal, record, scope, executor=executor, space=space)
         done.append(record.id)
     return done
@@ -333,27 +333,60 @@ async def restore(
     space: CookieSpace = DEFAULT_SPACE,
     generation: Callable[[str], int] | None = None,
 ) -> None:
-    """Recover one interrupted reroute (``recover``); ``executor`` makes the executor of
-    each restore plan (default: a plain one on ``drivers``). ``generation``: the fencing
-    token of each device held (``Held.revision``): every device the recovery reads that
-    elects a master is claimed with it first (``claim``), so that the deposed owner's
-    last write lands before the read or is refused, never after it."""
-    paths = [topo.paths[p] for p in (*record.touched, *record.origins) if p in topo.paths]
+    """Recover one interrupted reroute (``recover``), level-triggered: from what the
+    devices hold, never from step records. ``executor`` makes the executor of each restore
+    plan (default: a plain one on ``drivers``). ``generation``: the fencing token of each
+    device held (``Held.revision``): every device the recovery reads that elects a master
+    is claimed with it first (``claim``), so that the deposed owner's last write lands
+    before the read or is refused, never after it.
+
+    **Forward** when a shift of the reroute landed (some flow's ingress is on its target
+    path: ``moved_any``) and the target path needs no circuit that is not connected now:
+    the intent is planned again from the devices (make what is missing, shift the rest,
+    remove what the old paths left) and ends ``done``. **Back** otherwise, or when the
+    forward plan fails: every flow to its origin (as recorded, or where the devices show
+    it), what the reroute left removed, ``rolled_back``. The paths it may have touched:
+    as its plan recorded them, or (etcd writes the plan with the finish only) every path
+    within the devices it held."""
+    touched = record.touched or _held_paths(topo, record)
+    paths = [topo.paths[p] for p in (*touched, *record.origins) if p in topo.paths]
     crossed = {n for p in paths for n in _path_devices(p)} if paths else None
     if generation is not None:
         await claim(drivers, drivers if crossed is None else crossed, generation)
     tables = await read_tables(drivers, crossed, space=space)
-    origins, touched, now = record.origins, record.touched, time.time()
-    plans = plan_restore(topo, tables, origins, touched, now=now, scope=scope, space=space)
+    intent, now = record.intent, time.time()
+    origins = dict(record.origins) or (
+        found_on(topo, tables, intent.flows, touched, scope, space) if intent else {}
+    )
     scratch = Journal(None)
     try:
-        for i, p in enumerate(plans):
-            run = executor(scratch) if executor else Executor(drivers, scratch)
-            outcome = await run.run(f"{record.id}-restore{i}", p)
-            if outcome.state is not RerouteState.DONE:
-                journal.finish(record.id, RerouteState.FAILED, f"recovery failed: {outcome.error}")
+        if intent is not None and await _forward_allowed(
+            topo, drivers, tables, intent, scope, space
+        ):
+            ahead = {intent.to_path: intent.flows}
+            plans = plan_restore(topo, tables, ahead, touched, now=now, scope=scope, space=space)
+            failed = await _run_restore(drivers, record.id, plans, scratch, executor)
+            if failed is None:
+                await offload(
+                    journal,
+                    journal.finish,
+                    record.id,
+                    RerouteState.DONE,
+                    "interrupted after its traffic moved: recovered forward from the devices, "
+                    f"every flow on {intent.to_path}",
+                )
                 return
-        journal.finish(
+            log.warning("reroute %s: recovery forward failed (%s): back", record.id, failed)
+            tables = await read_tables(drivers, crossed, space=space)
+        plans = plan_restore(topo, tables, origins, touched, now=now, scope=scope, space=space)
+        failed = await _run_restore(drivers, record.id, plans, scratch, executor)
+        if failed is not None:
+            error = f"recovery failed: {failed}"
+            await offload(journal, journal.finish, record.id, RerouteState.FAILED, error)
+            return
+        await offload(
+            journal,
+            journal.finish,
             record.id,
             RerouteState.ROLLED_BACK,
             "interrupted: the applying process stopped mid-plan; recovered, every flow "
@@ -361,6 +394,55 @@ async def restore(
         )
     finally:
         scratch.close()
+
+
+async def _forward_allowed(
+    topo: Topology,
+    drivers: Mapping[str, Driver],
+    tables: Tables,
+    intent: Intent,
+    scope: frozenset[str] | None,
+    space: CookieSpace,
+) -> bool:
+    """A shift of ``intent`` landed, onto a path whose circuits are all connected now."""
+    to = topo.paths.get(intent.to_path)
+    if to is None or not moved_any(topo, tables, intent, scope, space):
+        return False
+    if not to.circuits:
+        return True
+    try:
+        connected = await read_optics(drivers, {c.switch for c in to.circuits})
+    except DriverError:
+        return False
+    return to.circuits <= connected
+
+
+def _held_paths(topo: Topology, record: Record) -> tuple[str, ...]:
+    """Every path whose switches are all within what ``record`` held (its target first):
+    the paths it may have touched, when its plan was not recorded."""
+    held = {device_of(k) for k in record.resources}
+    every = EVERYTHING in record.resources
+    names = [
+        name for name, path in topo.paths.items() if every or {h.node for h in path.hops} <= held
+    ]
+    target = record.intent.to_path if record.intent else None
+    return tuple(sorted(names, key=lambda n: n != target))
+
+
+async def _run_restore(
+    drivers: Mapping[str, Driver],
+    reroute_id: str,
+    plans: list[Plan],
+    scratch: Journaling,
+    executor: Callable[[Journaling], Executor] | None,
+) -> str | None:
+    """Run the restore plans in turn; the error of the first that did not end done."""
+    for i, p in enumerate(plans):
+        run = executor(scratch) if executor else Executor(drivers, scratch)
+        outcome = await run.run(f"{reroute_id}-restore{i}", p)
+        if outcome.state is not RerouteState.DONE:
+            return outcome.error or str(outcome.state)
+    return None
 
 
 async def claim(
@@ -602,7 +684,8 @@ class Engine:
 
     async def dead(self) -> list[Record]:
         """The running reroutes whose owner died, oldest first."""
-        return [r for r in self.journal.in_flight() if not await self.lock.alive(r.owner)]
+        running = await offload(self.journal, self.journal.in_flight)
+        return [r for r in running if not await self.lock.alive(r.owner)]
 
     async def recover(self) -> list[str]:
         """Recover every reroute whose owner died, holding every device."""

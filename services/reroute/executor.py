@@ -5,8 +5,10 @@ where the driver declares ``atomic_batch``, else through ``guard`` (read back, a
 applied part undone when the batch fails), so every device's failed step leaves its table
 as before; VERIFY reads the device back (only the rules under the step's
 cookie) and requires every expected rule; DRAIN/WAIT sleep. Steps of a concurrent phase
-run at once. Before a step touches a device its start is committed to the journal (with
-how the previous batch ended: one write per batch boundary). On any
+run at once. Before a step touches a device its start is given to the journal (with how
+the previous batch ended): SQLite commits it (a local write per batch boundary), etcd
+keeps it until the reroute's checkpoint or finish (step records are for display:
+recovery plans from the devices). On any
 failure the executor waits for the steps in flight, then undoes every started step, newest
 first (each step carries its inverse, computed by the planner), which returns every flow to
 the path it had before. A journal that can no longer be written (its disk filled up) is
@@ -17,13 +19,14 @@ restores the same origins). Recovery after a crash is the engine's (``engine.rec
 **Under a lease** (replicas on etcd) a device that has no fencing of its own relies on
 timing: a step must have ended before this replica's lease may end. Each step is capped at
 the lock's ``step_s`` and starts only while the lease surely lives ``lease_needed(step_s)``
-more: checked before its write-ahead and **again after it** (a write-ahead may take up to
-the etcd client's deadline, during which the lease is not renewed), just before the device
-is touched. The margin beyond the cap (``LEASE_MARGIN``) covers what runs between the
-check and the device and between the cap's timeout and the step's cancellation: the event
-loop's other work (a blocking etcd call of another reroute, bounded by the client to end
-that much before the lease). A journal write of a run whose lease has surely ended -- or
-was replaced by a new one: a new owner, ``EtcdLocks`` -- is not even tried.
+more: checked before its write-ahead and **again after it** (a write-ahead that goes to
+the store may take up to its deadline), just before the device is touched. Writes that
+go to the store (``create``, ``checkpoint``, ``finish``) run off the event loop where the
+journal is networked (``journal.offload``). The margin beyond the cap (``LEASE_MARGIN``)
+covers what runs between the check and the device and between the cap's timeout and the
+step's cancellation: the event loop's other work. A journal write of a run whose lease has
+surely ended -- or was replaced by a new one: a new owner, ``EtcdLocks`` -- is not even
+tried.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from services.reroute.journal import (
     LeaseLost,
     RerouteState,
     StepState,
+    offload,
 )
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
@@ -286,7 +290,9 @@ class Executor:
         self, reroute_id: str, plan: Plan, owner: str | None, resources: frozenset[str]
     ) -> Outcome:
         started = self.clock()  # the write-ahead record counts: 0.3 s for 100,000 flows
-        self.journal.create(reroute_id, plan, owner=owner, resources=resources)
+        await offload(
+            self.journal, self.journal.create, reroute_id, plan, owner=owner, resources=resources
+        )
         steps = plan.steps()
         self._total = len(steps)
         timings: list[StepTiming] = []
@@ -323,7 +329,7 @@ class Executor:
                 elif any(s.kind is not StepKind.VERIFY for s in batch):
                     self._shifted_at = None  # a drain counts from a shift only right after it
             if error is None and phase.rest:
-                error = self._write(self.journal.checkpoint, reroute_id, phase.rest, ended)
+                error = await self._awrite(self.journal.checkpoint, reroute_id, phase.rest, ended)
                 if error is None:
                     ended = ()
                     checkpoint = first
@@ -331,7 +337,9 @@ class Executor:
             if error is not None:
                 break
         else:
-            error = self._write(self.journal.finish, reroute_id, RerouteState.DONE, None, ended)
+            error = await self._awrite(
+                self.journal.finish, reroute_id, RerouteState.DONE, None, ended
+            )
             if error is None:
                 return Outcome(
                     reroute_id=reroute_id,
@@ -395,17 +403,35 @@ class Executor:
         """A journal write during the run; its JournalError (the file cannot be written any
         more, e.g. its disk filled up) is returned: the reroute stops and rolls back. Not
         tried once the run's lease has surely ended or was replaced (LeaseLost): the write
-        would be refused, or would be another owner's."""
-        if self.lease is not None and not self.lease() > 0:
-            return LeaseLost(
-                "this replica's lease in etcd ended: nothing more is written about this "
-                "reroute here; another replica recovers it"
-            )
+        would be refused, or would be another owner's. For what the journal keeps in
+        memory until its next write (etcd's step records) or writes locally (SQLite)."""
+        if lost := self._ended_lease():
+            return lost
         try:
             record(*args)
         except JournalError as exc:
             log.error("%s", exc)
             return exc
+        return None
+
+    async def _awrite(self, record: Callable[..., None], *args: object) -> JournalError | None:
+        """``_write`` of a write that goes to the store (off the event loop where the
+        store is networked: ``journal.offload``)."""
+        if lost := self._ended_lease():
+            return lost
+        try:
+            await offload(self.journal, record, *args)
+        except JournalError as exc:
+            log.error("%s", exc)
+            return exc
+        return None
+
+    def _ended_lease(self) -> LeaseLost | None:
+        if self.lease is not None and not self.lease() > 0:
+            return LeaseLost(
+                "this replica's lease in etcd ended: nothing more is written about this "
+                "reroute here; another replica recovers it"
+            )
         return None
 
     async def _run_batch(
@@ -695,13 +721,13 @@ class Executor:
                 if isinstance(exc, TimeoutError):  # says nothing by itself
                     why = f"{step.device}: undoing {step.kind} took over {self.step_timeout} s"
                 error = f"{cause}; rollback of step {i + 1} failed too: {why}"
-                self._write(self.journal.finish, reroute_id, RerouteState.FAILED, error)
+                await self._awrite(self.journal.finish, reroute_id, RerouteState.FAILED, error)
                 return RerouteState.FAILED, error
             self._write(self.journal.step, reroute_id, i, StepState.UNDONE)
             self._emit(reroute_id, i, step, StepState.UNDONE)
         where = f"to the checkpoint ({rest})" if rest else "every flow is on its previous path"
         error = f"{cause} (rolled back: {where})"
-        self._write(self.journal.finish, reroute_id, RerouteState.ROLLED_BACK, error)
+        await self._awrite(self.journal.finish, reroute_id, RerouteState.ROLLED_BACK, error)
         return RerouteState.ROLLED_BACK, error
 
     async def _undo(self, step: Step) -> None:

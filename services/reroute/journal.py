@@ -19,14 +19,15 @@ plan would take half a second to pickle) and survives code changes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 from drivers.base import Prefix
 from services.reroute.errors import RerouteError
@@ -235,6 +236,22 @@ def _intent_columns(intent: Intent) -> tuple[str, str]:
     return encode_intent(intent, names), json.dumps(names)
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+async def offload(
+    journal: object, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """``call`` (a method of ``journal``) off the event loop when the journal waits on the
+    network (``networked``: etcd, whose calls may wait their whole deadline when it is cut
+    off), so that the loop goes on renewing the lease, cancelling steps at their cap and
+    answering; in the loop otherwise (SQLite: local, sub-millisecond, one connection)."""
+    if getattr(journal, "networked", False):
+        return await asyncio.to_thread(call, *args, **kwargs)
+    return call(*args, **kwargs)
+
+
 # how steps run at once ended: (index, done or failed, error)
 Ended = Sequence[tuple[int, StepState, str | None]]
 
@@ -245,8 +262,10 @@ class Journaling(Protocol):
     ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored.
 
     ``ended`` (of ``steps_started``, ``checkpoint``, ``finish``): how the previous batch of
-    steps ended, stored in the same write (one durable write per batch boundary; what
-    recovery needs -- which steps started -- was written ahead of them)."""
+    steps ended, stored with the same write (SQLite: one local write per batch boundary;
+    etcd: kept in memory until the checkpoint or the finish). Step records are for
+    display: recovery plans from the devices (``engine.restore``). A networked journal
+    (``networked``: etcd) is called off the event loop (``offload``)."""
 
     def create(
         self,
@@ -268,6 +287,11 @@ class Journaling(Protocol):
     ) -> None: ...
 
     def expect(self, reroute_id: str, resources: frozenset[str]) -> None: ...
+
+    def release_with(self, reroute_id: str, held: object) -> None:
+        """Let ``held`` (the reroute's locks) go in the same write as the reroute's finish
+        where the store can (etcd); else the caller's release does."""
+        ...
 
     def cancel(self, reroute_id: str) -> bool: ...
 
@@ -319,6 +343,11 @@ class Journaling(Protocol):
     def queue(self) -> Queue: ...
 
     def started_since(self, queue: Queue) -> bool: ...
+
+    def rebase(self, queue: Queue) -> Queue:
+        """``queue`` after this replica started a reroute under its guard (etcd: the
+        guard moved past its own start); SQLite: ``queue``."""
+        ...
 
     def history(
         self,
@@ -473,6 +502,9 @@ class Journal:
             )
         except sqlite3.IntegrityError as exc:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists") from exc
+
+    def release_with(self, reroute_id: str, held: object) -> None:
+        """Nothing: file locks are let go by their holder (``Journaling.release_with``)."""
 
     def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
         """A pending reroute is now expected to hold ``resources`` (its plan changed)."""
@@ -687,6 +719,10 @@ class Journal:
             (RerouteState.RUNNING, queue.revision),
         ).fetchone()
         return row is not None
+
+    def rebase(self, queue: Queue) -> Queue:
+        """``queue``: file locks take no guard (``Journaling.rebase``)."""
+        return queue
 
     def history(
         self,

@@ -104,6 +104,10 @@ def test_rejected_step_rolls_back_and_traffic_keeps_flowing(
 
 
 def test_killed_apply_is_recovered_to_one_working_path(ngncs: Fabric, topo_ngncs: Topology) -> None:
+    """``apply`` killed -9 while it drains (shifted: the ingress on temporary, both paths'
+    rules kept): ``recover`` plans from what the devices hold -- forward (``done`` on
+    temporary) once the shift landed there, back (``rolled_back`` to long) otherwise --
+    and leaves exactly one path's rules, traffic delivered."""
     proc = subprocess.Popen(
         [
             *CLI,
@@ -129,17 +133,20 @@ def test_killed_apply_is_recovered_to_one_working_path(ngncs: Fabric, topo_ngncs
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert asyncio.run(path_tags(topo_ngncs, ngncs))["transit"] >= {2, 3}  # both paths' rules
+    held = asyncio.run(path_tags(topo_ngncs, ngncs))  # what the devices hold at the kill
+    assert held["transit"] >= {2, 3}, held  # both paths' rules: killed mid-reroute
+    forward = 3 in held["ingress"]  # a shift landed on temporary (no circuit to connect)
     out = reroute_cli("recover", "--topology", str(NGNCS))
     assert "recovered 1" in out.stdout
     tags = asyncio.run(path_tags(topo_ngncs, ngncs))
-    assert tags["ingress"] == {2} and 3 not in tags["transit"], tags  # exactly one path: long
+    on, gone = (3, 2) if forward else (2, 3)
+    assert tags["ingress"] == {on} and gone not in tags["transit"], tags  # exactly one path
     report = during(ngncs, 1.0, _noop, at=0.1)
     assert report["lost"] == 0 and report["received"] > 0
     history = Journal(journal_path(ngncs.state)).history()
-    assert history[0].state is RerouteState.ROLLED_BACK and "interrupted" in (
-        history[0].error or ""
-    )
+    expected = RerouteState.DONE if forward else RerouteState.ROLLED_BACK
+    assert history[0].state is expected and "interrupted" in (history[0].error or ""), history[0]
+    assert ("recovered forward" in (history[0].error or "")) is forward, history[0].error
 
 
 async def _noop() -> None:

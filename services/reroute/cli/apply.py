@@ -219,7 +219,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "wait have their own limits)",
     )
     a.set_defaults(func=_in_flags(_apply))
-    r = sub.add_parser("recover", help="roll back reroutes interrupted by a crash")
+    r = sub.add_parser("recover", help="finish or roll back reroutes interrupted by a crash")
     _devices(r)
     r.add_argument(
         "--resync",

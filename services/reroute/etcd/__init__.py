@@ -26,6 +26,7 @@ def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:
     journal.fence = locks.fence()
     journal.leased = lambda: locks.owner == first and locks.valid_for() > 0
     locks.on_owner.append(lambda now: setattr(journal, "fence", now.fence()))
+    locks.starting = lambda claim, keys: journal.start_ops(claim, locks.owner, keys)
 
 
 @asynccontextmanager

@@ -28,23 +28,39 @@ over on takeover; the price is a lock transaction that fails when any reroute st
 in between, disjoint or not (rare: one replica's own starts retry at once,
 ``started_since``; another's wake it through the watch).
 
-What each reroute costs in round trips to etcd (each a Raft round, fsynced on a quorum):
-the replica that runs a reroute is its only writer (fenced), so it keeps the reroute's row
-and steps as it wrote them, with the row's revision, and writes without reading first (the
-transaction compares that revision: a change by anyone else is refused, never overwritten);
-the end of one batch of steps goes with the start of the next (or the checkpoint, or the
-finish) in one transaction. While its lease surely lives (``leased``) no other replica can
-change such a reroute, so reading it answers from memory. Ended reroutes never change
-again: the latest ones written here are answered from memory (``ENDED_KEPT``). Everything
-else is read from etcd.
+What each reroute costs: **three durable writes** (each a Raft round, fsynced on a quorum)
+when it was read from the queue here. 1. Its admission (``enqueue``: the row, the queue's
+key, the idempotency key). 2. Its start: the lock transaction that claims it also moves
+its row to running under this owner with what it holds (``start_ops``, added by
+``EtcdLocks.try_acquire``; the scheduler starts one reroute at a time under the queue's
+guard, which moves past its own starts, ``rebase``). Its plan is kept in memory
+(``create`` writes only when the plan holds more than the row says). 3. Its finish: the
+state, the plan, every step's record and the locks let go (``release_with``), in one
+transaction. Step records are never written ahead of their steps: nothing but displays
+reads them -- a takeover plans from the devices (``engine.restore``: forward once a shift
+landed, back otherwise), from the row's intent and what it held -- so a crash loses only
+their timings. What keeps a replica whose lease ended from its next step is the lease's
+timing (``executor``: a step starts only while the lease surely outlives its cap) and the
+devices' fencing or lock-delay (``locks``), no more a refused write-ahead. A checkpoint
+(optical MBB) is a fourth write. The replica that runs a reroute is its only writer
+(fenced): it keeps the row as written, with its revision, and writes without reading
+first (the transaction compares that revision: a change by anyone else is refused, never
+overwritten). While its lease surely lives (``leased``) no other replica can change such
+a reroute, so reading it answers from memory. Ended reroutes never change again: the
+latest ones written here are answered from memory (``ENDED_KEPT``). Everything else is
+read from etcd. Every call blocks its thread up to the client's deadline: the service
+runs them off the event loop (``journal.offload``), several at once; what the journal
+keeps in memory is guarded by a lock never held across a call.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aetcd import rpc
@@ -80,7 +96,7 @@ from services.reroute.journal import (
 )
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
-from services.reroute.resources import EVERYTHING
+from services.reroute.resources import EVERYTHING, covers
 
 PRUNE_CHUNK = 40  # reroutes removed per transaction (etcd allows 128 operations)
 ENDED_KEPT = 64  # ended reroutes of this replica answered from memory
@@ -88,7 +104,12 @@ SEEN_KEPT = 64  # pending rows read here, kept for ``create``'s compare
 
 
 class EtcdJournal:
+    # its calls wait on the network: the service runs them off the event loop
+    # (``journal.offload``), several at once; what it keeps in memory is guarded by ``_mem``
+    networked = True
+
     def __init__(self, etcd: Etcd, prefix: str) -> None:
+        self._mem = threading.Lock()  # never held across a call to etcd
         self.etcd = etcd
         self.prefix = prefix.rstrip("/") + "/"
         self.fence: list[Compare] = []  # compares every write of a running reroute makes
@@ -100,6 +121,8 @@ class EtcdJournal:
         self._seen: OrderedDict[str, tuple[_Row, int]] = OrderedDict()  # pending rows read
         self._ended: OrderedDict[str, tuple[Record, list[StepRecord]]] = OrderedDict()
         self._started = 0  # the revision of the latest reroute started here (``create``)
+        self._begun: dict[str, bool] = {}  # started by their lock transaction, not planned
+        self._holds: dict[str, Any] = {}  # let go by the reroute's finish (``release_with``)
 
     def _key(self, kind: str, name: str = "") -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -149,7 +172,16 @@ class EtcdJournal:
         owner: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
     ) -> None:
-        seen = self._seen.pop(reroute_id, None)
+        with self._mem:
+            seen = self._seen.pop(reroute_id, None)
+            begun = self._begun.pop(reroute_id, False)
+        if begun:  # started by its lock transaction: running under this owner already
+            row, revision = self._live[reroute_id]
+            self._live[reroute_id] = (_Row(**row.fields), revision)
+            self._live[reroute_id][0].update(**_planned(plan, owner, resources))
+            if covers(frozenset(row.fields["resources"]), resources):  # within what it wrote
+                return  # the plan is written with the finish (display only: module docstring)
+            seen = (self._live.pop(reroute_id)[0], revision)
         try:
             self._create(reroute_id, plan, owner, resources, seen or self._read(reroute_id))
         except LeaseLost:
@@ -174,22 +206,10 @@ class EtcdJournal:
     ) -> None:
         now = time.time()
         row = _Row(**base[0].fields) if base is not None else _Row(id=reroute_id, created=now)
-        if base is not None and row.state is not RerouteState.PENDING:
+        mine = row.state is RerouteState.RUNNING and row.fields["owner"] == owner
+        if base is not None and row.state is not RerouteState.PENDING and not mine:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
-        text = plan.describe()
-        row.update(
-            started=now,
-            summary=text.splitlines()[0],
-            plan_text=text,
-            origins={p: encode_flows(f) for p, f in plan.origins},
-            touched=[*plan.from_paths, plan.to_path],
-            state=RerouteState.RUNNING,
-            intent=encode_intent(plan.intent),
-            flows=[str(f) for f in plan.intent.flows],
-            step_names=[s.describe() for s in plan.steps()],
-            owner=owner,
-            resources=sorted(resources),
-        )
+        row.update(started=row.fields["started"] or now, **_planned(plan, owner, resources))
         compares = [unchanged(self._key("reroutes", reroute_id), base[1] if base else 0)]
         ops = [
             self._put(row),
@@ -201,7 +221,71 @@ class EtcdJournal:
         self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = {}
 
+    def start_ops(self, reroute_id: str, owner: str, resources: frozenset[str]) -> Start | None:
+        """What the lock transaction that claims a pending reroute adds so that it also
+        starts it (module docstring): the row, as the queue read it here, running under
+        ``owner`` and holding ``resources``; None when this replica has not read it."""
+        with self._mem:
+            seen = self._seen.get(reroute_id)
+        if seen is None:
+            return None
+        base, revision = seen
+        row = _Row(**base.fields)
+        row.update(
+            state=RerouteState.RUNNING,
+            owner=owner,
+            started=time.time(),
+            resources=sorted(resources),
+        )
+        ops = [
+            self._put(row),
+            delete(self._key("pending", reroute_id)),
+            put(self._key("running", reroute_id), b""),
+        ]
+
+        def started(at: int) -> None:
+            with self._mem:
+                self._seen.pop(reroute_id, None)
+                self._begun[reroute_id] = True
+                self._started = max(self._started, at)
+            self._live[reroute_id] = (row, at)
+            self._steps[reroute_id] = {}
+
+        return Start(compares=[unchanged(self._key("reroutes", reroute_id), revision)], ops=ops,
+                     started=started)  # fmt: skip
+
+    def rebase(self, queue: Queue) -> Queue:
+        """``queue`` just after this replica started a reroute under its guard (the
+        latest start here, ``_started``): every reroute started since it was read is this
+        replica's own, so its guard moves past them (the next start compares no later
+        one), and the scheduler starts the next reroute under it without reading again."""
+        if self._started <= queue.revision:
+            return queue
+        guard = _created_before(self._key("running"), self._started + 1)
+        return Queue(
+            running=queue.running, pending=queue.pending, revision=self._started, guard=(guard,)
+        )
+
     def expect(self, reroute_id: str, resources: frozenset[str]) -> None:
+        with self._mem:
+            begun = self._begun.pop(reroute_id, False)
+        live = self._live.get(reroute_id)
+        if begun and live is not None:  # started by its lock transaction: queued again
+            row, revision = live
+            row = _Row(**row.fields)
+            row.update(
+                state=RerouteState.PENDING, owner=None, started=None, resources=sorted(resources)
+            )
+            ops = [
+                self._put(row),
+                delete(self._key("running", reroute_id)),
+                put(self._key("pending", reroute_id), b""),
+            ]
+            key = self._key("reroutes", reroute_id)
+            self._fenced([unchanged(key, revision)], ops, f"reroute {reroute_id} changed")
+            self._live.pop(reroute_id, None)
+            self._steps.pop(reroute_id, None)
+            return
         self._update(reroute_id, {"resources": sorted(resources)}, RerouteState.PENDING)
 
     def cancel(self, reroute_id: str) -> bool:
@@ -212,7 +296,11 @@ class EtcdJournal:
         }
         extra = [delete(self._key("pending", reroute_id))]
         claimed = absent(self._key("claims", reroute_id))  # not being planned by a replica
-        return self._update(reroute_id, changes, RerouteState.PENDING, extra, [claimed])
+        return bool(self._update(reroute_id, changes, RerouteState.PENDING, extra, [claimed]))
+
+    # Step records are kept in memory and stored with the next write of the reroute (its
+    # checkpoint or its finish): nothing reads them but displays (recovery plans from the
+    # devices, ``engine.restore``), and a crash that loses them loses only their timings.
 
     def step(self, reroute_id: str, idx: int, state: StepState, error: str | None = None) -> None:
         steps = self._ends(reroute_id, ())
@@ -222,17 +310,25 @@ class EtcdJournal:
         else:
             entry = steps.setdefault(idx, [idx, str(state), now, None, None])
             entry[1], entry[3], entry[4] = str(state), now, error
-        self._write_steps(reroute_id, steps)
+        self._steps[reroute_id] = steps
 
     def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None:
         now = time.time()  # the previous batch ended as this one starts
         steps = self._ends(reroute_id, ended, now)
         for i in indexes:
             steps[i] = [i, str(StepState.STARTED), now, None, None]
-        self._write_steps(reroute_id, steps)
+        self._steps[reroute_id] = steps
 
     def steps_ended(self, reroute_id: str, ended: Ended) -> None:
-        self._write_steps(reroute_id, self._ends(reroute_id, ended))
+        self._steps[reroute_id] = self._ends(reroute_id, ended)
+
+    def release_with(self, reroute_id: str, held: object) -> None:
+        """Let ``held`` go in the reroute's finish (one durable write for both), when it
+        can (``EtcdHeld.let_go_ops``); its own ``release`` then has nothing left."""
+        if held is None:
+            self._holds.pop(reroute_id, None)
+        else:
+            self._holds[reroute_id] = held
 
     def _ends(
         self, reroute_id: str, ended: Ended, now: float | None = None
@@ -268,9 +364,15 @@ class EtcdJournal:
             delete(self._key("running", reroute_id)),
             delete(self._key("pending", reroute_id)),
         ]
-        row = self._change(reroute_id, changes, extra, ended, now)
+        held = self._holds.pop(reroute_id, None)
+        lets = _let_go_ops(held)
+        row, revision = self._change(reroute_id, changes, extra, ended, now, lets)
+        if lets is not None and revision:
+            held.released(revision)
         steps = self._steps.pop(reroute_id, None)
         self._live.pop(reroute_id, None)
+        with self._mem:
+            self._begun.pop(reroute_id, None)
         if row is not None and steps is not None:
             self._keep(self._record(row, steps), _step_records(steps))
 
@@ -281,32 +383,39 @@ class EtcdJournal:
         extra: list[Op],
         ended: Ended,
         now: float | None = None,
-    ) -> _Row | None:
+        lets: tuple[list[Compare], list[Op]] | None = None,
+    ) -> tuple[_Row | None, int]:
         """A fenced change of a reroute (and its steps' ends at ``now``, in the same
-        transaction): of the row as written here when it runs here, else read first. The
-        row written."""
+        transaction; ``lets``: locks let go in it too): of the row as written here when it
+        runs here, else read first. The row written (None: not kept here) and the revision
+        of the write (0: the row is gone)."""
         live = self._live.get(reroute_id)
+        lets_cmp, lets_ops = lets if lets is not None else ([], [])
         if live is None:
             if ended:
                 self._write_steps(reroute_id, self._ends(reroute_id, ended, now))
-            self._update(reroute_id, changes, None, extra, fenced=True)
-            return None
+            wrote = self._update(
+                reroute_id, changes, None, [*extra, *lets_ops], lets_cmp, fenced=True
+            )
+            return None, wrote
         steps = self._ends(reroute_id, ended, now)
         row, revision = live
         row = _Row(**row.fields)
         row.update(**changes)
         key = self._key("reroutes", reroute_id)
-        ops = [self._put(row), self._steps_put(reroute_id, steps), *extra]
-        revision = self._fenced([unchanged(key, revision)], ops, f"reroute {reroute_id} changed")
+        ops = [self._put(row), self._steps_put(reroute_id, steps), *extra, *lets_ops]
+        compares = [unchanged(key, revision), *lets_cmp]
+        revision = self._fenced(compares, ops, f"reroute {reroute_id} changed")
         self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = steps
-        return row
+        return row, revision
 
     def _keep(self, record: Record, steps: list[StepRecord]) -> None:
         """An ended reroute written here (it never changes again but for ``prune``)."""
-        self._ended[record.id] = (record, steps)
-        while len(self._ended) > ENDED_KEPT:
-            self._ended.popitem(last=False)
+        with self._mem:
+            self._ended[record.id] = (record, steps)
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
 
     def active(self) -> bool:
         """A reroute is pending or running (any owner): one linearizable read."""
@@ -322,7 +431,8 @@ class EtcdJournal:
             ops: list[Op] = []
             placed: dict[str, str] = {}
             for row in chunk:
-                self._ended.pop(row.id, None)
+                with self._mem:
+                    self._ended.pop(row.id, None)
                 placed |= {str(f): p for f, p in row.record([]).placed().items()}
                 ops += [delete(self._key("reroutes", row.id)), delete(self._key("steps", row.id))]
                 if row.idem_key:
@@ -362,17 +472,26 @@ class EtcdJournal:
         kv = self.etcd.get(self._key("reroutes", reroute_id))
         if kv is None:
             return None
-        return self._record(self._saw(kv))
+        return self._record(self._run_here(kv) or self._saw(kv))
+
+    def _run_here(self, kv: KV) -> _Row | None:
+        """The row as this replica keeps it when it runs that reroute and etcd's row is
+        still the one it wrote (the plan is written with the finish): so a running
+        reroute's plan and steps show on its replica (API, page) whether or not its
+        lease surely lives now, in a list as in a read of one."""
+        live = self._live.get(kv.key[len(self._key("reroutes")) :])
+        return live[0] if live is not None and live[1] == kv.mod_revision else None
 
     def _saw(self, kv: KV) -> _Row:
         """A reroute's row read from etcd; a pending one is kept with its revision, which
         ``create`` compares (its next write, often) without reading it again."""
         row = _Row.of(kv)
         if row.state is RerouteState.PENDING:
-            self._seen[row.id] = (row, kv.mod_revision)
-            self._seen.move_to_end(row.id)
-            while len(self._seen) > SEEN_KEPT:
-                self._seen.popitem(last=False)
+            with self._mem:
+                self._seen[row.id] = (row, kv.mod_revision)
+                self._seen.move_to_end(row.id)
+                while len(self._seen) > SEEN_KEPT:
+                    self._seen.popitem(last=False)
         return row
 
     def by_key(self, idem_key: str) -> Record | None:
@@ -435,7 +554,7 @@ class EtcdJournal:
 
     def _rows(self, limit: int = 0) -> list[_Row]:
         kvs = self.etcd.get_prefix(self._key("reroutes"), newest_first=True, limit=max(limit, 0))
-        return [_Row.of(kv) for kv in kvs]
+        return [self._run_here(kv) or _Row.of(kv) for kv in kvs]
 
     def _indexed(self, kind: str) -> list[Record]:
         """The reroutes of an index (pending, running), in its order: one read for the
@@ -491,20 +610,22 @@ class EtcdJournal:
         compares: list[Compare] | None = None,
         *,
         fenced: bool = False,
-    ) -> bool:
+    ) -> int:
+        """The revision of the change written (0: none: no such row, or not ``only_in``,
+        or changed meanwhile when not ``fenced``)."""
         kv = self.etcd.get(self._key("reroutes", reroute_id))
         if kv is None:
-            return False
+            return 0
         row = _Row.of(kv)
         if only_in is not None and row.state is not only_in:
-            return False
+            return 0
         row.update(**changes)
         cmp = [unchanged(kv.key, kv.mod_revision), *(compares or [])]
         ops = [self._put(row), *(extra or [])]
         if fenced:
-            self._fenced(cmp, ops, f"reroute {reroute_id} changed meanwhile")
-            return True
-        return self._txn(cmp, ops).succeeded
+            return self._fenced(cmp, ops, f"reroute {reroute_id} changed meanwhile")
+        result = self._txn(cmp, ops)
+        return result.revision if result.succeeded else 0
 
     def _fenced(self, compares: list[Compare], ops: list[Op], changed: str) -> int:
         """A write about a reroute this replica runs: refused once its lease expired. The
@@ -527,6 +648,40 @@ class EtcdJournal:
 
     def _put(self, row: _Row) -> Op:
         return put(self._key("reroutes", row.id), row.encode())
+
+
+def _planned(plan: Plan, owner: str | None, resources: frozenset[str]) -> dict[str, Any]:
+    """A row's fields once its plan is made."""
+    text = plan.describe()
+    return {
+        "summary": text.splitlines()[0],
+        "plan_text": text,
+        "origins": {p: encode_flows(f) for p, f in plan.origins},
+        "touched": [*plan.from_paths, plan.to_path],
+        "state": RerouteState.RUNNING,
+        "intent": encode_intent(plan.intent),
+        "flows": [str(f) for f in plan.intent.flows],
+        "step_names": [s.describe() for s in plan.steps()],
+        "owner": owner,
+        "resources": sorted(resources),
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Start:
+    """A reroute started in its lock transaction (``EtcdJournal.start_ops``): the
+    compares and operations added, and what to call with the revision it committed at."""
+
+    compares: list[Compare]
+    ops: list[Op]
+    started: Callable[[int], None]
+
+
+def _let_go_ops(held: object) -> tuple[list[Compare], list[Op]] | None:
+    """The compares and operations that let ``held`` go (``EtcdHeld.let_go_ops``), or
+    None (not an etcd hold, or too many keys for one transaction)."""
+    let_go = getattr(held, "let_go_ops", None)
+    return None if let_go is None else let_go()
 
 
 def _created_before(prefix: str, revision: int) -> Compare:

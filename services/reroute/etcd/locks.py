@@ -90,7 +90,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from aetcd import rpc
 
@@ -117,6 +117,22 @@ from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 from services.reroute.store import STEP_SHARE
 
 _T = TypeVar("_T")
+
+
+class Starting(Protocol):
+    """What a lock transaction that claims a reroute adds to start it (the journal's
+    ``Start``): compares, operations, and the callback of the revision it committed at."""
+
+    @property
+    def compares(self) -> list[Compare]: ...
+
+    @property
+    def ops(self) -> list[Op]: ...
+
+    @property
+    def started(self) -> Callable[[int], None]: ...
+
+
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.05  # ``acquire`` tries again after this, or on a change
 RENEWALS = 4  # per TTL: a live replica's lease has at least 3/4 of its TTL left, less delays
@@ -195,6 +211,9 @@ class EtcdLocks:
         self.epoch = 0  # the cluster's (``P/epoch``), read at ``open``
         # called with the new owner once it has its lease (the journal's fence follows it)
         self.on_owner: list[Callable[[EtcdLocks], None]] = []
+        # what a claiming lock transaction adds to start its reroute (the journal's
+        # ``start_ops``: claim, locks and start in one durable write); None: nothing
+        self.starting: Callable[[str, Keys], Starting | None] | None = None
         self._changed = asyncio.Event()
         self._valid_until = 0.0  # monotonic: the lease surely lives until then
         self._tasks: list[asyncio.Task[None]] = []
@@ -342,7 +361,11 @@ class EtcdLocks:
         while True:
             try:
                 async for changes in self.etcd.changes(self.prefix):
-                    if any(self._waking(change) for change in changes):
+                    waking = [c for c in changes if self._waking(c)]
+                    if waking and self.etcd.writing:  # one of ours, its answer not in yet?
+                        await self.etcd.writes_done()
+                        waking = [c for c in waking if self._waking(c)]
+                    if waking:
                         self._changed.set()
             except StoreUnavailable as exc:
                 log.debug("watch: %s", exc)
@@ -422,6 +445,7 @@ class EtcdLocks:
         claim: str | None,
         extra: Sequence[Compare] = (),
         again: bool = True,
+        start: Starting | None = None,
     ) -> TxnResult | None:
         """``keys`` (at most ``CHUNK``) and ``claim`` in one transaction, under the
         caller's ``extra`` compares too (the journal's ``Queue.guard``: no reroute started
@@ -434,13 +458,16 @@ class EtcdLocks:
                 absent(f"{self.prefix}claims/{claim}"),
             ]
             ops.insert(0, put(f"{self.prefix}claims/{claim}", self.owner.encode(), self.lease))
+        if start is not None:  # the journal's start of the reroute (``EtcdJournal.start_ops``)
+            compares += start.compares
+            ops = [*start.ops, *ops]  # (the epoch's range stays last)
         delayed = any(self._unfenced(k) for k in keys)
         failure = [get_op(self.prefix + HELD, prefix=True), _keys_under(self._lock(""))]
         result = self._seen(await self.etcd.atxn(compares, ops, failure if delayed else []))
         if result.succeeded:
             return result
         if delayed and again and await self._clear(keys, result.ranges[0], result.ranges[1]):
-            return await self._take(keys, claim, extra, again=False)
+            return await self._take(keys, claim, extra, again=False, start=start)
         return None
 
     async def _clear(self, keys: list[str], markers: list[KV], locks: list[KV]) -> bool:
@@ -481,7 +508,8 @@ class EtcdLocks:
     ) -> EtcdHeld | None:
         self._check_revision()
         held = EtcdHeld(self, frozenset(), {}, None)
-        if not await held.take(self._expand(keys), claim, extra):
+        start = None if claim is None or self.starting is None else self.starting(claim, keys)
+        if not await held.take(self._expand(keys), claim, extra, start):
             return None
         held._keys = keys
         return held
@@ -530,21 +558,29 @@ class EtcdHeld:
         return 0 if taken is None else taken.token
 
     async def take(
-        self, keys: list[str], claim: str | None = None, extra: Sequence[Compare] = ()
+        self,
+        keys: list[str],
+        claim: str | None = None,
+        extra: Sequence[Compare] = (),
+        start: Starting | None = None,
     ) -> bool:
         """Also hold ``keys`` (sorted) and ``claim``, chunk by chunk, each under ``extra``;
         all or nothing: what this call took is given back when a chunk is not free, or on
         an error."""
         got: list[str] = []
         try:
-            for i, chunk in enumerate(_chunks(keys) or [[]]):
+            chunks = _chunks(keys) or [[]]
+            for i, chunk in enumerate(chunks):
                 first = claim if i == 0 else None
-                result = await self._locks._take(chunk, first, extra)
+                last = start if i == len(chunks) - 1 else None  # all taken: it starts
+                result = await self._locks._take(chunk, first, extra, start=last)
                 if result is None:
                     await self._let_go(got, claim=claim is not None and self._claim == claim)
                     return False
                 if first is not None:
                     self._claim, self._claim_at = first, result.revision
+                if last is not None:
+                    last.started(result.revision)
                 got += chunk
                 self._record(chunk, result)
         except BaseException:
@@ -586,8 +622,34 @@ class EtcdHeld:
             raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
         self._keys = keys
 
+    def let_go_ops(self) -> tuple[list[Compare], list[Op]] | None:
+        """What ``release`` would do, as one transaction's compares and operations for
+        another write to carry (the journal's finish: one durable write for both); None
+        when they do not fit in one (over ``CHUNK`` keys). ``released`` once it
+        committed."""
+        locks, keys = self._locks, list(self._taken)
+        if len(keys) > CHUNK:
+            return None
+        compares = [created(locks._lock(k), self._taken[k].revision) for k in keys]
+        ops = [delete(locks._lock(k)) for k in keys]
+        ops += [delete(locks._marker(k)) for k in keys if locks._unfenced(k)]
+        if self._claim is not None:
+            key = f"{locks.prefix}claims/{self._claim}"
+            compares.append(created(key, self._claim_at))
+            ops.append(delete(key))
+        return compares, ops
+
+    def released(self, revision: int) -> None:
+        """``let_go_ops`` committed at ``revision``: nothing is held any more."""
+        self._locks._revision = max(self._locks._revision, revision)
+        self._taken.clear()
+        self._claim = None
+        self._keys = frozenset()
+
     async def release(self) -> None:
         keys, claim = list(self._taken), self._claim is not None
+        if not keys and not claim:
+            return
         self._keys = frozenset()
         try:
             if not await self._let_go(keys, claim=claim):

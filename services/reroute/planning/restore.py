@@ -13,9 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning.electronic import all_on, gc_steps, plan_electronic
+from services.reroute.planning.electronic import (
+    all_on,
+    gc_steps,
+    plan_electronic,
+    scoped_directions,
+)
 from services.reroute.planning.plan import Disruption, Phase, Plan
-from services.reroute.rules import DEFAULT_SPACE, CookieSpace, path_tag
+from services.reroute.rules import (
+    DEFAULT_SPACE,
+    INGRESS_PRIORITY,
+    CookieSpace,
+    ingress_match,
+    path_tag,
+    tag_of,
+)
 from services.reroute.tables import Tables, apply_changes
 from services.reroute.topology import Topology
 
@@ -62,3 +74,50 @@ def plan_restore(
             )
         )
     return plans
+
+
+def moved_any(
+    topo: Topology,
+    tables: Tables,
+    intent: Intent,
+    scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> bool:
+    """Some direction of some flow of ``intent`` has its ingress rule on the intent's
+    target path in ``tables``: a shift of it landed (level-triggered recovery rolls such
+    a reroute forward, ``engine.restore``)."""
+    to = topo.paths.get(intent.to_path)
+    if to is None:
+        return False
+    tag = path_tag(topo, intent.to_path)
+    for flow in intent.flows:
+        for d in scoped_directions(to, scope):
+            key = (
+                0,
+                INGRESS_PRIORITY,
+                ingress_match(d.hops, flow if d.forward else flow.reverse()),
+            )
+            rule = tables.get(d.hops[0].node, {}).get(key)
+            if rule is not None and tag_of(rule, space) == tag:
+                return True
+    return False
+
+
+def found_on(
+    topo: Topology,
+    tables: Tables,
+    flows: Iterable[FlowSpec],
+    paths: Iterable[str],
+    scope: frozenset[str] | None = None,
+    space: CookieSpace = DEFAULT_SPACE,
+) -> dict[str, tuple[FlowSpec, ...]]:
+    """The flows each of ``paths`` carries whole (every direction's ingress on it) in
+    ``tables``: where they are, as origins (path -> flows)."""
+    out: dict[str, list[FlowSpec]] = {}
+    for flow in flows:
+        for name in paths:
+            on = topo.paths.get(name)
+            if on is not None and all_on(on, tables, flow, path_tag(topo, name), scope, space):
+                out.setdefault(name, []).append(flow)
+                break
+    return {p: tuple(f) for p, f in out.items()}

@@ -39,7 +39,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
 
 from prometheus_client import Gauge
 
@@ -47,7 +48,7 @@ from drivers.base import CrossConnectSwitch, FlowRule
 from services.reroute.devicestate import DeviceStatus, DeviceTracker, State, Transition
 from services.reroute.engine import Engine, read_optics, read_some
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
-from services.reroute.journal import JournalError, Journaling, Record, RerouteState
+from services.reroute.journal import JournalError, Journaling, Record, RerouteState, offload
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import no_lock_to_wait
 from services.reroute.planning.plan import Plan
@@ -71,6 +72,8 @@ from services.reroute.service.schemas import (
 from services.reroute.service.views import flows_view, optics_view, plan_view, reroute_view
 from services.reroute.tables import RuleKey
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 log = logging.getLogger("reroute.service")
 SETTLE_S = 2.0  # how often the reconciler looks for devices back whose cleanup is owed
 JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan before answering
@@ -145,7 +148,7 @@ class RerouteService:
                 return
             except TimeoutError:
                 pass
-            if self.draining or not self.journal.debts():
+            if self.draining or not await self.io(self.journal.debts):
                 continue
             try:
                 done = await self.engine.settle()
@@ -178,16 +181,17 @@ class RerouteService:
         intent = self._intent(request)
         check_paths(self.engine, intent)
         admitted = self._admitted
-        busy = self.scheduler.busy  # the queue read once per request
+        busy = await self.io(lambda: self.scheduler.busy)  # the queue read once per request
         keys = await self._expected(intent, key, request, busy)
         async with self._admission:
-            old = self._replay(key, request) if key is not None else None
+            old = await self.io(self._replay, key, request) if key is not None else None
             if old is not None:
                 return old, False
             # idle: nothing was queued or running, and nothing was queued here since
             idle = not busy and admitted == self._admitted and not self.scheduler.running
             reroute_id = uuid.uuid4().hex[:12]
-            self.journal.enqueue(
+            await self.io(
+                self.journal.enqueue,
                 reroute_id,
                 intent,
                 idem_key=key,
@@ -199,20 +203,27 @@ class RerouteService:
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
         if idle:
             await self.scheduler.judged(reroute_id, JUDGE_S)
-        return self._record(reroute_id), True
+        return await self.io(self._record, reroute_id), True
 
     async def _expected(
         self, intent: Intent, key: str | None, request: RerouteRequest, busy: bool
     ) -> Keys:
         """What the reroute is expected to hold: planned on the devices now while others
         run or wait (so disjoint ones run at once); else ``EVERYTHING`` (planned alone)."""
-        if not busy or (key is not None and self._replay(key, request)):
+        if not busy or (
+            key is not None and (await self.io(self._replay, key, request)) is not None
+        ):
             return frozenset({EVERYTHING})
         try:
             return await self.engine.expected(intent)
         except DriverError as exc:  # it is read again when it runs
             log.warning("planning ahead: %s", exc)
             return frozenset({EVERYTHING})
+
+    async def io(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``call`` off the event loop when the journal is networked (etcd: a replica cut
+        off from it keeps answering, renewing and cancelling; ``journal.offload``)."""
+        return await offload(self.journal, call, *args, **kwargs)
 
     def _replay(self, key: str, request: RerouteRequest) -> Record | None:
         old = self.journal.by_key(key)

@@ -85,7 +85,7 @@ async def create_reroute(
         return plan_view(await svc.dry_run(body))
     record, created = await svc.submit(body, idempotency_key)
     await svc.wait(record.id, wait)
-    view = svc.view(record.id)
+    view = await svc.io(svc.view, record.id)
     response.headers["Location"] = f"/v1/reroutes/{record.id}"
     response.status_code = 200 if not created else 201 if view.state.final else 202
     return view
@@ -93,9 +93,9 @@ async def create_reroute(
 
 @router.get("/v1/reroutes/{reroute_id}", responses=ERRORS, summary="One reroute")
 async def get_reroute(reroute_id: RerouteId, svc: Svc, wait: Wait = 0.0) -> RerouteView:
-    svc.view(reroute_id)  # 404 before waiting
+    await svc.io(svc.view, reroute_id)  # 404 before waiting
     await svc.wait(reroute_id, wait)
-    return svc.view(reroute_id)
+    return await svc.io(svc.view, reroute_id)
 
 
 @router.get("/v1/reroutes", responses=ERRORS, summary="Reroutes, newest first")
@@ -105,12 +105,12 @@ async def list_reroutes(
     flow: Annotated[str | None, Query(max_length=200, description="moving this flow")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> RerouteList:
-    return RerouteList(reroutes=svc.history(state=state, flow=flow, limit=limit))
+    return RerouteList(reroutes=await svc.io(svc.history, state=state, flow=flow, limit=limit))
 
 
 @router.delete("/v1/reroutes/{reroute_id}", responses=ERRORS, summary="Cancel a pending one")
 async def cancel_reroute(reroute_id: RerouteId, svc: Svc) -> RerouteView:
-    return svc.cancel(reroute_id)
+    return await svc.io(svc.cancel, reroute_id)
 
 
 @router.get(
@@ -154,7 +154,7 @@ async def whoami(request: Request, svc: Svc) -> WhoAmI:
 
 @router.get("/healthz", summary="Liveness (no token needed)")
 async def healthz(svc: Svc) -> Health:
-    return svc.health()
+    return await svc.io(svc.health)
 
 
 @router.get(

@@ -34,7 +34,14 @@ from typing import Any
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
 from services.reroute.executor import Outcome, StepEvent, lease_needed
-from services.reroute.journal import Journaling, Queue, Record, RerouteState, Retention
+from services.reroute.journal import (
+    Journaling,
+    Queue,
+    Record,
+    RerouteState,
+    Retention,
+    offload,
+)
 from services.reroute.locks import Held, Outranking
 from services.reroute.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
@@ -160,7 +167,16 @@ class Scheduler:
         deadline = asyncio.get_running_loop().time() + timeout
         changed = self.engine.lock.changed
         while not event.is_set():
-            record = self.journal.get(reroute_id)
+            if reroute_id in self._running:  # run here: ``event`` tells (its row may be
+                # running before it is planned: started by its lock transaction)
+                if self.stopped:
+                    return
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    return
+                await _first([event.wait()], min(left, CHECK_S))
+                continue
+            record = await offload(self.journal, self.journal.get, reroute_id)
             if record is None or reached(record.state):
                 return
             if self.stopped and reroute_id not in self._running:
@@ -216,7 +232,7 @@ class Scheduler:
         left = self.engine.lock.lease_left()
         if left is not None and left < lease_needed(self.engine.lock.step_s):
             return True  # this replica's lease is not renewed now: it starts nothing
-        queue = self.journal.queue()
+        queue = await offload(self.journal, self.journal.queue)
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
         self._waiting = True  # until this look ends
@@ -252,11 +268,25 @@ class Scheduler:
         A start since the read that this journal knows of (``started_since``: etcd, one of
         this replica's, which no watch event tells; SQLite, any) reads the queue again at
         once; with no guard (file locks), it voids the locks just taken."""
-        tries = [
-            self.engine.lock.try_acquire(r.resources, claim=r.id, extra=queue.guard)
-            for r in records
-        ]
-        results = await asyncio.gather(*tries, return_exceptions=True)
+        results: list[Held | BaseException | None] = []
+        if queue.guard:  # one after the other: each starts its reroute (etcd), so the
+            # next one's guard must move past it (``rebase``)
+            for r in records:
+                try:
+                    got = await self.engine.lock.try_acquire(
+                        r.resources, claim=r.id, extra=queue.guard
+                    )
+                except Exception as exc:  # raised below, once the others are spawned
+                    got = exc  # type: ignore[assignment]
+                results.append(got)
+                if got is not None and not isinstance(got, BaseException):
+                    queue = self.journal.rebase(queue)
+        else:
+            tries = [
+                self.engine.lock.try_acquire(r.resources, claim=r.id, extra=queue.guard)
+                for r in records
+            ]
+            results = list(await asyncio.gather(*tries, return_exceptions=True))
         stale = bool(records) and self.journal.started_since(queue)
         void = stale and not queue.guard
         for record, held in zip(records, results, strict=True):
@@ -285,7 +315,8 @@ class Scheduler:
         held = await self.engine.lock.try_acquire(record.resources)
         if held is None:
             return False
-        now = self.journal.get(record.id)  # another replica may have recovered it meanwhile
+        # another replica may have recovered it meanwhile
+        now = await offload(self.journal, self.journal.get, record.id)
         if now is None or now.state is not RerouteState.RUNNING or now.owner != record.owner:
             await held.release()
             return True
@@ -307,8 +338,8 @@ class Scheduler:
         if not requeued:
             self._release(reroute_id)
             self._ended += 1
-            if self._ended % PRUNE_EVERY == 0:
-                self.prune()
+            if self._ended % PRUNE_EVERY == 0:  # off the loop (``journal.offload``)
+                self._spawn_prune()
         if requeued:
             self._wake.set()
         else:
@@ -319,6 +350,11 @@ class Scheduler:
         queued since is seen anyway: queued here, or another replica's change)."""
         if self._waiting:
             self._wake.set()
+
+    def _spawn_prune(self) -> None:
+        task = asyncio.ensure_future(offload(self.journal, self.prune))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def prune(self) -> None:
         """Remove what the journal keeps beyond the retention (never running or pending)."""
@@ -338,10 +374,12 @@ class Scheduler:
         claim compared it), no other replica runs or cancels it (``cancel`` compares the
         claim absent), so it is not read again."""
         requeued = False
+        self.journal.release_with(record.id, held)  # its finish lets the locks go
         try:
             if record.state is RerouteState.PENDING and record.intent:
                 requeued = await self._execute(record, held)
         finally:
+            self.journal.release_with(record.id, None)  # (not let go by a finish)
             await held.release()
             self._done(record.id, requeued)
 
@@ -359,11 +397,11 @@ class Scheduler:
                 on_plan=lambda _: self._judge(reroute_id),
             )
         except NeedMore as more:  # back to its place in the queue, expecting more
-            self.journal.expect(reroute_id, more.keys)
+            await offload(self.journal, self.journal.expect, reroute_id, more.keys)
             self._announce(reroute_id, RerouteState.PENDING)
             return True
         except PlanError as exc:
-            self._end(reroute_id, RerouteState.REJECTED, str(exc), _strategy(record))
+            await self._end(reroute_id, RerouteState.REJECTED, str(exc), _strategy(record))
         except Exception as exc:
             log.exception("reroute %s: %s", reroute_id, exc)
             await self._settle(reroute_id, exc)
@@ -379,7 +417,7 @@ class Scheduler:
         except RerouteError as exc:
             log.error("reroute %s: recovery failed: %s", record.id, exc)
         else:
-            after = self.journal.get(record.id)
+            after = await offload(self.journal, self.journal.get, record.id)
             if after is not None and after.state.final:
                 self.metrics.finished(after.state, strategy=_strategy(after))
                 self._announce(record.id, after.state, after.error)
@@ -395,25 +433,25 @@ class Scheduler:
         self.metrics.finished(outcome.state, outcome.total_ms, strategy)
         self._announce(outcome.reroute_id, outcome.state, outcome.error, outcome.total_ms)
 
-    def _end(self, reroute_id: str, state: RerouteState, error: str, strategy: str) -> None:
-        self.journal.finish(reroute_id, state, error)
+    async def _end(self, reroute_id: str, state: RerouteState, error: str, strategy: str) -> None:
+        await offload(self.journal, self.journal.finish, reroute_id, state, error)
         self.metrics.finished(state, strategy=strategy)
         self._announce(reroute_id, state, error)
 
     async def _settle(self, reroute_id: str, exc: Exception) -> None:
         """An unexpected error: before any step, reject; mid-plan, recover (roll back now,
         still holding what the plan holds)."""
-        record = self.journal.get(reroute_id)
+        record = await offload(self.journal, self.journal.get, reroute_id)
         if record is None:
             return
         if record.state is RerouteState.PENDING:
             error = f"could not plan: {exc}"
-            self._end(reroute_id, RerouteState.REJECTED, error, _strategy(record))
+            await self._end(reroute_id, RerouteState.REJECTED, error, _strategy(record))
             return
         if record.state is RerouteState.RUNNING:
             with suppress(RerouteError):
                 await self.engine.recover_one(record, self._running.get(reroute_id))
-        after = self.journal.get(reroute_id)
+        after = await offload(self.journal, self.journal.get, reroute_id)
         if after is not None and after.state.final:
             self.metrics.finished(after.state, strategy=_strategy(after))
             self._announce(reroute_id, after.state, after.error)
@@ -459,7 +497,7 @@ class Waking:
         """More keys (a plan that needs more), only where no reroute is in flight: a
         running one whose owner died holds no lock. Read afresh; taken under that read's
         guard (etcd), or let go again when a reroute started since (file locks)."""
-        queue = self._journal.queue()
+        queue = await offload(self._journal, self._journal.queue)
         if _overlaps(keys, [r.resources for r in queue.running]):
             return False
         before = self._held.keys
@@ -476,6 +514,16 @@ class Waking:
 
     async def release(self) -> None:
         await self._held.release()
+
+    def let_go_ops(self) -> object:
+        """The hold's release as another write's part (etcd: the reroute's finish)."""
+        let_go = getattr(self._held, "let_go_ops", None)
+        return None if let_go is None else let_go()
+
+    def released(self, revision: int) -> None:
+        """Let go by the reroute's finish (called in the thread that wrote it: the
+        scheduler wakes when the run ends, ``_done``)."""
+        self._held.released(revision)  # type: ignore[attr-defined]
 
     def revision(self, device: str) -> int:
         return self._held.revision(device)

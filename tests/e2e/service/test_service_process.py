@@ -1,6 +1,7 @@
 """``reroute serve`` as a real process on the fabric: SIGTERM drains, kill -9 mid-reroute
-is recovered on restart (rolled back, "interrupted"; the flow on exactly one path), and
-ovs-vswitchd restarted under it is reconnected to without restarting the service."""
+is recovered on restart from what the devices hold (finished forward once its shift
+landed, else rolled back; "interrupted"; the flow on exactly one path), and ovs-vswitchd
+restarted under it is reconnected to without restarting the service."""
 
 from __future__ import annotations
 
@@ -18,12 +19,19 @@ from fabric.restart import restart_vswitchd, saved_flows
 from fabric.vswitch import alive
 from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
+from services.reroute.rules import path_tag, tag_of
 from services.reroute.service.client import RerouteClient
+from services.reroute.tables import Tables
 from services.reroute.topology import Topology
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.service.conftest import serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
-from tests.unit.services.service.fabric_state import journal_records, path_of_flow
+from tests.unit.services.service.fabric_state import (
+    ingress_paths,
+    journal_records,
+    path_of_flow,
+    tables,
+)
 
 pytestmark = pytest.mark.fabric
 FLOW = "10.0.0.2>10.0.0.3"
@@ -51,9 +59,12 @@ def wait_for_step(client: RerouteClient, reroute_id: str, prefix: str) -> None:
     raise AssertionError(f"reroute {reroute_id} never started a {prefix!r} step")
 
 
-def test_kill_9_mid_reroute_then_restart_rolls_it_back(
+def test_kill_9_mid_reroute_then_restart_finishes_or_rolls_it_back(
     svc_fabric: tuple[Topology, Fabric], config: Path
 ) -> None:
+    """kill -9 while the reroute drains; the restart recovers it from what the devices
+    held at the kill: forward (``done`` on temporary) once a shift landed there, back
+    (``rolled_back`` to long) otherwise; either way only that path's rules are left."""
     topo, fab = svc_fabric
     serve = ServeProcess(config)
     try:
@@ -63,14 +74,30 @@ def test_kill_9_mid_reroute_then_restart_rolls_it_back(
         assert path_of_flow(topo, fab) == "temporary"
     finally:
         serve.kill()
+    held = tables(topo, fab)  # what the devices hold at the kill
+    tag = {p: path_tag(topo, p) for p in ("long", "temporary")}
+    assert set(tag.values()) <= rule_tags(held), "killed after its cleanup"
+    forward = "temporary" in ingress_paths(topo, held)  # a shift landed (no circuit needed)
+    on, gone = ("temporary", "long") if forward else ("long", "temporary")
     serve = ServeProcess(config)  # healthy = recovered
     try:
         after = serve.client().get(view.id)
-        assert after.state is RerouteState.ROLLED_BACK and "interrupted" in (after.error or "")
-        assert [r.id for r in serve.client().list(state="rolled_back")] == [view.id]
-        assert path_of_flow(topo, fab) == "long"
+        state = RerouteState.DONE if forward else RerouteState.ROLLED_BACK
+        assert after.state is state and "interrupted" in (after.error or ""), after
+        assert [r.id for r in serve.client().list(state=state.value)] == [view.id]
+        now = tables(topo, fab)
+        assert path_of_flow(topo, fab, now) == on
+        assert tag[gone] not in rule_tags(now), f"rules of {gone} left"  # exactly one path
+        if forward:  # back where the fixture expects it
+            back = serve.client().create([FLOW], "long", wait_s=30)
+            assert back.state is RerouteState.DONE, back.error
     finally:
         assert serve.stop() == 0
+
+
+def rule_tags(t: Tables) -> set[int]:
+    """The path tags of every rule of ours on the bridges."""
+    return {tag_of(r) or 0 for table in t.values() for r in table.values()}
 
 
 def test_sigterm_finishes_the_running_reroute_and_keeps_the_pending_one(

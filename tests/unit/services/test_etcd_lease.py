@@ -213,11 +213,11 @@ def _gauge(http: httpx.Client, name: str) -> float:
 def test_cut_off_the_loop_is_never_held_longer_than_one_call(
     cluster: EtcdCluster, tmp_path: Path
 ) -> None:
-    """A replica cut off from etcd, read by a client every 100 ms (each read a blocking etcd
-    call): its event loop's lag, sampled every 10 ms, never exceeds one call's deadline (1
-    s; 3 s per call before, through 3 endpoints), once: later calls fail at once until etcd
-    answers again. Prints the lag's p50/p99/max (the one stall left needs an asynchronous
-    journal)."""
+    """A replica cut off from etcd, read by a client every 100 ms (each read an etcd call,
+    run off the event loop: ``journal.offload``): its event loop's lag, sampled every 10
+    ms, stays under 50 ms at p99 and never nears one call's deadline (1 s: the first call
+    after the cut held the loop that long before the journal's calls left it). Prints the
+    lag's p50/p99/max."""
     with partitionable(cluster.endpoints) as part:
         store = EtcdStore(kind="etcd", endpoints=tuple(part.endpoints), prefix="/test/lag")
         config = settings(TOPO, tmp_path / "unused.sqlite", store=store)
@@ -234,7 +234,7 @@ def test_cut_off_the_loop_is_never_held_longer_than_one_call(
             p50, p99 = got[len(got) // 2], got[int(len(got) * 0.99)]
             print(f"loop lag during a cut: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
                   f"max {got[-1] * 1000:.1f} ms over {len(got)} samples")  # fmt: skip
-    assert got[-1] < 1.3 and p99 < 0.1
+    assert got[-1] < 0.5 and p99 < 0.05
 
 
 async def _lags(for_s: float, every_s: float = 0.01) -> list[float]:

@@ -84,10 +84,15 @@ def test_a_replica_whose_lease_expired_writes_nothing(cluster: EtcdCluster) -> N
         journal.fence = locks.fence()
         moved = plan(TOPO, START, Intent(flows=(FLOW,), to_path="temporary"), now=0.0)
         journal.create("r", moved, owner=locks.owner)
+        journal.steps_started("r", range(1))  # kept here, written with the finish
         await etcd.revoke(locks.lease)  # as if it expired: paused, or cut off from etcd
         with pytest.raises(LeaseLost, match="lease"):
-            journal.steps_started("r", range(1))
-        assert journal.steps("r") == []  # nothing written ahead: no step may run
+            journal.finish("r", RerouteState.DONE, None, [(0, StepState.DONE, None)])
+        other = EtcdJournal(etcd_of(cluster), "/test/fence")  # another replica reads
+        record = other.get("r")
+        assert record is not None and record.state is RerouteState.RUNNING  # to recover
+        assert other.steps("r") == []  # the step records are never in etcd ahead
+        other.etcd.close()
         await locks.close()
         await etcd.aclose()
 
@@ -229,12 +234,13 @@ def test_overlapping_requests_to_three_replicas_never_run_at_once(
     }  # fmt: skip
 
 
-def test_each_step_is_in_etcd_before_its_device_is_written(
+def test_a_reroute_runs_in_etcd_before_a_device_is_written_its_steps_after(
     cluster: EtcdCluster, tmp_path: Path
 ) -> None:
     """At the moment a switch is written, a second client reads etcd: the reroute runs,
-    and a step on that switch is recorded started and not ended (written ahead, although
-    the end of each batch now goes with the start of the next)."""
+    under this replica, holding the switch (what a takeover needs: it plans from the
+    devices); no step record is there yet. Once done, every step's record is (written
+    with the finish, in the same transaction that lets the locks go)."""
     fake = FakeFabric(TOPO)
     prefix = "/test/ahead/"
     reader = etcd_of(cluster)
@@ -247,10 +253,11 @@ def test_each_step_is_in_etcd_before_its_device_is_written(
             (running,) = reader.get_prefix(prefix + "running/")
             rid = running.key.rsplit("/", 1)[1]
             row, steps = reader.get(prefix + "reroutes/" + rid), reader.get(prefix + "steps/" + rid)
-            assert row is not None and steps is not None
-            names = json.loads(row.value)["step_names"]
-            started = [names[s[0]] for s in json.loads(steps.value) if s[1] == "started"]
-            seen.append((switch.name, json.loads(row.value)["state"], started))
+            assert row is not None and steps is None
+            lock = reader.get(prefix + "locks/" + switch.name)
+            owner = json.loads(row.value)["owner"]
+            held = [owner] if lock is not None and lock.value.decode() == owner else []
+            seen.append((switch.name, json.loads(row.value)["state"], held))
             await apply(changes)
 
         switch.apply = apply_read  # type: ignore[method-assign]
@@ -261,16 +268,20 @@ def test_each_step_is_in_etcd_before_its_device_is_written(
     with ServerThread(config, fake.drivers) as srv:  # type: ignore[arg-type]
         view = srv.client().create([str(FLOW)], "temporary", wait_s=10)
         assert view.state is RerouteState.DONE, view.error
+        steps = reader.get(prefix + "steps/" + view.id)
+        assert reader.get_prefix(prefix + "locks/") == []  # let go with the finish
     reader.close()
     assert len(seen) >= 3  # make, shift, remove
-    for device, state, started in seen:
-        assert state == "running"
-        assert any(f" {device}:" in name for name in started), (device, started)
+    for device, state, held in seen:
+        assert state == "running" and held, (device, state, held)
+    assert steps is not None
+    assert {s[1] for s in json.loads(steps.value)} == {"done"}
 
 
 def test_a_replica_whose_lease_expired_writes_no_batch_boundary(cluster: EtcdCluster) -> None:
-    """The combined writes (a batch's end with the next start, the checkpoint, the finish)
-    are fenced like the others: refused once the lease is gone, nothing of them stored."""
+    """The writes that carry step records (the checkpoint, the finish) are fenced like the
+    others: refused once the lease is gone, nothing of them stored (the starts and ends
+    of steps are kept in memory until then)."""
 
     async def main() -> None:
         etcd = etcd_of(cluster)
@@ -282,8 +293,7 @@ def test_a_replica_whose_lease_expired_writes_no_batch_boundary(cluster: EtcdClu
         journal.steps_started("r", range(1))
         await etcd.revoke(locks.lease)  # as if it expired: paused, or cut off from etcd
         done = [(0, StepState.DONE, None)]
-        with pytest.raises(LeaseLost, match="lease"):
-            journal.steps_started("r", range(1, 2), done)
+        journal.steps_started("r", range(1, 2), done)
         with pytest.raises(LeaseLost, match="lease"):
             journal.checkpoint("r", moved.origins, done)
         with pytest.raises(LeaseLost, match="lease"):
@@ -291,8 +301,9 @@ def test_a_replica_whose_lease_expired_writes_no_batch_boundary(cluster: EtcdClu
         other = EtcdJournal(etcd_of(cluster), "/test/fence2")  # another replica reads
         record = other.get("r")
         assert record is not None and record.state is RerouteState.RUNNING
-        assert [(s.index, s.state) for s in other.steps("r")] == [(0, StepState.STARTED)]
-        assert [(s.index, s.state) for s in journal.steps("r")] == [(0, StepState.STARTED)]
+        assert other.steps("r") == []
+        here = [(s.index, s.state) for s in journal.steps("r")]
+        assert here == [(0, StepState.DONE), (1, StepState.STARTED)]
         other.etcd.close()
         await locks.close()
         await etcd.aclose()

@@ -72,6 +72,18 @@ def path_of_flow(
     return found.pop()
 
 
+def ingress_paths(topo: Topology, t: Tables) -> set[str]:
+    """The paths vm2<->vm3's ingress rules (at br2, at br3) send it on, in ``t``: one
+    while it is on one path, two in the middle of a shift."""
+    names = list(topo.paths)
+    found = set()
+    for at, packet in (("br2", Packet(src=VM2, dst=VM3)), ("br3", Packet(src=VM3, dst=VM2))):
+        ingress = lookup(t[at], 1, packet)
+        if ingress is not None:
+            found.add(names[(tag_of(ingress) or 0) - 1])
+    return found
+
+
 def journal_records(path: Path) -> list[tuple[Record, list[StepRecord]]]:
     journal = Journal(path)
     try:

@@ -1,0 +1,82 @@
+"""What one electronic MBB costs the etcd store: durable writes (Raft rounds, fsynced on a
+quorum) and linearizable reads, counted by the client (``Etcd.calls``) on a real etcd.
+
+Three durable writes per reroute (issue 30): its admission (the row and the queue), its
+start (the claim, the locks), its finish (the state, the plan and every step's record, the
+locks let go). The step records are not written ahead of each step: recovery plans from
+the devices' own state (``engine.restore``), never from them; meanwhile the replica running
+the reroute shows them from memory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from fabric.etcdcluster import EtcdCluster
+from services.reroute.journal import RerouteState
+from services.reroute.model import FlowSpec
+from services.reroute.service.client import StepView
+from services.reroute.store import EtcdStore
+from services.reroute.topology import load_topology
+from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
+from tests.unit.services.service.fakes import FakeFabric
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
+)
+TOPO = load_topology(NGNCS)
+FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3")
+MOVES = 10
+
+
+def test_an_electronic_mbb_costs_three_durable_writes() -> None:
+    """One replica, electronic MBB there and back through the API (each waited for):
+    writes and reads per reroute, the lease's renewals apart."""
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
+        fake = FakeFabric(TOPO)
+        store = EtcdStore(kind="etcd", endpoints=tuple(c.endpoints), prefix="/writes")
+        with ServerThread(settings(TOPO, Path(tmp) / "x.sqlite", store=store), fake.drivers) as srv:
+            calls = srv.server.app.state.service.engine.lock.etcd.calls
+            client = srv.client()
+            client.create([str(FLOW)], "temporary", wait_s=10)  # warm-up
+            before = dict(calls)
+            for n in range(MOVES):
+                view = client.create([str(FLOW)], ("long", "temporary")[n % 2], wait_s=10)
+                assert view.state is RerouteState.DONE, view.error
+            per = {k: (calls[k] - before.get(k, 0)) / MOVES for k in ("write", "read")}
+    print(f"per electronic MBB: {per['write']:.1f} durable writes, {per['read']:.1f} reads")
+    assert per["write"] <= 3, per
+
+
+def test_a_running_reroutes_steps_show_on_its_replica() -> None:
+    """Step records reach etcd with the finish only: meanwhile the replica running the
+    reroute shows its plan and steps from memory (API and page: a read of one, a list),
+    even while its lease is not sure to live (the read then goes to etcd, whose row is
+    still the one this replica wrote); once finished, the records written with it."""
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
+        fake = FakeFabric(TOPO)
+        store = EtcdStore(kind="etcd", endpoints=tuple(c.endpoints), prefix="/shown")
+        with ServerThread(settings(TOPO, Path(tmp) / "x.sqlite", store=store), fake.drivers) as srv:
+            service = srv.server.app.state.service
+            service.journal.leased = lambda: False  # no answer from the lease-guarded memory
+            client = srv.client()
+            view = client.create([str(FLOW)], "temporary", drain_ms=1500)
+            deadline = time.monotonic() + 10
+            while not _draining(client.get(view.id).steps):
+                assert time.monotonic() < deadline, client.get(view.id)
+                time.sleep(0.01)
+            assert service.engine.lock.etcd.get(f"/shown/steps/{view.id}") is None  # memory
+            (listed,) = [r for r in client.list() if r.id == view.id]
+            assert listed.state is RerouteState.RUNNING and _draining(listed.steps), listed
+            done = client.get(view.id, wait_s=10)
+            assert done.state is RerouteState.DONE, done.error
+            assert done.steps and all(s.state == "done" for s in done.steps), done.steps
+            assert service.engine.lock.etcd.get(f"/shown/steps/{view.id}") is not None
+
+
+def _draining(steps: tuple[StepView, ...]) -> bool:
+    return any(s.description.startswith("drain") and s.state == "started" for s in steps)
