@@ -37,7 +37,7 @@ successor started (its first claim or write on any device after the deposal, or,
 touched none, when it answered the reroute ended): the successor's view of the devices is
 final then. Every device answers within 2 s (``DEVICE_TIMEOUT_S``, the inventory's
 ``timeout_s``), so the lock-delay of an unfenced device (ost1 on every variant) is the
-step cap and that, 2.75 s. Each case runs once (25-40 s; the unfenced variants'
+step cap and that, 2.75 s. Each case runs once (10-15 s on ovs13; the unfenced variants'
 successors wait out the lock-delay); its history is checked per kind, and a failure
 prints the history around the deposal and the deposed replica's log. ``make test`` runs
 three ovs13 cases (``SUITE``); ``REROUTE_DEPOSED_ALL=1`` runs all six on every variant
@@ -415,7 +415,7 @@ def outcome(
 
 
 # ``make test`` runs the cases that found or guard a bug (the race at the first commit, a
-# step cancelled in the lock wait, a cut at the first commit, on OpenFlow 1.3: 90 s); all
+# step cancelled in the lock wait, a cut at the first commit, on OpenFlow 1.3: 36 s); all
 # of them, on every variant, with REROUTE_DEPOSED_ALL=1 (bench/README, "bench/chaos.py")
 EVERY = os.environ.get("REROUTE_DEPOSED_ALL") == "1"
 SUITE = {
