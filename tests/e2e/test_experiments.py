@@ -1,7 +1,9 @@
 """``reroute experiment run`` end to end at quick scale, one test per experiment: the real
 command line on the real fabric, judged by its raw files, its report and the numbers in them.
 ost-vs-mbb is also interrupted (SIGINT) after its first repetition and resumed, and its
-report written again from raw/ alone."""
+report written again from raw/ alone. Each runs no more repetitions, cases or stream than
+its assertions need (``--runs``, ``--set``): the quick configurations themselves are the
+smoke run's (``make experiments-quick``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ from tests.e2e.conftest import ROOT, leftovers, reroute
 from tests.unit.experiments.test_reports import raw as made_up
 
 CLI = [sys.executable, "-m", "services.reroute.cli"]
+# the quick 7 s TCP stream cut to 5 s: the switch 1 s into it, BBM's stall over by 2.5 s (a
+# 200 ms rto_min's third timeout), the capture's 3 s window after the request inside it
+SHORT_STREAM = ("--set", "tcp_s=5")
 
 
 def _raws(out: Path) -> dict[str, dict[str, Any]]:
@@ -49,7 +54,8 @@ def _interrupt_after_first(out: Path, *args: str) -> subprocess.CompletedProcess
 @pytest.mark.timeout(480)
 def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     out = tmp_path / "ost"
-    first = _interrupt_after_first(out, "ost-vs-mbb", "--quick")
+    args = ("ost-vs-mbb", "--quick", "--runs", "2", *SHORT_STREAM)  # two pairs, two lock times
+    first = _interrupt_after_first(out, *args)
     assert leftovers("ngncs-ost") == []  # Ctrl-C brought the fabric down
     assert first.returncode == 130, f"{first.stdout}\n{first.stderr}"
     assert "runs the rest" in first.stderr
@@ -57,11 +63,11 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
     assert list(kept) == ["bbm-01"]
     assert not (out / "report.md").exists()
 
-    second = reroute("experiment", "run", "ost-vs-mbb", "--quick", "--out", str(out), timeout=400)
+    second = reroute("experiment", "run", *args, "--out", str(out), timeout=400)
     assert leftovers("ngncs-ost") == []
-    assert "6/6 repetitions (5 run now)" in second.stdout, second.stdout
+    assert "4/4 repetitions (3 run now)" in second.stdout, second.stdout
     raws = _raws(out)
-    assert sorted(raws) == ["bbm-01", "bbm-02", "bbm-03", "mbb-01", "mbb-02", "mbb-03"]
+    assert sorted(raws) == ["bbm-01", "bbm-02", "mbb-01", "mbb-02"]
     assert raws["bbm-01"] == kept["bbm-01"]  # not run again
     assert len(json.loads((out / "env.json").read_text())["sessions"]) == 2
 
@@ -85,15 +91,15 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
         needed = cap["retransmitted"] - cap["duplicates"]
         assert needed <= r["fabric_drops"], (r["fabric_drops"], cap)
         assert cap["longest_gap_ms"] < 200 and cap["sender_gap_ms"] < 200, cap
-    for i in (1, 2, 3):  # a pair meets one lock time
+    for i in (1, 2):  # a pair meets one lock time
         assert raws[f"bbm-0{i}"]["timing"]["lock_ms"] == raws[f"mbb-0{i}"]["timing"]["lock_ms"]
     assert max(r["udp"]["longest_gap_ms"] for r in mbb) < min(
         r["udp"]["longest_gap_ms"] for r in bbm
     )
     report = (out / "report.md").read_text()
     assert "TCP unavailability: longest gap at the sender, vm2 (ms)** [capture] |" in report
-    assert "(values " in report and "below 5 runs a cell gives the values" in report  # n = 3
-    assert "| 3 | 598 | 121 |" in report
+    assert "(values " in report and "below 5 runs a cell gives the values" in report  # n = 2
+    assert "| 2 | 598 | 121 |" in report
     for png in ("fig4_15_unavailability.png", "fig4_12_throughput.png", "fig4_2_lock_times.png"):
         assert (out / png).stat().st_size > 10_000
 
@@ -117,16 +123,16 @@ def test_ost_vs_mbb_quick_interrupted_and_resumed(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_ost_vs_mbb_through_dpctl_switches_beside_the_ovs_runs(tmp_path: Path) -> None:
     """``--backend dpctl`` (the testbed's packet switches driven OpenFlow 1.0, no
-    controller) into an ``--out`` that holds an ovs run: its own raw files, the same
-    verdict (MBB's gap below BBM's, MBB loses no more than the fabric dropped), and one
-    report with both backends side by side."""
+    controller) at quick scale into an ``--out`` that holds an ovs run: its own raw files,
+    the same verdict (MBB's gap below BBM's, MBB loses no more than the fabric dropped),
+    and one report with both backends side by side."""
     out = tmp_path / "ost"
     (out / "raw").mkdir(parents=True)
     ovs = made_up("mbb", "mbb-01", gap=3.0, params={"strategy": "mbb", "backend": "ovs"})
     (out / "raw" / "mbb-01.json").write_text(json.dumps(ovs))  # as an earlier ovs run left
     done = reroute(
-        "experiment", "run", "ost-vs-mbb", "--runs", "1", "--backend", "dpctl", "--out",
-        str(out), timeout=240,
+        "experiment", "run", "ost-vs-mbb", "--quick", "--runs", "1", *SHORT_STREAM,
+        "--backend", "dpctl", "--out", str(out), timeout=240,
     )  # fmt: skip
     assert leftovers("ngncs-ost-dpctl") == []
     assert "2/2 repetitions (2 run now)" in done.stdout, done.stdout
@@ -146,16 +152,20 @@ def test_ost_vs_mbb_through_dpctl_switches_beside_the_ovs_runs(tmp_path: Path) -
 @pytest.mark.timeout(400)
 def test_rto_sweep_quick(tmp_path: Path) -> None:
     out = tmp_path / "rto"
-    proc = reroute("experiment", "run", "rto-sweep", "--quick", "--out", str(out), timeout=360)
+    proc = reroute(
+        "experiment", "run", "rto-sweep", "--quick", "--set", "rto_min_ms=[200, 2000]",
+        "--out", str(out), timeout=360,
+    )  # fmt: skip
     assert leftovers("ngncs-ost") == []
-    assert "5/5 repetitions" in proc.stdout, proc.stdout
+    assert "3/3 repetitions" in proc.stdout, proc.stdout
     raws = _raws(out)
+    assert sorted(raws) == ["bbm-rto200-01", "bbm-rto2000-01", "mbb-rto200-01"]
     assert "rto_min lock 2s" in raws["bbm-rto2000-01"]["route"]
-    assert "rto_min lock 900ms" in raws["bbm-rto900-01"]["route"]
+    assert "rto_min lock 200ms" in raws["bbm-rto200-01"]["route"]
     resumes = {k: r["recovery_ms"] for k, r in raws.items()}
-    # the stall follows rto_min: one 2 s timeout takes longer than any backoff below it
+    # the stall follows rto_min: one 2 s timeout takes longer than the 200 ms backoff
     assert resumes["bbm-rto2000-01"] >= 1800, resumes
-    assert resumes["bbm-rto2000-01"] > resumes["bbm-rto900-01"], resumes
+    assert resumes["bbm-rto2000-01"] > resumes["bbm-rto200-01"], resumes
     assert resumes["bbm-rto200-01"] >= raws["bbm-rto200-01"]["udp"]["longest_gap_ms"], resumes
     assert resumes["mbb-rto200-01"] < resumes["bbm-rto200-01"], resumes
     assert "## TCP stall against rto_min" in (out / "report.md").read_text()
@@ -167,10 +177,11 @@ def test_rto_sweep_quick(tmp_path: Path) -> None:
 def test_bandwidth_steering_quick(tmp_path: Path) -> None:
     out = tmp_path / "steer"
     proc = reroute(
-        "experiment", "run", "bandwidth-steering", "--quick", "--out", str(out), timeout=360
-    )
+        "experiment", "run", "bandwidth-steering", "--quick", "--runs", "1", *SHORT_STREAM,
+        "--out", str(out), timeout=360,
+    )  # fmt: skip
     assert leftovers("ngncs-ost") == []
-    assert "4/4 repetitions" in proc.stdout, proc.stdout
+    assert "2/2 repetitions" in proc.stdout, proc.stdout
     raws = _raws(out)
     bbm = [r for r in raws.values() if r["strategy"] == "bbm"]
     mbb = [r for r in raws.values() if r["strategy"] == "mbb"]
@@ -186,6 +197,15 @@ def test_bandwidth_steering_quick(tmp_path: Path) -> None:
     assert "## Both streams, BBM vs MBB" in (out / "report.md").read_text()
 
 
+# the quick cases with each failure 1 s earlier (``phase_mbps`` "before" averages from 1 s
+# to the failure) and 1-2 s less stream after it (fail-10s still down 3 s, 2 s after that)
+SHORT_MPTCP_CASES = (
+    "cases={fail-10s: {stream_s: 7, fail_at_s: 2, fail_s: 3},"
+    " fail-100ms: {stream_s: 5, fail_at_s: 2, fail_s: 0.1},"
+    " mbb-reroute: {stream_s: 5, fail_at_s: 2, kind: reroute}}"
+)
+
+
 @pytest.mark.fabric
 @pytest.mark.timeout(240)
 def test_mptcp_quick(tmp_path: Path) -> None:
@@ -193,7 +213,10 @@ def test_mptcp_quick(tmp_path: Path) -> None:
     if why is not None:
         pytest.skip(why)
     out = tmp_path / "mptcp"
-    proc = reroute("experiment", "run", "mptcp", "--quick", "--out", str(out), timeout=200)
+    proc = reroute(
+        "experiment", "run", "mptcp", "--quick", "--set", SHORT_MPTCP_CASES, "--out", str(out),
+        timeout=200,
+    )  # fmt: skip
     assert leftovers("ngncs-ost") == []
     assert "6/6 repetitions" in proc.stdout, proc.stdout
     raws = _raws(out)

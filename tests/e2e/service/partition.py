@@ -84,6 +84,8 @@ class Relay:
 
     def close(self) -> None:
         self.stopped.set()
+        with contextlib.suppress(OSError):  # wakes the accepting thread (close alone does not)
+            self.server.shutdown(socket.SHUT_RDWR)
         self.server.close()
         for s in self._socks:
             with contextlib.suppress(OSError):

@@ -33,13 +33,20 @@ RELAYED = ("ovs", "hp_dpctl")  # the drivers that speak OpenFlow to the switch i
 
 
 def inventory(
-    fab: Fabric, into: Path, relays: dict[str, RecordingRelay], topology: str = "ngncs-ost"
+    fab: Fabric,
+    into: Path,
+    relays: dict[str, RecordingRelay],
+    topology: str = "ngncs-ost",
+    timeout_s: float | None = None,
 ) -> Path:
     """The fabric's inventory (for the topology file named ``topology``) with every switch
-    the service speaks OpenFlow to reached through its recording relay."""
+    the service speaks OpenFlow to reached through its recording relay (and every device's
+    ``timeout_s`` set, if given: etcd's lock-delay is the step cap + the longest)."""
     body = yaml.safe_load(fab.state.inventory.read_text())
     body["topology"] = topology
     for name, device in body["devices"].items():
+        if timeout_s is not None:
+            device["timeout_s"] = timeout_s
         for key, value in device.items():  # a secret's file is beside the fabric's inventory
             if isinstance(value, dict) and "file" in value:
                 device[key] = {"file": str(fab.state.inventory.parent / value["file"])}

@@ -2,14 +2,16 @@
 
 Three ``reroute serve`` replicas on a 3-member etcd (lease TTL 2 s) share the ngncs-ost
 fabric, its bridges behind recording relays and its Polatis emulator logging its writes
-(``recorded.py``). For ``CHAOS_SECONDS`` (default 50) a client sends reroutes of the one
-flow vm2 -> vm3 (electrical and optical moves, so they overlap on every device: the
-fabric has no disjoint pair) to random replicas, while a schedule drawn from
-``CHAOS_SEED`` (default 31) injects one fault at a time, each lasting TTL + 1.5 s (a
-replica's fault hits the one running a reroute, if one is):
+(``recorded.py``). A client sends reroutes of the one flow vm2 -> vm3 (electrical and
+optical moves, so they overlap on every device: the fabric has no disjoint pair) to
+random replicas, while a schedule drawn from ``CHAOS_SEED`` (default 31) injects one fault
+at a time, each lasting TTL + 1.5 s, 0.5-1.5 s after the one before (a replica's fault
+hits the one running a reroute, if one is):
 ``kill`` (kill -9, then a new process), ``pause`` (SIGSTOP, then SIGCONT), ``cut`` (its
 etcd connections black-holed, then healed), ``etcd member`` (one member killed, then
-restarted) and ``quorum`` (two members killed, then restarted).
+restarted) and ``quorum`` (two members killed, then restarted). The kinds come in rounds,
+each kind once a round in the seed's order: one round at least (``make test``: every kind
+once, about 25 s), more while ``CHAOS_SECONDS`` (default 25) last.
 
 Then every fault is healed, every request must end within 20 s, and the checker
 (``tests/e2e/checker.py``) reads the devices' history and the replicas' answers:
@@ -38,6 +40,8 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,12 +86,15 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is missing (make setup)"),
 ]
 SEED = int(os.environ.get("CHAOS_SEED", "31"))
-SECONDS = float(os.environ.get("CHAOS_SECONDS", "50"))
+SECONDS = float(os.environ.get("CHAOS_SECONDS", "25"))
 FAULT_S = TTL_S + 1.5
+GAP_S = (0.5, 1.5)  # before each fault, drawn
 DRAIN_S = 20.0  # after the faults: every reroute ends by then
 GRACE_S = 1.0  # after a fault heals: the deposed replica's stale writes land by then
 MOVES = [("temporary", None), ("long", None), ("short", "temporary"), ("long", "temporary")]
 FAULTS = ("kill", "pause", "cut", "etcd member", "quorum")
+# a round of faults at most (a kill's new process, etcd's quorum back: about a second more)
+ROUND_S = len(FAULTS) * (GAP_S[1] + FAULT_S + 1.0)
 
 
 @dataclass
@@ -205,6 +212,12 @@ class Run:
             self.deposals.append(Deposal(replica.writer, start, time.time(), log))
 
 
+def _rounds(rng: random.Random) -> Iterator[str]:
+    """The faults' kinds: rounds of every kind once, each round in the seed's order."""
+    while True:
+        yield from rng.sample(FAULTS, len(FAULTS))
+
+
 def _views(replicas: list[Replica], ids: list[str], timeout: float) -> dict[str, RerouteView]:
     """Every reroute the service knows (the accepted ones and those whose acceptance the
     client never heard: a request that timed out may still have been taken) as a live
@@ -291,19 +304,20 @@ def test_chaos_the_checker_finds_nothing(
             replicas.append(Replica(f"r{i}", conf, part, pids))
         stack.callback(_stop, replicas)
         begun = time.time()  # the fabric's write log holds the module's earlier tests' too
-        for r in replicas:
-            r.start()
+        with ThreadPoolExecutor() as pool:  # at once: each takes a while to come up
+            list(pool.map(Replica.start, replicas))
         run = Run(rng, replicas, etcd)
         client = threading.Thread(target=run.client, daemon=True)
         drops = fabric_drops(fab)
-        probe = Probe(fab, SECONDS + 2)  # the faults' time, the last reroutes' drain aside
+        probe = Probe(fab, max(SECONDS, ROUND_S) + 2)  # the faults' time (the drain's start)
         wait_arriving(fab, "vm3")
         t0 = time.time()
         client.start()
         stack.callback(run.stop.set)
-        while time.time() - t0 < SECONDS - FAULT_S - 2:
-            time.sleep(rng.uniform(2.0, 5.0))
-            run.fault(rng.choice(FAULTS), t0)
+        kinds = _rounds(rng)
+        while len(run.schedule) < len(FAULTS) or time.time() - t0 < SECONDS - FAULT_S - 2:
+            time.sleep(rng.uniform(*GAP_S))
+            run.fault(next(kinds), t0)
         run.stop.set()
         client.join(timeout=20)
         drain = time.time()

@@ -29,17 +29,19 @@ is answered: the writer is stopped awaiting the answer; the emulators are run as
 other user):
 
 - ``paused``: SIGSTOP until the other replica has ended the reroute (past the lease TTL),
-  then SIGCONT, and 5 s to do its worst;
+  then SIGCONT, and 3 s (``SETTLE_S``) to do its worst;
 - ``cut off``: its etcd connections black-holed (``partition.py``); it keeps running.
 
 Per device kind, the history must hold no applied write by the deposed replica after its
 successor started (its first claim or write on any device after the deposal, or, if it
 touched none, when it answered the reroute ended): the successor's view of the devices is
-final then. Each case runs once (25-40 s; the unfenced variants' successors wait out the
-lock-delay); its history is checked per kind, and a failure prints the history around the
-deposal and the deposed replica's log. ``make test`` runs three ovs13 cases (``SUITE``);
-``REROUTE_DEPOSED_ALL=1`` runs all six on every variant (each variant's fabric built in
-turn: about 3.5 min per variant).
+final then. Every device answers within 2 s (``DEVICE_TIMEOUT_S``, the inventory's
+``timeout_s``), so the lock-delay of an unfenced device (ost1 on every variant) is the
+step cap and that, 2.75 s. Each case runs once (10-15 s on ovs13; the unfenced variants'
+successors wait out the lock-delay); its history is checked per kind, and a failure
+prints the history around the deposal and the deposed replica's log. ``make test`` runs
+three ovs13 cases (``SUITE``); ``REROUTE_DEPOSED_ALL=1`` runs all six on every variant
+(each variant's fabric built in turn: about 3.5 min per variant).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from math import inf
@@ -93,7 +96,9 @@ pytestmark = [
     pytest.mark.fabric,
     pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is missing (make setup)"),
 ]
-SETTLE_S = 5.0  # after SIGCONT: the deposed replica's leftover steps have run by then
+SETTLE_S = 3.0  # after SIGCONT: the deposed replica's leftover steps (each capped at 3/8
+# of the 2 s lease, 0.75 s; its requests at DEVICE_TIMEOUT_S) have run by then
+DEVICE_TIMEOUT_S = 2.0  # every device's: the unfenced ones' lock-delay is 0.75 s + this
 BRIDGES = ("br1", "br2", "br3", "br4")
 OPTICAL = {"polatis": ("ost1",)}
 # where the deposed replica stops: at the nth table change of the reroute's 18 (4 installs
@@ -279,15 +284,20 @@ def _run(
     serves: dict[str, ServeProcess] = {}
     with ExitStack() as stack:
         stack.callback(close, relays)
-        inventory_ = inventory(fab, into, relays, variant.topology.stem)
+        inventory_ = inventory(fab, into, relays, variant.topology.stem, DEVICE_TIMEOUT_S)
         logged = logged_devices(inventory_)
         etcd = stack.enter_context(EtcdCluster(into / "etcd", size=3))
         parts = {n: stack.enter_context(partitionable(etcd.endpoints)) for n in ("A", "B")}
         stack.callback(_stop, serves)
-        for name, part in parts.items():
-            serves[name] = ServeProcess(
-                config(inventory_, into, name, part.endpoints, "/test/deposed", variant.topology)
+
+        def serve(name: str) -> None:
+            conf = config(
+                inventory_, into, name, parts[name].endpoints, "/test/deposed", variant.topology
             )
+            serves[name] = ServeProcess(conf)
+
+        with ThreadPoolExecutor() as pool:  # both at once: each takes a while to come up
+            list(pool.map(serve, parts))
         pids = {s.proc.pid: n for n, s in serves.items()}
 
         deposer = Deposer(pids, fault, parts, nth, logged)
@@ -405,7 +415,7 @@ def outcome(
 
 
 # ``make test`` runs the cases that found or guard a bug (the race at the first commit, a
-# step cancelled in the lock wait, a cut at the first commit, on OpenFlow 1.3: 90 s); all
+# step cancelled in the lock wait, a cut at the first commit, on OpenFlow 1.3: 36 s); all
 # of them, on every variant, with REROUTE_DEPOSED_ALL=1 (bench/README, "bench/chaos.py")
 EVERY = os.environ.get("REROUTE_DEPOSED_ALL") == "1"
 SUITE = {
