@@ -337,6 +337,9 @@ class EtcdLocks:
                 log.warning("lease %x of %s not renewed: %s", self.lease, self.owner, exc)
                 pause = RETRY_S  # try again soon: steps wait for a renewed lease
                 continue
+            if self.expired:  # let go meanwhile (``forsake``): not renewed, a new owner
+                pause = 0
+                continue
             if ttl <= 0:
                 log.error(
                     "lease %x expired: owner %s holds nothing any more", self.lease, self.owner
@@ -346,6 +349,26 @@ class EtcdLocks:
                 pause = 0
                 continue
             self._valid_until = sent + ttl
+
+    def forsake(self, why: str) -> None:
+        """Let this owner's lease go and go on as a new owner: for keys this replica holds
+        under it and no longer accounts for (``why``), which would otherwise live as long
+        as the lease, and the lease may outlive a cut (etcd renews every lease when it
+        elects a leader, and the renewals resume): they go with it, revoked at once where
+        etcd answers, else at its TTL; the owner's reroutes are recovered as a dead owner's
+        (by this replica as the new owner, or another). Runs under it start no more
+        steps from now on."""
+        if self.expired or not self.lease:
+            return
+        log.warning("lease %x of %s let go (%s): a new owner next", self.lease, self.owner, why)
+        self._valid_until = min(self._valid_until, time.monotonic())
+        self.expired = True  # the renewals take a new lease and owner next
+        task = asyncio.create_task(self._revoke(self.lease), name="etcd-forsake")
+        self._tasks.append(task)
+
+    async def _revoke(self, lease: int) -> None:
+        with contextlib.suppress(StoreUnavailable):
+            await self.etcd.revoke(lease)
 
     async def _reregister(self) -> None:
         """A new lease and owner after the old lease expired (module docstring)."""
@@ -654,8 +677,9 @@ class EtcdHeld:
         try:
             if not await self._let_go(keys, claim=claim):
                 log.warning("locks no longer this replica's (its lease expired): left alone")
-        except StoreUnavailable as exc:  # they go with the lease
-            log.warning("locks not released (they go when the lease expires): %s", exc)
+        except StoreUnavailable as exc:  # they go with the lease: which must then end
+            log.warning("locks not released: %s", exc)
+            self._locks.forsake("locks it could not release")
 
     async def _let_go(self, keys: list[str], *, claim: bool) -> bool:
         """Delete ``keys`` (and the claim) where they are still the ones this hold took;

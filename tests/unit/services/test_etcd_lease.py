@@ -349,3 +349,33 @@ def _record_lease(switch: object, touched: list[float], lease: Callable[[], floa
         await apply(changes)
 
     switch.apply = recorded  # type: ignore[attr-defined]
+
+
+def test_locks_a_cut_kept_from_being_released_go_with_a_lease_let_go(
+    cluster: EtcdCluster,
+) -> None:
+    """A hold released while etcd does not answer, the cut shorter than the TTL: the lease
+    lives on (its renewals resume), and so would the locks, under an owner that no longer
+    knows them (a reroute waiting behind them would wait for ever). The replica lets that
+    lease go: the locks go with it, and it goes on as a new owner that can take them."""
+
+    async def main() -> None:
+        with partitionable(cluster.endpoints) as part:
+            etcd = _cut_off(cluster, part, timeout_s=0.3)
+            part.heal()
+            locks = await EtcdLocks(etcd, "/test/unreleased", Universe.of(TOPO), ttl_s=3).open()
+            old = locks.owner
+            held = await locks.try_acquire(frozenset({"br2"}))
+            assert held is not None
+            part.cut()
+            await held.release()  # not answered: not released
+            part.heal()
+            await until(lambda: locks.owner != old, within_s=5)
+            assert not await locks.alive(old)  # revoked: its locks went with it
+            again = await locks.try_acquire(frozenset({"br2"}))
+            assert again is not None  # the new owner takes what the old one could not free
+            await again.release()
+            await locks.close()
+            await etcd.aclose()
+
+    asyncio.run(main())
