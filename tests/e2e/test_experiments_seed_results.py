@@ -70,7 +70,7 @@ def test_lock_sweep_bbm_unavailability_follows_the_emulated_lock(tmp_path: Path)
     out = tmp_path / "lock"
     proc = reroute(
         "experiment", "run", "lock-sweep", "--quick", "--set", "lock_ms=[150, 1000]",
-        "--set", "strategies=[bbm]", "--out", str(out), timeout=200,
+        "--set", "strategies=[bbm]", "--set", "tcp_s=5", "--out", str(out), timeout=200,
     )  # fmt: skip
     assert leftovers("ngncs-ost") == []
     assert "2/2 repetitions" in proc.stdout, proc.stdout + proc.stderr
