@@ -95,7 +95,7 @@ def up(
     state.save()
     fab = Fabric(state=state)
     try:
-        targets, played = _build(topo, fab, progress, chosen, odl_stats_s)
+        targets, played = _build(topo, fab, progress, chosen)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
@@ -142,7 +142,7 @@ def _our_namespaces(name: str) -> list[str]:
 
 
 def _build(
-    topo: Topology, fab: Fabric, progress: Progress, peers: Peers, odl_stats_s: float
+    topo: Topology, fab: Fabric, progress: Progress, peers: Peers
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Make everything; returns the driver targets of switches that play other devices, and
     what plays the peers of the drivers that have one (driver kind -> description)."""
@@ -172,7 +172,12 @@ def _build(
         progress("management link (root namespace <-> fabric namespace)")
         mgmt.make(state.name, state.fabric_ns)
     build = Build(
-        topo=topo, state=state, ovs=fab.ovs, progress=progress, peers=peers, odl_stats_s=odl_stats_s
+        topo=topo,
+        state=state,
+        ovs=fab.ovs,
+        progress=progress,
+        peers=peers,
+        odl_stats_s=state.odl_stats_s,
     )
     for p, switches in players:
         started = p.start(build, switches)
