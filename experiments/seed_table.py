@@ -45,6 +45,7 @@ class Entry:
     title: str
     repetitions: int  # raw documents found (0: not yet run)
     rows: tuple[SeedRow, ...]
+    commits: tuple[str, ...] = ()  # the raw documents' (git describe)
 
 
 def plan_directories(plan: Sequence[PlanEntry], results: Path) -> list[Path]:
@@ -108,9 +109,20 @@ def collect(
                 title=exp.title,
                 repetitions=len(raws),
                 rows=tuple(rows),
+                commits=tuple(dict.fromkeys(str(r["git"]) for r in raws.values() if r.get("git"))),
             )
         )
     return entries
+
+
+def _commits(entries: Sequence[Entry]) -> str:
+    """Which commits made the raw data, said as the reports' headers say it."""
+    commits = list(dict.fromkeys(c for e in entries for c in e.commits))
+    if not commits:
+        return ""
+    dirty = " (**from a modified tree**)" if any(c.endswith("-dirty") for c in commits) else ""
+    plural = "s" if len(commits) > 1 else ""
+    return f" The raw data are of commit{plural} {', '.join(commits)}{dirty}."
 
 
 def render(entries: Sequence[Entry], *, command: str) -> str:
@@ -128,7 +140,7 @@ def render(entries: Sequence[Entry], *, command: str) -> str:
         " *ours*: the same metric computed by the entry's report (`report.md` beside its raw"
         " data): mean [bootstrap 95 % CI] of n runs, the values instead below 5; a difference"
         " of two samples as `d [two-sample 95 % CI]`. Where our measurement or setting is not"
-        " the seed's, the note says how.\n",
+        " the seed's, the note says how." + _commits(entries) + "\n",
         md.table(HEADER, rows) if rows else "No entry has a number to set beside a seed's yet.\n",
     ]
     waiting = [e for e in entries if not e.repetitions]

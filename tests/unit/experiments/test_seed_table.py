@@ -171,7 +171,8 @@ def _entry(root: Path, name: str, raws: dict[str, Any]) -> Path:
 def test_the_command_writes_one_table_and_lists_what_has_not_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    docs = {k: v | {"experiment": "ost-vs-mbb"} for k, v in _ost_raws().items()}
+    made = {"experiment": "ost-vs-mbb", "git": "f50dd97"}
+    docs = {k: v | made for k, v in _ost_raws().items()}
     ost = _entry(tmp_path, "ost-vs-mbb", docs)
     lock = _entry(tmp_path, "lock-sweep", {"lock00530-bbm-01": {"experiment": "lock-sweep"}})
     waiting = _entry(tmp_path, "rto-sweep", {})
@@ -180,6 +181,7 @@ def test_the_command_writes_one_table_and_lists_what_has_not_run(
     text = out.read_text()
     assert text == capsys.readouterr().out.split(f"written: {out}")[0].removesuffix("\n")
     assert text.startswith("# The seeds' numbers beside ours\n")
+    assert "The raw data are of commit f50dd97.\n" in text
     assert "| entry | metric | seed | seed's value | seed's n | ours | our n | note |" in text
     gap = "BBM (seed 003: OST): TCP unavailability: longest gap at the sender (ms)"
     seed = "003 ch. 5; 4.2.4 | 598 | 50 (4.2.4: fifty runs of each)"
