@@ -24,7 +24,7 @@ from experiments import markdown as md
 from experiments import ost_vs_mbb as ost
 from experiments import ostbench, plots
 from experiments.config import Config, typed
-from experiments.runner import Options, Raw, Rep, Say, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from fabric.fabric import veth_name
 from fabric.run import run as run_cmd
 from services.reroute.topology import Endpoint
@@ -124,6 +124,37 @@ class BandwidthSteering:
             ]
         )
         return Written(conclusions=conclusions(by), body=body)
+
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 003's steered-stream unavailability and loss (4.3, chapter 5) beside ours."""
+        by = {s: [r for r in raws.values() if r["strategy"] == s] for s in STRATEGIES}
+        cfg: dict[str, Any] = next(
+            (r["config"] for r in reversed(list(raws.values())) if "config" in r), {}
+        )
+        ours = (
+            f"ours {cfg.get('tcp_mbps', 30)} Mbit/s streams through"
+            f" {cfg.get('bottleneck_mbps', 45)} Mbit/s"
+        )
+        rows = []
+        for metric, get, digits, key in (
+            ("TCP unavailability: longest gap at the sender (ms)", _cap("sender_gap_ms"), 1, "gap"),
+            ("TCP loss: retransmitted / sent segments (%)", _cap("retransmitted_pct"), 2, "loss"),
+        ):
+            for s, value in zip(STRATEGIES, SEED[key], strict=True):
+                vals = md.values(by[s], get)
+                rows.append(
+                    SeedRow(
+                        metric=f"{plots.SEED_NAMES[s]}: steered stream's {metric}",
+                        source="003 ch. 5; 4.3" + (" (Figure 4.20)" if key == "loss" else ""),
+                        seed=value,
+                        seed_n="50 (4.3: fifty runs of each)",
+                        ours=md.stat_cells(vals, digits)[0],
+                        ours_n=str(len(vals)),
+                        note="both from captures of the steered stream; the seed's two 10"
+                        f" Gbit/s streams through a 10 Gbit/s bottleneck, {ours}",
+                    )
+                )
+        return rows
 
 
 def _lock(cfg: SteeringConfig, seed: int, pair: int) -> float | None:

@@ -1,4 +1,4 @@
-"""``reroute experiment list|run|report|audit|export|full``: the seeds' experiments,
+"""``reroute experiment list|run|report|audit|export|seeds|full``: the seeds' experiments,
 repeated, with reports and plots.
 
 ``run NAME`` writes into ``--out`` (default ``results/NAME/<UTC timestamp>/``) one raw file
@@ -10,13 +10,16 @@ cleanly: the fabric comes down, finished repetitions stay, and the command says 
 resume. ``report DIR`` writes the report, tables and plots again from ``DIR/raw`` alone (no
 root, no fabric); ``audit DIR`` recomputes the capture numbers of the repetitions that kept
 their captures (``DIR/pcaps``, the first 3 of each arm) from the packets and lists any that
-differ; ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet;
-``full`` runs every experiment at the seeds' sample sizes (``make experiments-full``).
+differ; ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet; ``seeds
+[DIR ...]`` sets the seeds' numbers beside ours, every entry in one table (default: the full
+run's, ``experiments/results-full/seeds.md``); ``full`` runs every experiment at the seeds'
+sample sizes (``make experiments-full``).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 # (matplotlib, numpy) and rich are imported only when an experiment command runs.
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS_FULL = ROOT / "experiments" / "results-full"
 
 
 class _Bar:
@@ -249,6 +253,25 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seeds(args: argparse.Namespace) -> int:
+    from experiments import full, seed_table
+
+    plan = full.load_plan()
+    dirs = args.dir or seed_table.plan_directories(plan, RESULTS_FULL)
+    entries = seed_table.collect(dirs, plan, missing_ok=not args.dir)
+    out = args.out or dirs[0].parent / "seeds.md"
+    given = [*map(str, args.dir), *(["--out", str(args.out)] if args.out else [])]
+    command = shlex.join(["reroute", "experiment", "seeds", *given])
+    text = seed_table.render(entries, command=command)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    print(text)
+    print(f"written: {out}")
+    return 0
+
+
 def _full(args: argparse.Namespace) -> int:
     from experiments import full, parts
 
@@ -300,7 +323,7 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``experiment list|run|report|audit|export|full`` to the ``reroute`` parser."""
+    """Add ``experiment list|run|report|audit|export|seeds|full`` to the ``reroute`` parser."""
     exp = sub.add_parser(
         "experiment",
         help="the seeds' experiments, repeated, with statistics, reports and plots",
@@ -343,6 +366,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("--csv", action="store_true", help="CSV (one row per repetition)")
     export.add_argument("--out", type=Path, metavar="DIR2", help="default DIR/csv")
     export.set_defaults(func=_export)
+
+    seeds = verbs.add_parser(
+        "seeds",
+        help="the seeds' numbers beside ours, every entry in one Markdown table (no root)",
+        description="Read each entry directory's raw data (as `report` does) and write one"
+        " Markdown table: the seed's number and n beside ours for the same metric, computed"
+        " as the entry's report does; entries with no raw data are listed as not yet run."
+        " Without DIR: every entry of the full plan under experiments/results-full/.",
+    )
+    seeds.add_argument(
+        "dir", type=Path, nargs="*", metavar="DIR", help="entry directories (default: the plan's)"
+    )
+    seeds.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="default seeds.md beside the first DIR (experiments/results-full/seeds.md)",
+    )
+    seeds.set_defaults(func=_seeds)
 
     full = verbs.add_parser(
         "full",

@@ -25,7 +25,7 @@ from pydantic import Field
 from experiments import markdown as md
 from experiments import ostbench, plots
 from experiments.config import Config, typed
-from experiments.runner import Options, Raw, Rep, Say, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 
 LINE = ostbench.LINE  # br3 -> vm3: every path's last link
 SEED_RATES = "5, 6, 7, 8, 9, 10 Gbit/s on 10 Gbit/s links"
@@ -89,6 +89,49 @@ class DataRateSweep:
             ]
         )
         return Written(conclusions=conclusions(by, line), body=body)
+
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 003 4.2.1's RTT before the switch (below and at the line rate) and the
+        sender's peak after the outage beside ours."""
+        rates = sorted({int(r["rate_mbps"]) for r in raws.values()})
+        by = {rate: [r for r in raws.values() if int(r["rate_mbps"]) == rate] for rate in rates}
+        line = next((r["line_mbps"] for r in raws.values()), 100)
+        rtt = rtt_before(by)
+        below = [v for rate in by if rate < line for v in rtt[rate]]
+        full = rtt.get(int(line), [])
+        peaks = [u[1] for runs in by.values() for r in runs if (u := catch_up(r))[1] is not None]
+        where = f"ours at {', '.join(map(str, rates))} Mbit/s on a {line} Mbit/s line (tbf)"
+        unstated = "n not stated (Figures 4.6, 4.7 show a run per rate)"
+        return [
+            SeedRow(
+                metric="TCP RTT before the switch, below the line rate (ms)",
+                source="003 4.2.1 (Figure 4.7)",
+                seed="0.4-0.6",
+                seed_n=unstated,
+                ours=md.stat_cells(below, 2)[0],
+                ours_n=str(len(below)),
+                note=f"ours each run's median from a capture at the sender; {where}",
+            ),
+            SeedRow(
+                metric="TCP RTT before the switch, at the line rate (ms)",
+                source="003 4.2.1 (Figure 4.7f)",
+                seed="around 2",
+                seed_n=unstated,
+                ours=md.stat_cells(full, 2)[0],
+                ours_n=str(len(full)),
+                note=f"the seed's link saturated at 10 Gbit/s; {where}",
+            ),
+            SeedRow(
+                metric="peak rate after the outage, the sender catching up",
+                source="003 4.2.1 (Figure 4.6)",
+                seed="9.4 Gbit/s (line 10)",
+                seed_n=unstated,
+                ours=f"{md.stat_cells(peaks, 0)[0]} Mbit/s (line {line})",
+                ours_n=str(len(peaks)),
+                note="ours the highest 100 ms rate at vm3 in the 10 s after the outage (the"
+                " report's *peak*)",
+            ),
+        ]
 
 
 def _lock(cfg: RateConfig, seed: int, pair: int) -> float | None:
@@ -172,6 +215,16 @@ def predicted_s(run: Raw, line: float) -> float | None:
     return None if gap is None or rate >= line else rate * gap / 1000 / (line - rate)
 
 
+def rtt_before(by: Mapping[int, Sequence[Raw]]) -> dict[int, list[float]]:
+    """Each rate's runs' median RTT before the switch (ms, the capture at vm2)."""
+    return {
+        rate: md.values(
+            [r.get("capture") or {} for r in runs], lambda c: c.get("rtt_before_median_ms")
+        )
+        for rate, runs in by.items()
+    }
+
+
 def conclusions(by: Mapping[int, Sequence[Raw]], line: float) -> str:
     """Two sentences: the catch-up against the backlog model, and the saturated RTT."""
     peaks = [u[1] for runs in by.values() for r in runs if (u := catch_up(r))[1] is not None]
@@ -184,12 +237,7 @@ def conclusions(by: Mapping[int, Sequence[Raw]], line: float) -> str:
         if ups:
             took.append(f"{rate}: {statistics.fmean(ups):.1f} s")
             model.append(f"{statistics.fmean(pred):.1f} s" if pred else "none")
-    rtt = {
-        rate: md.values(
-            [r.get("capture") or {} for r in runs], lambda c: c.get("rtt_before_median_ms")
-        )
-        for rate, runs in by.items()
-    }
+    rtt = rtt_before(by)
     below = [v for rate in by if rate < line for v in rtt[rate]]
     full = rtt.get(int(line), [])
     saturated = (

@@ -33,7 +33,7 @@ from experiments import markdown as md
 from experiments import plots
 from experiments.config import Config, typed
 from experiments.impulse_train import Train, run_train
-from experiments.runner import Options, Raw, Rep, Say, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import mean_band
 from services.reroute.topology import Topology, load_topology
 
@@ -41,6 +41,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DEGRADATIONS = ("path", "rtt")
 RELATIVE_COLORS = {"path": "tab:green", "rtt": "tab:olive"}
 SEED_RELATIVE = "2-3 s in the majority of cases"
+SEED_N = "100 + 100 path degradations, T = 50 s"  # seed 000 Figures 10 and 11
+# (slower, faster configuration, what seed 000 says of their difference, where)
+SEED_PAIRS = (
+    ("odl-path", "dpctl-path", SEED_RELATIVE, "000 Figure 10b"),
+    ("odl-path", "dpctl+10-path", "2-3 s on average", "000 Figure 11b"),
+    ("odl-path", "dpctl+100-path", "2-3 s on average", "000 Figure 11b"),
+    ("dpctl+10-path", "dpctl-path", "no significant difference", "000 Figure 11b"),
+    ("dpctl+100-path", "dpctl-path", "no significant difference", "000 Figure 11b"),
+)
 
 
 class ImpulseConfig(Config):
@@ -142,6 +151,33 @@ class ImpulseResponse:
         parts.append(_extra_flows(responses, out))
         parts.append(_local_mode(responses))
         return Written(conclusions=conclusions(responses), body="\n".join(parts))
+
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 000's differences of recovery (Figures 10b, 11b) beside ours: the mean
+        difference with its two-sample interval, every pair's median in the note."""
+        configs = by_config(raws)
+        responses = {c: [i for r in rs for i in ia.impulses(r)] for c, rs in configs.items()}
+        rows = []
+        for slow, fast, said, source in SEED_PAIRS:
+            a, b = _recoveries(responses.get(slow, [])), _recoveries(responses.get(fast, []))
+            if not a or not b:
+                continue
+            pairs = md.stat_cells([x - y for x in a for y in b], 2)[1]
+            periods = sorted({r["period_s"] for c in (slow, fast) for r in configs[c]})
+            rows.append(
+                SeedRow(
+                    metric=f"recovery to 90 % of B, {label(slow)} - {label(fast)} (s)",
+                    source=source,
+                    seed=said,
+                    seed_n=SEED_N,
+                    ours=md.difference_cell(a, b),
+                    ours_n=f"{len(a)} / {len(b)} impulses",
+                    note=f"every pair's difference: median / p95 {pairs} s (the seed's"
+                    f" histogram is of pairs); ours T = {', '.join(f'{p:g}' for p in periods)} s,"
+                    " throughput every 100 ms (the seed's every 1 s)",
+                )
+            )
+        return rows
 
 
 @contextmanager

@@ -18,9 +18,10 @@ subflow that survives has less capacity (the seed's 200 Mbit/s background). Para
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ from experiments.mptcp import (
     plan_cases,
     run_stream,
     second_address,
+    versus,
 )
-from experiments.runner import Options, Raw, Rep, Say, Skipped, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Skipped, Written
 from fabric import fabric
 from fabric.fabric import Fabric, push_flows, veth_name
 from fabric.forwarding import ofctl_line
@@ -55,6 +57,13 @@ FAILED = Endpoint(node="s1", port="p2")  # s1 -> lh1: path a only
 ACCESS = Endpoint(node="s2", port="p1")  # s2 -> h2: every path's last link
 CAPPED = (Endpoint(node="s1", port="p2"), Endpoint(node="s1", port="p3"), ACCESS)
 UDP_PORT = 5202
+SEED_SAYS = {  # case: seed 002 Fig. 1's words (it gives no number), which plot
+    "bdp-fail-10s": (
+        "no number: MPTCP 'not responsive enough', 'longer flow completion times'",
+        "002 Fig. 1 (left)",
+    ),
+    "bdp-udp-fail-10s": ("no number: 'MPTCP outperforms single TCP'", "002 Fig. 1 (right)"),
+}
 
 
 class BdpCase(Case):
@@ -131,6 +140,44 @@ class MptcpBdp:
             ]
         )
         return Written(conclusions=bdp_conclusions(raws), body=body)
+
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 002 Fig. 1 says which protocol did better, without a number: that beside
+        ours, from each case's table."""
+        metrics: list[tuple[str, Callable[[Raw], float], int]] = [
+            ("goodput during the failure (Mbit/s)", partial(phase_mbps, phase="during"), 1),
+            ("delivered in the whole stream (MB)", delivered_mb, 1),
+        ]
+        rows = []
+        for case, (said, source) in SEED_SAYS.items():
+            runs = [r for r in raws.values() if r["params"]["case"] == case]
+            if not runs:
+                continue
+            for metric, get, digits in metrics:
+                ours, n = versus(runs, get, digits)
+                rows.append(
+                    SeedRow(
+                        metric=f"{case}: {metric}, MPTCP / TCP",
+                        source=source,
+                        seed=said,
+                        seed_n="2 (Exp#1, Exp#2)",
+                        ours=ours,
+                        ours_n=n,
+                        note=_seed_note(runs[0]),
+                    )
+                )
+        return rows
+
+
+def _seed_note(r: Raw) -> str:
+    """How a case's setting differs from seed 002's."""
+    udp = float(r.get("udp_mbps") or 0)
+    background = f"; UDP background: the seed's 200 Mbit/s, ours {udp:g}" if udp else ""
+    return (
+        f"the seed states neither RTT nor link rate, ours {r.get('rtt_ms', '-')} ms and"
+        f" {r.get('path_mbps', '-')} Mbit/s per path (chosen here); the seed times a transfer"
+        f" to its end, ours a {float(r['stream_s']):g} s bulk stream{background}"
+    )
 
 
 def bdp_kb(topo: Topology, mbps: float) -> float:

@@ -24,9 +24,9 @@ from experiments import impulse_analysis as ia
 from experiments import markdown as md
 from experiments import plots
 from experiments.config import Config, typed
-from experiments.impulse_response import ImpulseConfig
+from experiments.impulse_response import SEED_N, SEED_RELATIVE, ImpulseConfig
 from experiments.impulse_train import Train, run_train
-from experiments.runner import Options, Raw, Rep, Say, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import difference_ci
 from services.reroute.topology import load_topology
 
@@ -94,12 +94,7 @@ class OdlPollSweep:
         return run_train(topo, train, rep.key) | {"stats_s": stats}
 
     def report(self, raws: Mapping[str, Raw], out: Path) -> Written:
-        ref = [i for k, r in raws.items() if k.startswith("dpctl-") for i in ia.impulses(r)]
-        polls = sorted({float(r["stats_s"]) for r in raws.values() if r.get("stats_s")})
-        odl = {
-            s: [i for r in raws.values() if r.get("stats_s") == s for i in ia.impulses(r)]
-            for s in polls
-        }
+        odl, ref = by_poll(raws)
         body = "\n".join(
             [
                 "Impulse trains of path degradations (as impulse-response's configuration C)"
@@ -111,6 +106,44 @@ class OdlPollSweep:
             ]
         )
         return Written(conclusions=conclusions(odl, ref), body=body)
+
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 000's ODL - dpctl (Figure 10b) beside ours at each poll of the emulator."""
+        odl, ref = by_poll(raws)
+        base = _rec(ref)
+        periods = sorted({float(r["period_s"]) for r in raws.values() if "period_s" in r})
+        rows = []
+        for stats, imps in odl.items():
+            rec = _rec(imps)
+            if not rec or not base:
+                continue
+            default = " (ODL's default: impulse-response's configuration C)" if stats == 3 else ""
+            rows.append(
+                SeedRow(
+                    metric=f"recovery to 90 % of B, ODL with a {stats:g} s poll - dpctl (s)",
+                    source="000 Figure 10b",
+                    seed=SEED_RELATIVE,
+                    seed_n=SEED_N,
+                    ours=md.difference_cell(rec, base),
+                    ours_n=f"{len(rec)} / {len(base)} impulses",
+                    note=f"sensitivity: the ODL emulator's statistics poll set to {stats:g} s"
+                    f"{default}; ours T = {', '.join(f'{p:g}' for p in periods)} s",
+                )
+            )
+        return rows
+
+
+def by_poll(
+    raws: Mapping[str, Raw],
+) -> tuple[dict[float, list[ia.Impulse]], list[ia.Impulse]]:
+    """ODL's impulses by statistics poll (s), and dpctl's (the reference)."""
+    ref = [i for k, r in raws.items() if k.startswith("dpctl-") for i in ia.impulses(r)]
+    polls = sorted({float(r["stats_s"]) for r in raws.values() if r.get("stats_s")})
+    odl = {
+        s: [i for r in raws.values() if r.get("stats_s") == s for i in ia.impulses(r)]
+        for s in polls
+    }
+    return odl, ref
 
 
 @contextmanager

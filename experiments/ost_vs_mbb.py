@@ -28,7 +28,7 @@ from experiments import backends as bk
 from experiments import markdown as md
 from experiments import ostbench, plots
 from experiments.config import Config, typed
-from experiments.runner import Options, Raw, Rep, Say, Written
+from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,6 +199,19 @@ class OstVsMbb:
         ]
         return Written(conclusions=conclusions(backends), body="\n".join(parts))
 
+    def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
+        """Seed 003's single-stream numbers (4.2.4, chapter 5) beside ours, per backend; the
+        rows the seed gives only for a representative run, with one backend only."""
+        backends = by_backend(raws)
+        cfg = _config(raws)
+        stream = f"{cfg.get('tcp_s', 7)} s at {cfg.get('tcp_mbps', 100)} Mbit/s"
+        rows = []
+        for backend, by in backends.items():
+            rows += headline_rows(by, stream, backend if len(backends) > 1 else None)
+        if len(backends) == 1:
+            rows += detail_rows(next(iter(backends.values())))
+        return rows
+
 
 def lock_for(cfg: OstConfig, seed: int, pair: int) -> float | None:
     """The lock time pair ``pair`` runs with (None: the emulator draws its own)."""
@@ -216,10 +229,13 @@ def _bench(backend: str, cfg: OstConfig, say: Say, seed: int) -> Any:
         yield b, cfg
 
 
+def _config(raws: Mapping[str, Raw]) -> dict[str, Any]:
+    """The configuration of the last repetition that recorded one."""
+    return next((dict(r["config"]) for r in reversed(list(raws.values())) if "config" in r), {})
+
+
 def _setup(raws: Mapping[str, Raw]) -> str:
-    cfg: dict[str, Any] = next(
-        (r["config"] for r in reversed(list(raws.values())) if "config" in r), {}
-    )
+    cfg = _config(raws)
     probe, probe_s = cfg.get("probe_pps", 5000), cfg.get("probe_s", 4)
     tcp, tcp_s = cfg.get("tcp_mbps", 100), cfg.get("tcp_s", 7)
     lock = cfg.get("lock", "table")
@@ -575,3 +591,112 @@ def fig_lock(raws: Mapping[str, Raw], out: Path) -> str:
     ax.set_ylabel("draws")
     ax.legend(fontsize=7)
     return plots.save(fig, out / "fig4_2_lock_times.png")
+
+
+# --- seed 003's numbers beside ours (`reroute experiment seeds`) ---------------------------
+
+SEED_N = "50 (4.2.4: fifty runs of each)"
+_HEADLINE = (  # a METRICS label's words, the metric as the side-by-side table names it
+    ("TCP unavailability", "TCP unavailability: longest gap at the sender (ms)"),
+    ("TCP loss", "TCP loss: retransmitted / sent segments (%)"),
+)
+_HEADLINE_NOTES = {
+    ("TCP unavailability", "bbm"): "both from a capture at the sender; BBM's follows the"
+    " emulated lock time (Table 4.3 draws; lock-sweep)",
+    ("TCP unavailability", "mbb"): "both from a capture at the sender; the seed parked the"
+    " traffic for a fixed 1 s, ours until the new circuit is up",
+    ("TCP loss", "bbm"): "4.2.4 reads an average of 2 % (max 9.5 %) off Figure 4.14",
+    ("TCP loss", "mbb"): "4.2.4 reads an average of 0.9 % (max 3.4 %) off Figure 4.14",
+}
+
+
+def _metric(words: str) -> tuple[Get, int, tuple[str, str]]:
+    """The getter, digits and seed 003 values of the METRICS row whose label has ``words``."""
+    return next((get, digits, seed) for label, get, digits, seed in METRICS if words in label)
+
+
+def _ours(runs: Sequence[Raw], get: Get, digits: int) -> tuple[str, str]:
+    """Our cell (mean [95 % CI], the values below 5 runs) and n, as the report's tables."""
+    vals = md.values(runs, get)
+    return md.stat_cells(vals, digits)[0], str(len(vals))
+
+
+def headline_rows(
+    by: Mapping[str, Sequence[Raw]], stream: str, backend: str | None = None
+) -> list[SeedRow]:
+    """Seed 003's unavailability and loss (chapter 5) of each strategy beside ours; the
+    backend is named when there are several."""
+    rows = []
+    for words, metric in _HEADLINE:
+        get, digits, seed = _metric(words)
+        for s, value in zip(STRATEGIES, seed, strict=True):
+            ours, n = _ours(by[s], get, digits)
+            notes = [f"backend {backend}"] if backend else []
+            notes.append(_HEADLINE_NOTES[(words, s)])
+            if words == "TCP loss":
+                notes.append(f"seed: a 20 s stream at 10 Gbit/s, ours {stream}")
+            rows.append(
+                SeedRow(
+                    metric=f"{plots.SEED_NAMES[s]}: {metric}",
+                    source="003 ch. 5; 4.2.4",
+                    seed=value,
+                    seed_n=SEED_N,
+                    ours=ours,
+                    ours_n=n,
+                    note="; ".join(notes),
+                )
+            )
+    return rows
+
+
+def detail_rows(by: Mapping[str, Sequence[Raw]]) -> list[SeedRow]:
+    """The seed's MBB quantiles (Figure 4.15), its RTT (Figure 4.13) and throughput dip
+    (Figure 4.12) beside ours."""
+    gap, _, _ = _metric("TCP unavailability")
+    mbb = md.values(by["mbb"], gap)
+    limits = SEED_GAP_QUANTILES["mbb"]
+    share = [100 * sum(v < ms for v in mbb) / len(mbb) for ms, _ in limits] if mbb else []
+    rows = [
+        SeedRow(
+            metric="MBB: runs with the unavailability below "
+            + " / ".join(f"{ms:.0f}" for ms, _ in limits)
+            + " ms (%)",
+            source="003 4.2.4 on Figure 4.15",
+            seed=" / ".join(f"{100 * q:.0f}" for _, q in limits),
+            seed_n=SEED_N,
+            ours=" / ".join(f"{v:.0f}" for v in share) or md.NONE,
+            ours_n=str(len(mbb)),
+            note="the sender's gap, as the rows above",
+        )
+    ]
+    rtt, digits, _ = _metric("TCP RTT max")
+    for s, said in zip(STRATEGIES, ("hundreds", "2.5 at most"), strict=True):
+        ours, n = _ours(by[s], rtt, digits)
+        rows.append(
+            SeedRow(
+                metric=f"{plots.SEED_NAMES[s]}: TCP RTT max during the switch (ms)",
+                source="003 4.2.4 (Figure 4.13); ch. 5",
+                seed=said,
+                seed_n="n not stated (Figure 4.13: one representative run)",
+                ours=ours,
+                ours_n=n,
+                note="both TCP's RTT from a capture at the sender; ours the mean of each"
+                " run's maximum",
+            )
+        )
+    dip, digits, seed = _metric("TCP dip")
+    for s, value in zip(STRATEGIES, seed, strict=True):
+        ours, n = _ours(by[s], dip, digits)
+        rows.append(
+            SeedRow(
+                metric=f"{plots.SEED_NAMES[s]}: TCP throughput dip (% of the rate)",
+                source="003 4.2.4 (Figure 4.12); ch. 5",
+                seed=f"{value} ({float(value) / 10:g} of 10 Gbit/s)",
+                seed_n="1 (Figure 4.12: a representative run)",
+                ours=ours,
+                ours_n=n,
+                note="not the same measurement: the seed's rate at the sender at 10 Gbit/s,"
+                " ours iperf3's 100 ms rate at the receiver against its median",
+            )
+        )
+    return rows

@@ -73,6 +73,23 @@ class Written:
     body: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeedRow:
+    """A number a seed states beside ours for the same metric (``reroute experiment
+    seeds``): where the seed states it (``source``, e.g. "003 Table 4.5"), its value and n
+    as the seed gives them ("n not stated" where it does not), and ours from the raw
+    documents by the functions the experiment's report uses, with its n. ``note`` says where
+    our measurement or setting differs from the seed's."""
+
+    metric: str
+    source: str
+    seed: str
+    seed_n: str
+    ours: str  # mean [95 % CI], the values below 5, or a difference [two-sample CI]
+    ours_n: str
+    note: str = ""
+
+
 class Experiment(Protocol):
     """What the runner needs of an experiment."""
 
