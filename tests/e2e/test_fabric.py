@@ -96,9 +96,7 @@ class TestOneNgncsFabric:
         # and br2 (p2)
         assert all(after[p][1] - before[p][1] >= 5 for p in (1, 2, 3, 4)), (before, after)
 
-    def test_name_taken_is_refused_and_the_running_fabric_is_untouched(
-        self, ngncs: Fabric
-    ) -> None:
+    def test_name_taken_is_refused_and_the_running_fabric_is_untouched(self, ngncs: Fabric) -> None:
         with pytest.raises(FabricError, match="already up"):
             fabric.up(load_topology(NGNCS))
         assert ping(ngncs, "vm2", "10.0.0.3", count=1) == 1
