@@ -61,7 +61,8 @@ class TestOneNgncsFabric:
     which must leave it untouched, last)."""
 
     @pytest.fixture(scope="class")
-    def ngncs(self) -> Iterator[Fabric]:
+    @classmethod
+    def ngncs(cls) -> Iterator[Fabric]:
         with running(load_topology(NGNCS)) as fab:
             yield fab
 

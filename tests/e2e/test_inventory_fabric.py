@@ -68,7 +68,8 @@ class TestOneNgncsFabric:
     nothing)."""
 
     @pytest.fixture(scope="class")
-    def ngncs(self) -> Iterator[Fabric]:
+    @classmethod
+    def ngncs(cls) -> Iterator[Fabric]:
         with running(load_topology(NGNCS)) as fab:
             yield fab
 
