@@ -36,7 +36,7 @@ from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule
 from drivers.odl.spec import OdlSpec
 from drivers.p4runtime.spec import P4RuntimeSpec
 from drivers.spec import DeviceSpec
-from experiments.twosite import CLI, ROOT, serve_site, stop_processes
+from experiments.twosite import CLI, ROOT, serve_sites, stop_processes
 from fabric import fabric, longhaul
 from fabric.errors import FabricError
 from fabric.state import FabricState
@@ -137,7 +137,7 @@ def _train(
         _move(state, topo, flows, "longhaul")
     token = secrets.token_hex(16)
     where = sites(topo)
-    urls = [serve_site(state, topo, site, switch, token, tmp, procs) for site, switch, *_ in where]
+    urls = serve_sites(state, topo, [w[:2] for w in where], token, tmp, procs)
     monitors = [
         _Monitor(state, host, target, url, token, train, f"{key}-{host}", topo)
         for (_, _, host, target), url in zip(where, urls, strict=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabric import fabric, longhaul
+from fabric import fabric, longhaul, odlsite
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from services.reroute.engine import Engine
@@ -107,21 +107,27 @@ class FailoverResult:
         }
 
 
-def run_failover(topo: Topology, degradation: str, *, timeout_s: float = 20.0) -> FailoverResult:
+def run_failover(
+    topo: Topology,
+    degradation: str,
+    *,
+    timeout_s: float = 20.0,
+    odl_stats_s: float = odlsite.STATS_INTERVAL_S,
+) -> FailoverResult:
     """Bring the fabric up, run the scenario once, tear everything down. The sites' services
-    and the path-switch injection reach the switches through the fabric's inventory."""
+    and the path-switch injection reach the switches through the fabric's inventory.
+    ``odl_stats_s``: the ODL emulator's statistics poll (ODL's default, 3 s)."""
     if degradation not in THRESHOLDS:
         raise FabricError(f"unknown degradation {degradation!r} ({', '.join(THRESHOLDS)})")
     fabric.down(topo.name)
-    fab = fabric.up(topo)
+    fab = fabric.up(topo, odl_stats_s=odl_stats_s)
     procs: list[subprocess.Popen[str]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="reroute-2site-") as tmp:
             if degradation != "path":  # the current connection is the long-haul one
                 asyncio.run(_switch_onto_longhaul(fab.state, topo))
             token = secrets.token_hex(16)
-            urls = [serve_site(fab.state, topo, site, switch, token, Path(tmp), procs)
-                    for site, switch, _, _ in SITES]  # fmt: skip
+            urls = serve_sites(fab.state, topo, [s[:2] for s in SITES], token, Path(tmp), procs)
             monitors = [_monitor(fab.state, host, target, url, token, degradation, timeout_s)
                         for (_, _, host, target), url in zip(SITES, urls, strict=True)]  # fmt: skip
             procs += monitors
@@ -161,7 +167,23 @@ def _backend(topo: Topology) -> str:
     return ",".join(sorted({s.driver for s in topo.switches}))
 
 
-def serve_site(
+def serve_sites(
+    state: FabricState,
+    topo: Topology,
+    sites: Sequence[tuple[str, str]],
+    token: str,
+    tmp: Path,
+    procs: list[subprocess.Popen[str]],
+) -> list[str]:
+    """Each (site, switch)'s own ``reroute serve``, managing only that switch, all started
+    at once (their start-ups overlap); their URLs, in ``sites``' order."""
+    started = [
+        _start_service(state, topo, site, switch, token, tmp, procs) for site, switch in sites
+    ]
+    return [_service_url(site, proc) for (site, _), proc in zip(sites, started, strict=True)]
+
+
+def _start_service(
     state: FabricState,
     topo: Topology,
     site: str,
@@ -169,7 +191,7 @@ def serve_site(
     token: str,
     tmp: Path,
     procs: list[subprocess.Popen[str]],
-) -> str:
+) -> subprocess.Popen[str]:
     config = tmp / f"{site}.yaml"
     config.write_text(
         f"topology: {topo.file}\ninventory: {state.inventory}\nscope: [{switch}]\n"
@@ -181,6 +203,11 @@ def serve_site(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )  # fmt: skip
     procs.append(proc)
+    return proc
+
+
+def _service_url(site: str, proc: subprocess.Popen[str]) -> str:
+    """The URL a started ``reroute serve`` prints once it listens."""
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "http://" not in line:

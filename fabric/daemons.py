@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +36,33 @@ def start(rundir: Path, name: str, module: str, args: list[str], timeout: float 
     return spawn(rundir, name, module, args, timeout).ready
 
 
+def start_all(
+    rundir: Path, daemons: Sequence[tuple[str, str, list[str]]], timeout: float = 10.0
+) -> list[str]:
+    """``start`` for several daemons (name, module, args) at once: every one launched, then
+    each waited for (their start-ups overlap, each within ``timeout`` of its launch); what
+    each wrote to its ready file, in order. A daemon that does not start is stopped and
+    raised; the others keep their pid files (``stop_all`` ends them)."""
+    launched = [_launch(rundir, name, module, args) for name, module, args in daemons]
+    return [_ready(one, timeout).ready for one in launched]
+
+
 def spawn(rundir: Path, name: str, module: str, args: list[str], timeout: float = 10.0) -> Spawned:
     """``start``, keeping the process (tests stop it themselves and check how it exits)."""
+    return _ready(_launch(rundir, name, module, args), timeout)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Launched:
+    name: str
+    module: str
+    process: subprocess.Popen[bytes]
+    ready: Path
+    log: Path
+    at: float  # time.monotonic() of the launch
+
+
+def _launch(rundir: Path, name: str, module: str, args: list[str]) -> _Launched:
     rundir.mkdir(parents=True, exist_ok=True)
     ready, log_path = rundir / f"{name}.ready", rundir / f"{name}.log"
     ready.unlink(missing_ok=True)
@@ -49,14 +75,23 @@ def spawn(rundir: Path, name: str, module: str, args: list[str], timeout: float 
             start_new_session=True,
         )
     (rundir / f"{name}.pid").write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-800:]
-            _terminate(proc.pid)
-            raise FabricError(f"{name} ({module}) did not start: {tail.strip() or 'no output'}")
+    return _Launched(
+        name=name, module=module, process=proc, ready=ready, log=log_path, at=time.monotonic()
+    )
+
+
+def _ready(one: _Launched, timeout: float) -> Spawned:
+    """Until ``one`` has written its ready file (FabricError, the daemon stopped, if it
+    exits first or takes longer than ``timeout`` from its launch)."""
+    deadline = one.at + timeout
+    while not one.ready.exists():
+        if one.process.poll() is not None or time.monotonic() > deadline:
+            tail = one.log.read_text(errors="replace")[-800:]
+            _terminate(one.process.pid)
+            said = tail.strip() or "no output"
+            raise FabricError(f"{one.name} ({one.module}) did not start: {said}")
         time.sleep(0.01)
-    return Spawned(process=proc, ready=ready.read_text().strip(), log=log_path)
+    return Spawned(process=one.process, ready=one.ready.read_text().strip(), log=one.log)
 
 
 def sigterm(process: subprocess.Popen[bytes], wait_s: float = 10.0) -> int:

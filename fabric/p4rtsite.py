@@ -27,6 +27,7 @@ from services.reroute.rules import initial_rules
 from services.reroute.topology import Switch, Topology
 
 MODULE = "emulators.p4rt"
+WAIT_S = 15.0  # an emulator's start (gRPC and the P4Runtime protos to import)
 DEVICE_ID = 1
 ELECTION_ID = 10  # the engine's: p4runtime-shell at a lower id can watch as a backup
 # the program's P4Info (drivers.p4runtime needs the p4rt extra: imported only when used)
@@ -34,15 +35,21 @@ P4INFO = Path(__file__).resolve().parents[1] / "p4" / "reroute.p4info.txtpb"
 
 
 def start(state: FabricState, ovs: OvsInstance, switches: list[Switch]) -> dict[str, str]:
-    """An emulator per switch; returns each switch's P4Runtime target (``HOST:PORT``)."""
-    return {s.name: _start(state, ovs, s.name, "127.0.0.1:0") for s in switches}
+    """An emulator per switch, all started at once (their start-ups overlap); returns each
+    switch's P4Runtime target (``HOST:PORT``)."""
+    each = [(f"p4rt-{s.name}", MODULE, _args(ovs, s.name, "127.0.0.1:0")) for s in switches]
+    ports = daemons.start_all(state.dir, each, timeout=WAIT_S)
+    return {s.name: f"127.0.0.1:{port}" for s, port in zip(switches, ports, strict=True)}
 
 
 def _start(state: FabricState, ovs: OvsInstance, name: str, listen: str, *more: str) -> str:
-    args = ["--listen", listen, "--bridge-mgmt", ovs.mgmt(name)]
-    args += ["--device-id", str(DEVICE_ID), "--p4info", str(P4INFO), *more]
-    port = daemons.start(state.dir, f"p4rt-{name}", MODULE, args, timeout=15.0)
+    port = daemons.start(state.dir, f"p4rt-{name}", MODULE, _args(ovs, name, listen, *more), WAIT_S)
     return f"127.0.0.1:{port}"
+
+
+def _args(ovs: OvsInstance, name: str, listen: str, *more: str) -> list[str]:
+    args = ["--listen", listen, "--bridge-mgmt", ovs.mgmt(name)]
+    return [*args, "--device-id", str(DEVICE_ID), "--p4info", str(P4INFO), *more]
 
 
 def kill(state: FabricState, name: str) -> None:

@@ -75,9 +75,10 @@ def topo_ngncs() -> Topology:
 
 
 @contextlib.contextmanager
-def running(topo: Topology) -> Iterator[Fabric]:
-    """``topo``'s fabric, up for the block; down after it, with nothing of it left."""
-    fab = fabric.up(topo)
+def running(topo: Topology, **options: Any) -> Iterator[Fabric]:
+    """``topo``'s fabric, up for the block (``options``: ``fabric.up``'s, e.g.
+    ``odl_stats_s``); down after it, with nothing of it left."""
+    fab = fabric.up(topo, **options)
     try:
         yield fab
     finally:

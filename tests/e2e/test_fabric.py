@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
 from fabric.traffic.iperf import run_iperf
 from services.reroute.topology import Topology, load_topology
-from tests.e2e.conftest import NGNCS, ROOT, TWO_SITE, leftovers, reroute
+from tests.e2e.conftest import NGNCS, ROOT, TWO_SITE, leftovers, reroute, running
 
 pytestmark = pytest.mark.fabric
 
@@ -54,34 +55,52 @@ def iperf_bps(fab: Fabric, client: str, server: str, server_ip: str) -> float:
     return result.received_bps
 
 
-def test_ngncs_initial_paths_carry_ping_and_tcp(ngncs: Fabric, topo_ngncs: Topology) -> None:
-    for path in topo_ngncs.paths.values():
-        if path.initial:
-            assert ping(ngncs, path.src, str(path.dst_ip)) == 3, path.name
-            assert ping(ngncs, path.dst, str(path.src_ip)) == 3, path.name
-    assert iperf_bps(ngncs, "vm2", "vm3", "10.0.0.3") > 0
+class TestOneNgncsFabric:
+    """What a built fabric does, checked on one ngncs fabric brought up once for the class:
+    these tests only look and send traffic, none changes it (the refused second ``up``,
+    which must leave it untouched, last)."""
 
+    @pytest.fixture(scope="class")
+    @classmethod
+    def ngncs(cls) -> Iterator[Fabric]:
+        with running(load_topology(NGNCS)) as fab:
+            yield fab
 
-def test_ngncs_only_initial_paths_forward(ngncs: Fabric) -> None:
-    assert ping(ngncs, "vm2", "10.0.0.1", count=2) == 0  # no path vm2 <-> vm1
-    assert ping(ngncs, "vm1", "10.0.0.3", count=2) == 0
+    def test_ngncs_initial_paths_carry_ping_and_tcp(
+        self, ngncs: Fabric, topo_ngncs: Topology
+    ) -> None:
+        for path in topo_ngncs.paths.values():
+            if path.initial:
+                assert ping(ngncs, path.src, str(path.dst_ip)) == 3, path.name
+                assert ping(ngncs, path.dst, str(path.src_ip)) == 3, path.name
+        assert iperf_bps(ngncs, "vm2", "vm3", "10.0.0.3") > 0
 
+    def test_ngncs_only_initial_paths_forward(self, ngncs: Fabric) -> None:
+        assert ping(ngncs, "vm2", "10.0.0.1", count=2) == 0  # no path vm2 <-> vm1
+        assert ping(ngncs, "vm1", "10.0.0.3", count=2) == 0
 
-def test_ngncs_stable_port_numbers_and_links_up(ngncs: Fabric, topo_ngncs: Topology) -> None:
-    found = ports(ngncs.ovs)
-    assert set(found) == {"br1", "br2", "br3", "br4", "ost1"}
-    for switch in topo_ngncs.switches:
-        assert [p.ofport for p in found[switch.name]] == list(switch.ports)
-        assert all(p.link == "up" for p in found[switch.name])
-    assert [p.ofport for p in found["ost1"]] == [1, 2, 3, 4]
+    def test_ngncs_stable_port_numbers_and_links_up(
+        self, ngncs: Fabric, topo_ngncs: Topology
+    ) -> None:
+        found = ports(ngncs.ovs)
+        assert set(found) == {"br1", "br2", "br3", "br4", "ost1"}
+        for switch in topo_ngncs.switches:
+            assert [p.ofport for p in found[switch.name]] == list(switch.ports)
+            assert all(p.link == "up" for p in found[switch.name])
+        assert [p.ofport for p in found["ost1"]] == [1, 2, 3, 4]
 
+    def test_long_path_crosses_the_optical_patch_panel(self, ngncs: Fabric) -> None:
+        before = port_counters(ngncs.ovs, "ost1")
+        assert ping(ngncs, "vm2", "10.0.0.3", count=5) == 5
+        after = port_counters(ngncs.ovs, "ost1")
+        # requests leave ost1 towards br1 (p1) and br3 (p3), replies towards br4 (p4)
+        # and br2 (p2)
+        assert all(after[p][1] - before[p][1] >= 5 for p in (1, 2, 3, 4)), (before, after)
 
-def test_long_path_crosses_the_optical_patch_panel(ngncs: Fabric) -> None:
-    before = port_counters(ngncs.ovs, "ost1")
-    assert ping(ngncs, "vm2", "10.0.0.3", count=5) == 5
-    after = port_counters(ngncs.ovs, "ost1")
-    # requests leave ost1 towards br1 (p1) and br3 (p3), replies towards br4 (p4) and br2 (p2)
-    assert all(after[p][1] - before[p][1] >= 5 for p in (1, 2, 3, 4)), (before, after)
+    def test_name_taken_is_refused_and_the_running_fabric_is_untouched(self, ngncs: Fabric) -> None:
+        with pytest.raises(FabricError, match="already up"):
+            fabric.up(load_topology(NGNCS))
+        assert ping(ngncs, "vm2", "10.0.0.3", count=1) == 1
 
 
 def test_two_site_primary_and_control_paths() -> None:
@@ -105,12 +124,6 @@ def test_up_down_twice_in_a_row(topo_ngncs: Topology) -> None:
         assert fabric.down(topo_ngncs.name)
         assert leftovers(topo_ngncs.name) == []
     assert fabric.down(topo_ngncs.name) == []  # idempotent
-
-
-def test_name_taken_is_refused_and_the_running_fabric_is_untouched(ngncs: Fabric) -> None:
-    with pytest.raises(FabricError, match="already up"):
-        fabric.up(load_topology(NGNCS))
-    assert ping(ngncs, "vm2", "10.0.0.3", count=1) == 1
 
 
 SECOND = """

@@ -24,7 +24,8 @@ import yaml
 
 from fabric import mgmt
 from fabric.fabric import Fabric
-from tests.e2e.conftest import CLI, NGNCS, RATE, ROOT, Probe, reroute
+from services.reroute.topology import load_topology
+from tests.e2e.conftest import CLI, NGNCS, RATE, ROOT, Probe, reroute, running
 from tests.pki import Pki
 
 pytestmark = pytest.mark.fabric
@@ -61,27 +62,57 @@ def flows_on(fab: Fabric, bridge: str) -> str:
     ).stdout  # fmt: skip
 
 
-def test_fabric_up_writes_an_inventory_that_passes_the_check(ngncs: Fabric) -> None:
-    doc = yaml.safe_load(ngncs.state.inventory.read_text())
-    assert doc["topology"] == "ngncs-ost"
-    assert {n: d["driver"] for n, d in doc["devices"].items()} == {
-        "br1": "ovs", "br2": "ovs", "br3": "ovs", "br4": "ovs", "ost1": "polatis_scpi",
-    }  # fmt: skip
-    proc = reroute("inventory", "check", "--topology", str(NGNCS))
-    lines = proc.stdout.splitlines()
-    assert "all 5 devices reachable and ready" in lines[-1]
-    assert any("br2" in ln and "dpid 0000000000000002" in ln and ln.endswith("ok") for ln in lines)
-    assert any("ost1" in ln and "Polatis" in ln and "16x16" in ln for ln in lines), proc.stdout
+class TestOneNgncsFabric:
+    """The inventory ``fabric up`` wrote, checked and refused on one ngncs fabric brought up
+    once for the class: these tests only read it (the refused apply proves it changed
+    nothing)."""
 
+    @pytest.fixture(scope="class")
+    @classmethod
+    def ngncs(cls) -> Iterator[Fabric]:
+        with running(load_topology(NGNCS)) as fab:
+            yield fab
 
-def test_check_names_an_unreachable_device_and_exits_1(ngncs: Fabric, tmp_path: Path) -> None:
-    inv = copy_inventory(ngncs, tmp_path, br3={"driver": "ovs", "target": "tcp:127.0.0.1:1"})
-    proc = reroute("inventory", "check", "--topology", str(NGNCS), "--inventory", str(inv),
-                   check=False)  # fmt: skip
-    assert proc.returncode == 1, proc.stdout
-    assert "not ready: br3" in proc.stderr
-    row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("br3"))
-    assert " NO " in row and "Connection refused" in row
+    def test_fabric_up_writes_an_inventory_that_passes_the_check(self, ngncs: Fabric) -> None:
+        doc = yaml.safe_load(ngncs.state.inventory.read_text())
+        assert doc["topology"] == "ngncs-ost"
+        assert {n: d["driver"] for n, d in doc["devices"].items()} == {
+            "br1": "ovs", "br2": "ovs", "br3": "ovs", "br4": "ovs", "ost1": "polatis_scpi",
+        }  # fmt: skip
+        proc = reroute("inventory", "check", "--topology", str(NGNCS))
+        lines = proc.stdout.splitlines()
+        assert "all 5 devices reachable and ready" in lines[-1]
+        assert any(
+            "br2" in ln and "dpid 0000000000000002" in ln and ln.endswith("ok") for ln in lines
+        )
+        assert any("ost1" in ln and "Polatis" in ln and "16x16" in ln for ln in lines), proc.stdout
+
+    def test_check_names_an_unreachable_device_and_exits_1(
+        self, ngncs: Fabric, tmp_path: Path
+    ) -> None:
+        inv = copy_inventory(ngncs, tmp_path, br3={"driver": "ovs", "target": "tcp:127.0.0.1:1"})
+        proc = reroute("inventory", "check", "--topology", str(NGNCS), "--inventory", str(inv),
+                       check=False)  # fmt: skip
+        assert proc.returncode == 1, proc.stdout
+        assert "not ready: br3" in proc.stderr
+        row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("br3"))
+        assert " NO " in row and "Connection refused" in row
+
+    def test_a_dpid_mismatch_is_refused_before_any_change(
+        self, ngncs: Fabric, tmp_path: Path
+    ) -> None:
+        swapped = {
+            "br1": {"driver": "ovs", "target": ngncs.ovs.mgmt("br2")},
+            "br2": {"driver": "ovs", "target": ngncs.ovs.mgmt("br1")},
+        }
+        inv = copy_inventory(ngncs, tmp_path, **swapped)
+        before = {b: flows_on(ngncs, b) for b in ("br1", "br2", "br3", "br4")}
+        proc = reroute("apply", "--topology", str(NGNCS), "--inventory", str(inv),
+                       "--flow", FLOW, "--to", "temporary", check=False)  # fmt: skip
+        assert proc.returncode == 1
+        assert f"{inv}: device br" in proc.stderr and "dpid" in proc.stderr, proc.stderr
+        after = {b: flows_on(ngncs, b) for b in before}
+        assert _tables(after) == _tables(before)
 
 
 def test_apply_and_serve_use_only_the_inventory(no_state_file: Fabric, tmp_path: Path) -> None:
@@ -154,21 +185,6 @@ def test_optical_mbb_demo_through_tcp_listeners_and_a_visa_socket(
     mbb = json.loads(numbers.read_text())["mbb"]
     assert mbb["udp"]["sent"] > 0
     assert mbb["udp"]["lost"] <= mbb["fabric_drops"], mbb
-
-
-def test_a_dpid_mismatch_is_refused_before_any_change(ngncs: Fabric, tmp_path: Path) -> None:
-    swapped = {
-        "br1": {"driver": "ovs", "target": ngncs.ovs.mgmt("br2")},
-        "br2": {"driver": "ovs", "target": ngncs.ovs.mgmt("br1")},
-    }
-    inv = copy_inventory(ngncs, tmp_path, **swapped)
-    before = {b: flows_on(ngncs, b) for b in ("br1", "br2", "br3", "br4")}
-    proc = reroute("apply", "--topology", str(NGNCS), "--inventory", str(inv),
-                   "--flow", FLOW, "--to", "temporary", check=False)  # fmt: skip
-    assert proc.returncode == 1
-    assert f"{inv}: device br" in proc.stderr and "dpid" in proc.stderr, proc.stderr
-    after = {b: flows_on(ngncs, b) for b in before}
-    assert _tables(after) == _tables(before)
 
 
 def _tables(dumps: dict[str, str]) -> dict[str, list[str]]:

@@ -1,5 +1,6 @@
 """Each fault module's fabric (its ``TOPOLOGY``, built once per module) and, per test,
-``reroute serve`` on it (``harness.serving``)."""
+``reroute serve`` on it (``harness.serving``; a module's ``TIMEOUT_S``, if it has one, is
+every device's ``timeout_s`` in the service's inventory)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def fab(request: pytest.FixtureRequest) -> Iterator[tuple[Topology, Fabric]]:
 
 
 @pytest.fixture
-def svc(fab: tuple[Topology, Fabric], tmp_path: Path) -> Iterator[Service]:
+def svc(
+    fab: tuple[Topology, Fabric], tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Service]:
     topo, built = fab
-    with serving(topo, built, tmp_path) as service:
+    timeout_s = getattr(request.module, "TIMEOUT_S", None)
+    with serving(topo, built, tmp_path, timeout_s) as service:
         yield service

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
@@ -48,10 +50,11 @@ class Service:
     fab: Fabric
     serve: ServeProcess
     client: RerouteClient
+    inventory: Path  # the service's
 
     @property
     def device_timeout_s(self) -> float:
-        return load_inventory(self.fab.state.inventory).device_timeout_s
+        return load_inventory(self.inventory).device_timeout_s
 
     def path(self, circuits: frozenset[Circuit] | None = None) -> str:
         """The one path vm2 <-> vm3 takes now, read back from the bridges (through
@@ -119,19 +122,35 @@ class Service:
 
 
 @contextlib.contextmanager
-def serving(topo: Topology, fab: Fabric, into: Path) -> Iterator[Service]:
-    """``reroute serve`` on the fabric's inventory."""
+def serving(
+    topo: Topology, fab: Fabric, into: Path, timeout_s: float | None = None
+) -> Iterator[Service]:
+    """``reroute serve`` on the fabric's inventory (``timeout_s``: every device's
+    ``timeout_s`` in it, the longest wait for one answer, instead of its kind's default)."""
+    inventory = fab.state.inventory
+    if timeout_s is not None:
+        inventory = with_timeouts(inventory, into / "inventory.yaml", timeout_s)
     config = into / "serve.yaml"
     config.write_text(
-        f"topology: {topo.file}\ninventory: {fab.state.inventory}\n"
+        f"topology: {topo.file}\ninventory: {inventory}\n"
         f"journal: {into / 'journal.sqlite'}\n"
         f"tokens: [{{token: {OPERATOR}, role: operator}}]\nstep_timeout_s: 5\n"
     )
     serve = ServeProcess(config)
     try:
-        yield Service(topo, fab, serve, serve.client())
+        yield Service(topo, fab, serve, serve.client(), inventory)
     finally:
         assert serve.stop() == 0
+
+
+def with_timeouts(inventory: Path, to: Path, timeout_s: float) -> Path:
+    """A copy of ``inventory`` at ``to`` with every device's ``timeout_s`` set (its paths
+    are absolute: the fabric writes them so)."""
+    doc = yaml.safe_load(inventory.read_text())
+    for entry in doc["devices"].values():
+        entry["timeout_s"] = timeout_s
+    to.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return to
 
 
 @contextlib.contextmanager
