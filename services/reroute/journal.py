@@ -150,6 +150,13 @@ class Queue:
     pending: list[Record]  # in queue order
     revision: int = 0  # the store's revision read at (etcd; SQLite: the highest row id)
     guard: tuple[object, ...] = ()
+    # the guard of a lock transaction taking given keys, narrower than ``guard``: only
+    # reroutes started on what those keys touch fail it (etcd with device ownership)
+    narrow: Callable[[frozenset[str]], tuple[object, ...]] | None = None
+
+    def guard_for(self, keys: frozenset[str]) -> tuple[object, ...]:
+        """What a lock transaction taking ``keys`` compares (``guard``, or ``narrow``)."""
+        return self.guard if self.narrow is None else self.narrow(keys)
 
 
 class JournalError(RerouteError):

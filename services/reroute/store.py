@@ -13,7 +13,7 @@ this replica's locks go at once) when the block ends.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Literal
@@ -57,6 +57,11 @@ class EtcdStore(BaseModel):
     password: SecretRef | None = None
     lease_ttl_s: int = Field(default=2, ge=1, le=60, description="a dead replica's lease ends")
     timeout_s: float = Field(default=1.0, gt=0, le=30, description="longest wait for etcd")
+    ownership: bool = Field(
+        default=True,
+        description="each group of devices mastered by one replica per term, which alone "
+        "runs its reroutes (etcd/terms.py); false: every replica races for every reroute",
+    )
 
     @property
     def step_cap_s(self) -> float:
@@ -75,9 +80,11 @@ async def open_store(
     lock_dir: Path | None,
     universe: Universe,
     lock_delay_s: float | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[Journaling, Locks]]:
     """The journal and locks of ``spec`` (module docstring); ``lock_delay_s``: etcd's
-    hold-back of an unfenced device whose holder died (None: ``etcd.locks.LOCK_DELAY_S``)."""
+    hold-back of an unfenced device whose holder died (None: ``etcd.locks.LOCK_DELAY_S``);
+    ``groups``: etcd's device groups, one master each (``ownership.device_groups``)."""
     if isinstance(spec, SqliteStore):
         journal = Journal(journal_file)
         locks = file_or_memory(lock_dir, universe)
@@ -88,7 +95,11 @@ async def open_store(
             journal.close()
         return
     from services.reroute.etcd import open_etcd  # grpc only when asked for
+    from services.reroute.etcd.locks import LOCK_DELAY_S
 
-    delay = {} if lock_delay_s is None else {"lock_delay_s": lock_delay_s}
-    async with open_etcd(spec, universe, **delay) as (etcd_journal, etcd_locks):
+    delay = LOCK_DELAY_S if lock_delay_s is None else lock_delay_s
+    async with open_etcd(spec, universe, lock_delay_s=delay, groups=groups) as (
+        etcd_journal,
+        etcd_locks,
+    ):
         yield etcd_journal, etcd_locks

@@ -1,16 +1,18 @@
 """The etcd store: several ``reroute serve`` replicas share one fabric through one etcd
 cluster (``client``: etcd's v3 API; ``journal``: the journal; ``locks``: resources held
-under each replica's lease). The embedded default is SQLite and file locks."""
+under each replica's lease; ``terms``: which replica masters which devices). The embedded
+default is SQLite and file locks."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import LOCK_DELAY_S, EtcdLocks
+from services.reroute.etcd.terms import Terms
 from services.reroute.locks import Universe
 
 if TYPE_CHECKING:
@@ -31,10 +33,16 @@ def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:
 
 @asynccontextmanager
 async def open_etcd(
-    spec: EtcdStore, universe: Universe, *, lock_delay_s: float = LOCK_DELAY_S
+    spec: EtcdStore,
+    universe: Universe,
+    *,
+    lock_delay_s: float = LOCK_DELAY_S,
+    groups: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[EtcdJournal, EtcdLocks]]:
     """The journal and this replica's locks (its lease taken) in the cluster of ``spec``;
-    ``lock_delay_s``: how long an unfenced device whose holder died is held back."""
+    ``lock_delay_s``: how long an unfenced device whose holder died is held back;
+    ``groups``: device -> group, mastered by one replica per term (``terms``; None, or
+    ``spec.ownership`` off: every replica runs any reroute, as before)."""
     etcd = Etcd(
         EtcdSettings(
             endpoints=spec.endpoints,
@@ -53,7 +61,15 @@ async def open_etcd(
         try:
             journal = EtcdJournal(etcd, spec.prefix)
             follow(journal, locks)
-            yield journal, locks
+            if groups and spec.ownership:
+                terms = Terms(locks, groups)
+                locks.terms, journal.label, journal.units = terms, terms.label, terms.units
+                await terms.open()
+            try:
+                yield journal, locks
+            finally:
+                if locks.terms is not None:
+                    await locks.terms.close()
         finally:
             await locks.close()
     finally:

@@ -4,8 +4,9 @@ Keys under the store's prefix ``P``:
 
 - ``P/reroutes/<id>``: the reroute (JSON: what ``journal.Record`` holds);
 - ``P/steps/<id>``: its step records (JSON list);
-- ``P/pending/<id>``, ``P/running/<id>``: the queue and the reroutes in flight (empty
-  values; the queue's order is the keys' creation order, etcd's global one);
+- ``P/pending/<id>``, ``P/running/<id>``: the queue and the reroutes in flight (the
+  queue's order is the keys' creation order, etcd's global one); valued with the groups of
+  devices the reroute holds (``label``: ``terms.py``, empty without ownership);
 - ``P/keys/<idempotency key>``: the reroute created with it;
 - ``P/settled/<flow>``: where pruned reroutes left a flow (``Journal.prune``).
 - ``P/debts/<device>``: a device whose cleanup a reroute left (it did not answer): the reroute.
@@ -27,6 +28,20 @@ more per device in any transaction (etcd allows 128 operations in one), nothing 
 over on takeover; the price is a lock transaction that fails when any reroute started
 in between, disjoint or not (rare: one replica's own starts retry at once,
 ``started_since``; another's wake it through the watch).
+
+With device ownership (``terms.py``) that price grows with the replicas, since each master
+starts its own groups' reroutes at once: the guard is then narrowed to what the keys
+touch (``Queue.narrow``, ``Narrow``). Each start also puts ``P/busy/<unit>`` (no lease,
+never deleted: only its mod revision counts) for each *unit* of what it holds -- the group
+of each switch, each optical port (``terms.units``) -- or ``P/busy/*`` when it has none (it
+holds ``EVERYTHING``, a whole optical switch, or many keys), in the same durable write. A
+lock transaction compares that neither its keys' units nor ``*`` were marked busy since
+the read: a reroute started since that overlaps it shares a switch (its group) or a port,
+so it fails, and one on other groups no longer does. Keys without units compare the broad
+guard (no reroute at all started since), which every start also passes through
+``P/running/``. A replica without ownership marks ``*`` busy at each start, so that one
+configured otherwise on the same prefix still fails every narrow guard (a replica of a
+version before ownership marks nothing: upgrade all replicas of a prefix together).
 
 What each reroute costs: **three durable writes** (each a Raft round, fsynced on a quorum)
 when it was read from the queue here. 1. Its admission (``enqueue``: the row, the queue's
@@ -60,7 +75,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aetcd import rpc
@@ -123,6 +138,12 @@ class EtcdJournal:
         self._started = 0  # the revision of the latest reroute started here (``create``)
         self._begun: dict[str, bool] = {}  # started by their lock transaction, not planned
         self._holds: dict[str, Any] = {}  # let go by the reroute's finish (``release_with``)
+        # the value of a reroute's index keys: the groups of what it holds (``terms.py``)
+        self.label: Callable[[frozenset[str]], bytes] = lambda _: b""
+        # what a reroute's start marks busy and a narrow guard compares (``terms.units``;
+        # None: the broad guard; with no ownership, ``queue`` gives no narrow guard)
+        self.units: Callable[[frozenset[str]], list[str] | None] | None = None
+        self._last_start = (0, ["*"])  # the latest start under a guard here, its units
 
     def _key(self, kind: str, name: str = "") -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -157,7 +178,7 @@ class EtcdJournal:
             resources=sorted(resources),
         )
         compares = [absent(self._key("reroutes", reroute_id))]
-        ops = [self._put(record), put(self._key("pending", reroute_id), b"")]
+        ops = [self._put(record), put(self._key("pending", reroute_id), self.label(resources))]
         if idem_key is not None:
             compares.append(absent(self._key("keys", idem_key)))
             ops.append(put(self._key("keys", idem_key), reroute_id.encode()))
@@ -214,7 +235,8 @@ class EtcdJournal:
         ops = [
             self._put(row),
             delete(self._key("pending", reroute_id)),
-            put(self._key("running", reroute_id), b""),
+            put(self._key("running", reroute_id), self.label(resources)),
+            *self._busy(resources),
         ]
         revision = self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
         self._started = max(self._started, revision)
@@ -240,25 +262,47 @@ class EtcdJournal:
         ops = [
             self._put(row),
             delete(self._key("pending", reroute_id)),
-            put(self._key("running", reroute_id), b""),
+            put(self._key("running", reroute_id), self.label(resources)),
+            *self._busy(resources),
         ]
+        units = self._units(resources)
 
         def started(at: int) -> None:
             with self._mem:
                 self._seen.pop(reroute_id, None)
                 self._begun[reroute_id] = True
                 self._started = max(self._started, at)
+                self._last_start = (at, units)
             self._live[reroute_id] = (row, at)
             self._steps[reroute_id] = {}
 
         return Start(compares=[unchanged(self._key("reroutes", reroute_id), revision)], ops=ops,
                      started=started)  # fmt: skip
 
+    def _units(self, resources: frozenset[str]) -> list[str]:
+        """What a start of a reroute holding ``resources`` marks busy (``*``: it has no
+        units, and every narrow guard compares ``*``)."""
+        units = None if self.units is None else self.units(resources)
+        return ["*"] if units is None else units
+
+    def _busy(self, resources: frozenset[str]) -> list[Op]:
+        """Mark busy the units of a reroute starting (``*`` without ownership: a replica
+        configured without it still fails the narrow guards of those with it)."""
+        return [put(self._key("busy", u), b"") for u in self._units(resources)]
+
     def rebase(self, queue: Queue) -> Queue:
         """``queue`` just after this replica started a reroute under its guard (the
         latest start here, ``_started``): every reroute started since it was read is this
         replica's own, so its guard moves past them (the next start compares no later
-        one), and the scheduler starts the next reroute under it without reading again."""
+        one), and the scheduler starts the next reroute under it without reading again.
+        Under a narrow guard (``Narrow``), only what the start marked busy moves: its
+        transaction compared that nothing else started there since the read; elsewhere
+        another replica may have started something."""
+        if isinstance(queue.narrow, Narrow):
+            at, units = self._last_start
+            if at <= queue.revision:
+                return queue
+            return replace(queue, revision=at, narrow=queue.narrow.past(units, at))
         if self._started <= queue.revision:
             return queue
         guard = _created_before(self._key("running"), self._started + 1)
@@ -279,7 +323,7 @@ class EtcdJournal:
             ops = [
                 self._put(row),
                 delete(self._key("running", reroute_id)),
-                put(self._key("pending", reroute_id), b""),
+                put(self._key("pending", reroute_id), self.label(resources)),
             ]
             key = self._key("reroutes", reroute_id)
             self._fenced([unchanged(key, revision)], ops, f"reroute {reroute_id} changed")
@@ -521,7 +565,11 @@ class EtcdJournal:
             for ids in (running_ids, pending_ids)
         )
         guard = _created_before(self._key("running"), result.revision + 1)
-        return Queue(running=running, pending=pending, revision=result.revision, guard=(guard,))
+        narrow = None if self.units is None else Narrow(self, result.revision, {})
+        return Queue(
+            running=running, pending=pending, revision=result.revision, guard=(guard,),
+            narrow=narrow,
+        )  # fmt: skip
 
     def started_since(self, queue: Queue) -> bool:
         """A reroute started here after ``queue`` was read: a lock transaction under its
@@ -677,11 +725,44 @@ class Start:
     started: Callable[[int], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Narrow:
+    """The narrow guard of a queue read at ``revision`` (``Queue.narrow``, module
+    docstring): a lock transaction taking some keys compares that no start marked their
+    units, nor ``*``, busy after the read (after ``moved[unit]`` where this replica's own
+    start moved it: ``rebase``); keys without units (``EVERYTHING``, a whole optical
+    switch, too many keys) compare the broad guard, that no reroute at all started."""
+
+    journal: EtcdJournal
+    revision: int
+    moved: dict[str, int]
+
+    def __call__(self, keys: frozenset[str]) -> tuple[object, ...]:
+        units = None if self.journal.units is None else self.journal.units(keys)
+        if units is None:
+            return (_created_before(self.journal._key("running"), self.revision + 1),)
+        return tuple(
+            _changed_before(self.journal._key("busy", u), self.moved.get(u, self.revision) + 1)
+            for u in sorted({*units, "*"})
+        )
+
+    def past(self, units: list[str], at: int) -> Narrow:
+        """This guard once this replica's own start at ``at`` marked ``units`` busy."""
+        return Narrow(self.journal, self.revision, {**self.moved, **dict.fromkeys(units, at)})
+
+
 def _let_go_ops(held: object) -> tuple[list[Compare], list[Op]] | None:
     """The compares and operations that let ``held`` go (``EtcdHeld.let_go_ops``), or
     None (not an etcd hold, or too many keys for one transaction)."""
     let_go = getattr(held, "let_go_ops", None)
     return None if let_go is None else let_go()
+
+
+def _changed_before(key: str, revision: int) -> Compare:
+    """``key`` was last changed before ``revision`` (true when it does not exist)."""
+    return rpc.Compare(
+        key=key.encode(), target=rpc.Compare.MOD, result=rpc.Compare.LESS, mod_revision=revision
+    )
 
 
 def _created_before(prefix: str, revision: int) -> Compare:

@@ -90,7 +90,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from aetcd import rpc
 
@@ -115,6 +115,9 @@ from services.reroute.executor import LEASE_MARGIN
 from services.reroute.locks import Universe, new_owner
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of
 from services.reroute.store import STEP_SHARE
+
+if TYPE_CHECKING:
+    from services.reroute.etcd.terms import Terms
 
 _T = TypeVar("_T")
 
@@ -222,6 +225,11 @@ class EtcdLocks:
         self._revision = 0  # the highest revision etcd answered this owner's lock calls at
         self._wake: asyncio.TimerHandle | None = None  # sets ``changed`` when a delay ends
         self.lease_left: Callable[[], float | None] = self._lease_of(self.owner)
+        # device ownership (``terms.py``): which of the others' changes wake this replica
+        self.terms: Terms | None = None
+        self.on_changes: list[Callable[[list[Change]], None]] = []  # every batch watched
+        # reroute id -> events set when its row changes (by any replica): its waiters'
+        self.rows: dict[str, list[asyncio.Event]] = {}
 
     @property
     def changed(self) -> asyncio.Event:
@@ -384,6 +392,7 @@ class EtcdLocks:
         while True:
             try:
                 async for changes in self.etcd.changes(self.prefix):
+                    self._seen_changes(changes)
                     waking = [c for c in changes if self._waking(c)]
                     if waking and self.etcd.writing:  # one of ours, its answer not in yet?
                         await self.etcd.writes_done()
@@ -395,6 +404,16 @@ class EtcdLocks:
             self._changed.set()  # something may have changed unseen
             await asyncio.sleep(RETRY_S)
 
+    def _seen_changes(self, changes: list[Change]) -> None:
+        """Tell the hooks (``on_changes``) and the waiters on a reroute's row (``rows``)."""
+        for hook in self.on_changes:
+            hook(changes)
+        rows = f"{self.prefix}reroutes/"
+        for change in changes:
+            if change.key.startswith(rows):
+                for waiter in self.rows.get(change.key[len(rows) :], ()):
+                    waiter.set()
+
     def _waking(self, change: Change) -> bool:
         """A change that may let a reroute start, made by another replica (this one's own
         wake its scheduler directly: queued, let go, ended). Its own: a revision its client
@@ -404,7 +423,9 @@ class EtcdLocks:
         if not (name.startswith(GONE) if change.deleted else name.startswith(QUEUED)):
             return False
         mine = change.revision in self.etcd.written or change.value == self.owner.encode()
-        return not mine
+        if mine:
+            return False
+        return self.terms is None or self.terms.wakes(change, name)
 
     # -- locks -----------------------------------------------------------------------
 
@@ -544,7 +565,8 @@ class EtcdLocks:
                 return held
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), RETRY_S)
+                async with asyncio.timeout(RETRY_S):
+                    await self._changed.wait()
 
     async def alive(self, owner: str | None) -> bool:
         if owner is None:

@@ -36,6 +36,7 @@ from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
 from services.reroute.journal import JournalError
 from services.reroute.locks import Universe
+from services.reroute.ownership import device_groups
 from services.reroute.reach import DEVICE_TIMEOUT_S
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.service.auth import PUBLIC, BearerAuth
@@ -212,6 +213,7 @@ def _lifespan(settings: Settings, drivers: DriverFactory) -> Lifespan:
                 lock_dir=_lock_dir(settings),
                 universe=universe,
                 lock_delay_s=_lock_delay(settings),
+                groups=device_groups(settings.topo, universe.switches),
             ) as (journal, locks):
                 engine = Engine(
                     topo=settings.topo,

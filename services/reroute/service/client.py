@@ -105,6 +105,7 @@ class DeviceState:
     state: str = "unknown"  # up, down, hung, no_pipeline, out_of_sync (devicestate.State)
     since: float | None = None  # unix time it entered ``state``
     error: str = ""  # why it is not up
+    owner: str = ""  # the replica that masters it (etcd device ownership; "": none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,7 +248,7 @@ class RerouteClient:
     def devices(self) -> Devices:
         """The service and every device, asked now (GET /v1/health)."""
         data = self._request("GET", "/v1/health").json()
-        keys = ("name", "kind", "up", "detail", "down_since", "state", "since", "error")
+        keys = ("name", "kind", "up", "detail", "down_since", "state", "since", "error", "owner")
         found = tuple(DeviceState(**{k: d[k] for k in keys if k in d}) for d in data["devices"])
         return Devices(status=data["status"], devices=found)
 

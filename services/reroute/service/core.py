@@ -6,8 +6,9 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
    with 409 (a different request under the same key);
 2. the target (and ``via``) path must exist: else 422, nothing recorded;
 3. it is journaled ``pending`` with the resources it is expected to hold and queued for
-   the scheduler (``scheduler.py``): while other reroutes run or wait, those come from a
-   plan on the devices now; when nothing runs it is planned alone (no extra read). The
+   the scheduler (``scheduler.py``): while other reroutes run or wait, or while other
+   replicas stand (one may queue a reroute at this moment), those come from a plan on the
+   devices now; when nothing runs it is planned alone (no extra read). The
    queue is read once per request (``busy``), before that plan; a reroute queued here
    meanwhile counts as well;
 4. when nothing was running or queued, the answer waits until the scheduler has planned it
@@ -40,7 +41,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
 from prometheus_client import Gauge
 
@@ -80,6 +81,18 @@ JUDGE_S = 2.0  # how long an admission waits for the idle scheduler's plan befor
 NEEDS_RESYNC = frozenset({State.OUT_OF_SYNC, State.NO_PIPELINE})
 
 
+class Mastering(Protocol):
+    """Device ownership as the health and metrics show it (``etcd.terms.Terms``)."""
+
+    def held(self) -> list[str]:
+        """The groups this replica masters."""
+        ...
+
+    def owners(self) -> dict[str, str]:
+        """Each device in a group -> its master ("": none now)."""
+        ...
+
+
 class FieldError(PlanError):
     """A plan error caused by one field of the request (``loc``, as in FastAPI's 422s)."""
 
@@ -116,6 +129,9 @@ class RerouteService:
             able=lambda: not self.draining and not self._lease_lost_s(),
         )
         self.metrics.replica(lambda: self.engine.lock.owner)
+        self._terms: Mastering | None = getattr(engine.lock, "terms", None)
+        if self._terms is not None:
+            self.metrics.mastering(self._terms.held, self._terms.owners)
         self._resyncing: set[str] = set()
 
     async def start(self) -> list[str]:
@@ -324,6 +340,7 @@ class RerouteService:
             running=running[0] if running else None,
             in_flight=len(running),
             replica=self.engine.lock.owner,
+            groups=[] if self._terms is None else self._terms.held(),
             devices=bad,
             reason=reason,
         )
@@ -363,12 +380,13 @@ class RerouteService:
         it was not up), as the tracker keeps it (since when, last error)."""
         await self.devices.probe_all()
         base = self.health()
+        owners = {} if self._terms is None else self._terms.owners()
         return DevicesHealth(
             status=base.status,
             fabric=base.fabric,
             queue=base.queue,
             running=base.running,
-            devices=[device_view(s) for s in self.devices.statuses()],
+            devices=[device_view(s, owners.get(s.name, "")) for s in self.devices.statuses()],
             reason=base.reason,
         )
 
@@ -482,8 +500,8 @@ class RerouteService:
         return view
 
 
-def device_view(status: DeviceStatus) -> DeviceHealth:
-    """A device's status as the API shows it."""
+def device_view(status: DeviceStatus, owner: str = "") -> DeviceHealth:
+    """A device's status as the API shows it (``owner``: its master, etcd ownership)."""
     known = status.state is not State.UNKNOWN
     return DeviceHealth(
         name=status.name,
@@ -495,6 +513,7 @@ def device_view(status: DeviceStatus) -> DeviceHealth:
         checked=status.checked or None,
         detail=status.error if status.error else status.detail,
         down_since=None if status.up or not known else status.since,
+        owner=owner,
     )
 
 

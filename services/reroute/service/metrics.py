@@ -18,6 +18,10 @@
   ``max by (device) (...) == 0`` says; it will follow device ownership once that exists
 - ``reroute_replica_info{owner}``: 1, labelled with this replica's owner name in the store
   (SQLite: this process's); ``reroute_lease_lost_seconds`` (``core.py``): etcd's lease lost
+- ``reroute_groups_mastered``: the device groups this replica masters for their terms, and
+  ``reroute_device_mastered{device}``: 1 for each device it masters (etcd, device ownership,
+  ``etcd/terms.py``; exported only there): ``sum by (device)`` is 1 for every device of a
+  group while the replicas are balanced, 0 while its group changes hands
 
 docs/prometheus/alerts.yml alerts on them, docs/grafana/reroute.json graphs them; both name
 only metrics this module exports (``tests/unit/services/service/test_metrics.py``).
@@ -89,6 +93,7 @@ class Devices(Collector):
 class Metrics:
     def __init__(self, queue_length: Callable[[], int], in_flight: Callable[[], int]) -> None:
         self.registry = CollectorRegistry()
+        self._replica: Callable[[], str] = lambda: ""  # its owner name (``replica``)
         self.reroutes = Counter(
             "reroute_reroutes",
             "Reroutes by final state and strategy",
@@ -141,8 +146,15 @@ class Metrics:
         a reroute now."""
         self.registry.register(Devices(states, known, able))
 
+    def mastering(
+        self, groups: Callable[[], list[str]], owners: Callable[[], dict[str, str]]
+    ) -> None:
+        """Export the groups and devices this replica masters (read at each scrape)."""
+        self.registry.register(_Mastering(groups, owners, self._replica))
+
     def replica(self, owner: Callable[[], str]) -> None:
         """Export this replica's owner name (read at each scrape: it changes with a lease)."""
+        self._replica = owner
         self.registry.register(_Owner(owner))
 
     def step(self, event: StepEvent) -> None:
@@ -165,6 +177,30 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The metrics in Prometheus text format, with its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _Mastering(Collector):
+    def __init__(
+        self,
+        groups: Callable[[], list[str]],
+        owners: Callable[[], dict[str, str]],
+        me: Callable[[], str],
+    ) -> None:
+        self._groups, self._owners, self._me = groups, owners, me
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        count = GaugeMetricFamily(
+            "reroute_groups_mastered", "Device groups this replica masters for their terms"
+        )
+        count.add_metric([], float(len(self._groups())))
+        yield count
+        mine = GaugeMetricFamily(
+            "reroute_device_mastered", "1: this replica masters the device", labels=["device"]
+        )
+        me = self._me()
+        for device, owner in self._owners().items():
+            mine.add_metric([device], 1.0 if owner == me else 0.0)
+        yield mine
 
 
 class _Owner(Collector):

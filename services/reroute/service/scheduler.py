@@ -21,6 +21,13 @@ queued on them runs (its recovery plans from where it found the flows: after a n
 reroute it would undo that one). Such a reroute holds no lock any more, only its row in
 flight: the queue and the reroutes in flight are read at one moment, and a reroute is
 locked only while none started since that read (``Journaling.queue``, ``_dispatch``).
+
+With device ownership (etcd, ``etcd/terms.py``: ``Routing``), a replica starts, and takes
+over, only the reroutes whose coordinating group it masters; the others' stay in its view
+of the queue as blockers (they keep their order) and it never asks whether their owners
+live. The lock transaction that starts a reroute also compares this replica's term of that
+group (``Routing.fences``). A reroute queued here but mastered elsewhere is waited for on
+its own row's changes (``rows``), not on every change of the store.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 from services.reroute.engine import Engine, NeedMore
 from services.reroute.errors import PlanError, RerouteError
@@ -50,7 +57,31 @@ from services.reroute.service.metrics import Metrics
 log = logging.getLogger("reroute.service")
 RETRY_S = 0.02  # a reroute found its resources held by another process: try again after
 CHECK_S = 1.0  # otherwise look for reroutes of owners that died this often
+# with device ownership, a start that failed (another master's start on a shared optical
+# port moved the queue's guard, a term changing hands, a stale claim) is tried again after
+# this: the watch wakes a master only for its own groups
+ROUTED_RETRY_S = 0.1
 PRUNE_EVERY = 50  # ended reroutes between two prunings of the journal (Retention)
+
+
+class Routing(Protocol):
+    """Which reroutes this replica runs (``etcd.terms.Terms``; none: every one)."""
+
+    def mine(self, keys: Iterable[str]) -> bool:
+        """This replica masters the coordinating group of a reroute holding ``keys``."""
+        ...
+
+    def fences(self, keys: Iterable[str]) -> list[Any]:
+        """What the lock transaction that starts such a reroute compares (its term)."""
+        ...
+
+    async def step_down(self) -> None:
+        """Master nothing any more (this replica stops): the others take its devices."""
+        ...
+
+    def alone(self) -> bool:
+        """No other replica stands (as last read): none may queue a reroute at once."""
+        ...
 
 
 class Scheduler:
@@ -74,13 +105,26 @@ class Scheduler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._waiting = True  # the last look at the queue left a reroute waiting (or failed)
+        self._start_failed = False  # the last look's lock transactions did not all succeed
         self._finished: dict[str, asyncio.Event] = {}
         self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
         self._loop_task: asyncio.Task[None] | None = None
+        # device ownership: which reroutes are this replica's (None: every one)
+        self.routing: Routing | None = getattr(engine.lock, "terms", None)
+        # reroute id -> events set when its row changes (etcd: ``EtcdLocks.rows``)
+        self._rows: dict[str, list[asyncio.Event]] | None = getattr(engine.lock, "rows", None)
+
+    def _mine(self, record: Record) -> bool:
+        return self.routing is None or self.routing.mine(record.resources)
 
     @property
     def busy(self) -> bool:
-        """A reroute is running or queued (here, or by any owner of the journal)."""
+        """A reroute is running or queued (here, or by any owner of the journal), or may be
+        queued at this moment by another replica: a reroute admitted unplanned holds every
+        device until it is planned, and another replica's would wait for it all that
+        time."""
+        if self.routing is not None and not self.routing.alone():
+            return True
         return bool(self._running) or self.journal.active()
 
     @property
@@ -165,7 +209,32 @@ class Scheduler:
         when it happens here; looked up on each change of the store, when another replica
         may run it), or ``timeout``, or the scheduler stops."""
         deadline = asyncio.get_running_loop().time() + timeout
-        changed = self.engine.lock.changed
+        if self._rows is None or self.routing is None:
+            await self._until_set(reroute_id, event, deadline, reached, self.engine.lock.changed)
+            return
+        row = asyncio.Event()  # ownership: only this reroute's row wakes its waiter
+        self._rows.setdefault(reroute_id, []).append(row)
+        try:
+            await self._until_set(reroute_id, event, deadline, reached, row, own=True)
+        finally:
+            waiters = self._rows.get(reroute_id, [])
+            if row in waiters:
+                waiters.remove(row)
+            if not waiters:
+                self._rows.pop(reroute_id, None)
+
+    async def _until_set(
+        self,
+        reroute_id: str,
+        event: asyncio.Event,
+        deadline: float,
+        reached: Callable[[RerouteState], bool],
+        changed: asyncio.Event | None,
+        *,
+        own: bool = False,
+    ) -> None:
+        """``_until``, ``changed`` telling when to read the reroute again (``own``: it is
+        this waiter's alone, cleared before each read)."""
         while not event.is_set():
             if reroute_id in self._running:  # run here: ``event`` tells (its row may be
                 # running before it is planned: started by its lock transaction)
@@ -176,6 +245,8 @@ class Scheduler:
                     return
                 await _first([event.wait()], min(left, CHECK_S))
                 continue
+            if own and changed is not None:
+                changed.clear()  # a change from now on is news to the read below
             record = await offload(self.journal, self.journal.get, reroute_id)
             if record is None or reached(record.state):
                 return
@@ -191,6 +262,11 @@ class Scheduler:
         """Start nothing new; wait for the running reroutes; pending ones stay pending."""
         self.stopping = True
         self._wake.set()
+        if self.routing is not None:  # its groups' queued reroutes run elsewhere meanwhile
+            try:
+                await self.routing.step_down()
+            except RerouteError as exc:  # etcd cut off: the terms go with the lease
+                log.warning("stepping down: %s", exc)
         if self._loop_task is not None:
             await asyncio.shield(self._loop_task)
         while self._tasks:
@@ -218,6 +294,8 @@ class Scheduler:
                 return
             waits = [self._wake.wait()] + ([changed.wait()] if changed is not None else [])
             timeout = CHECK_S if changed is not None or not retry else RETRY_S
+            if self._start_failed and self.routing is not None:  # no event may tell
+                timeout = ROUTED_RETRY_S
             await _first(waits, timeout)
 
     async def _dispatch(self) -> bool:
@@ -240,6 +318,8 @@ class Scheduler:
             if record.id in self._running:
                 continue
             blockers.append(record.resources)
+            if not self._mine(record):  # its group's master takes it over if need be
+                continue
             if not await self._alive(record):
                 retry |= not await self._take_over(record)
         waiting = retry  # a takeover waits for resources, too
@@ -249,13 +329,17 @@ class Scheduler:
                 break
             if record.id in self._running:  # being planned here
                 continue
+            if not self._mine(record):  # its group's master starts it: it keeps its place
+                blockers.append(record.resources)
+                continue
             if _overlaps(record.resources, blockers):
                 blockers.append(record.resources)
                 waiting = True
                 continue
             blockers.append(record.resources)
             starts.append(record)
-        if not await self._start(starts, queue):
+        self._start_failed = not await self._start(starts, queue)
+        if self._start_failed:
             retry = waiting = True
         self._waiting = waiting
         return retry
@@ -272,9 +356,10 @@ class Scheduler:
         if queue.guard:  # one after the other: each starts its reroute (etcd), so the
             # next one's guard must move past it (``rebase``)
             for r in records:
+                term = [] if self.routing is None else self.routing.fences(r.resources)
                 try:
                     got = await self.engine.lock.try_acquire(
-                        r.resources, claim=r.id, extra=queue.guard
+                        r.resources, claim=r.id, extra=(*queue.guard_for(r.resources), *term)
                     )
                 except Exception as exc:  # raised below, once the others are spawned
                     got = exc  # type: ignore[assignment]
@@ -501,7 +586,7 @@ class Waking:
         if _overlaps(keys, [r.resources for r in queue.running]):
             return False
         before = self._held.keys
-        if not await self._held.extend(keys, (*extra, *queue.guard)):
+        if not await self._held.extend(keys, (*extra, *queue.guard_for(keys))):
             return False
         if queue.guard or not self._journal.started_since(queue):
             return True

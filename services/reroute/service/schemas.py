@@ -210,6 +210,11 @@ class Health(BaseModel):
     running: str | None  # the oldest running reroute
     in_flight: int = 0  # how many run at once (disjoint reroutes run concurrently)
     replica: str = ""  # this instance (its owner name in the journal and the locks)
+    groups: list[str] = Field(
+        default_factory=list,
+        description="the device groups this replica masters (etcd, device ownership), each "
+        "named after its first device; /v1/health names every device's master",
+    )
     devices: dict[str, DeviceStateName] = Field(
         default_factory=dict, description="the devices that are not up, and their state"
     )
@@ -239,6 +244,11 @@ class DeviceHealth(BaseModel):
     detail: str = Field(description="what it says it is, or why it did not answer")
     down_since: float | None = Field(
         description="unix time since when it has not been up (null: it is up)"
+    )
+    owner: str = Field(
+        default="",
+        description="the replica that masters it for its term (etcd, device ownership); "
+        "empty: no master now, not in a group (an optical switch), or a single service",
     )
 
 

@@ -309,22 +309,26 @@ def _run(
         stack.callback(scpi, fab, ":EMUL:LOCK DEFault")
         deposer.armed.set()
         started = time.time()
-        view = serves["A"].client().create([FLOW], "short", via="temporary")
+        # asked from a thread: A may be deposed at its first change before it answers
+        asking = ThreadPoolExecutor(1)
+        stack.callback(asking.shutdown)
+        asking.submit(serves["A"].client().create, [FLOW], "short", via="temporary")
         if not deposer.done.wait(15):
             time.sleep(SETTLE_S)
             found = excerpt(history(fab, relays, pids, logged), started, 0, 60)
             raise AssertionError(f"fewer than {nth} changes:\n{found}")
         successor = "B" if deposer.who == "A" else "A"
-        end = _until_final(serves[successor], view.id)
+        reroute = _the_reroute(serves[successor])
+        end = _until_final(serves[successor], reroute)
         ended = time.time()
         if fault == "paused":
             os.kill(serves[deposer.who].proc.pid, signal.SIGCONT)
         time.sleep(SETTLE_S)
-        answers = {n: _answer(s, view.id) for n, s in serves.items()}
+        answers = {n: _answer(s, reroute) for n, s in serves.items()}
         outcome = Outcome(
             history=history(fab, relays, pids, logged), deposed=deposer.who,
             successor=successor, at=deposer.at, ended=ended, answers=answers,
-            reroute=view.id, said=serves[deposer.who].log.read_text()[-2000:],
+            reroute=reroute, said=serves[deposer.who].log.read_text()[-2000:],
             where=where(topo, fab),
         )  # fmt: skip
         print(f"{fault} at change {nth}: {deposer.who} deposed, {successor} ended the reroute "
@@ -334,6 +338,16 @@ def _run(
         restore(serves[successor], topo, fab, outcome.where)
         return outcome
     raise AssertionError("unreachable")  # ExitStack may swallow, to mypy
+
+
+def _the_reroute(serve: ServeProcess) -> str:
+    """The id of the one reroute of a run (its etcd is the run's own), as ``serve`` reads it."""
+    deadline = time.monotonic() + 10
+    while not (found := serve.client().list()):
+        assert time.monotonic() < deadline, "no reroute was queued"
+        time.sleep(0.05)
+    assert len(found) == 1, found
+    return found[0].id
 
 
 def _until_final(serve: ServeProcess, reroute: str) -> RerouteView:

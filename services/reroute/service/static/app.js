@@ -147,8 +147,11 @@ async function refreshHealth() {
       const since = d.since ? ` since ${clock(d.since)}` : "";
       const text = d.up ? `${d.detail}${since ? ` (up${since})` : ""}`
         : `${state.toUpperCase()}${since}: ${d.error || d.detail}`;
+      // its master among the replicas (etcd device ownership), when it has one
+      const owner = d.owner ? el("span", { class: "hint", "data-owner": d.owner,
+        text: ` master ${d.owner}` }) : "";
       return el("li", { "data-up": String(d.up), "data-device": d.name, "data-state": d.state },
-        el("b", { text: d.name }), ` ${d.kind} `, el("span", { class: "hint", text }));
+        el("b", { text: d.name }), ` ${d.kind} `, el("span", { class: "hint", text }), owner);
     }),
   );
 }
