@@ -1,9 +1,12 @@
 """Eight optical MBB reroutes on disjoint circuits at once, against one alone, through the
 service: concurrency of disjoint reroutes (issue 24, part 1).
 
-Run as root: ``.venv/bin/python bench/concurrent_reroutes.py [--rounds 3] [--rate 1000]``.
-It builds its own fabric (``bench-conc``: ``reroute topo generate leaf-spine --racks 16
---spines 1 --ocs 4``) and starts ``reroute serve`` on it (a real process, SQLite journal).
+Run as root: ``.venv/bin/python bench/concurrent_reroutes.py [--rounds 3] [--rate 1000]
+[--store sqlite|etcd] [--replicas N]``. It builds its own fabric (``bench-conc``: ``reroute
+topo generate leaf-spine --racks 16 --spines 1 --ocs 4``) and starts ``reroute serve`` on it
+(a real process, SQLite journal); with ``--store etcd``, ``--replicas`` of them (1 by
+default) on a 3-member etcd on loopback (``fabric/etcdcluster.py``), each request sent to
+the next replica in turn (device ownership decides which one runs it).
 Every rack pair's flow first moves from its spine path onto OCS 1 (``r<a>-<b>-o1``). Then,
 per round:
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import signal
@@ -40,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drivers.base import CrossConnectSwitch
 from fabric import fabric, signals
+from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from services.reroute.generate import leaf_spine, to_yaml
@@ -72,16 +77,20 @@ def flow(topo: Topology, a: int, b: int) -> str:
 
 
 class Service:
-    """``reroute serve`` on the bench fabric, as a process."""
+    """``reroute serve`` on the bench fabric, as a process (``store``: its YAML, SQLite by
+    default; ``name``: its config's and log's)."""
 
-    def __init__(self, topo_file: Path, fab: Fabric, into: Path) -> None:
-        config = into / "serve.yaml"
+    def __init__(
+        self, topo_file: Path, fab: Fabric, into: Path, store: str = "", name: str = "serve"
+    ) -> None:
+        config = into / f"{name}.yaml"
         config.write_text(
             f"topology: {topo_file}\ninventory: {fab.state.inventory}\n"
             f"journal: {into / 'journal.sqlite'}\n"
             f"tokens: [{{token: {TOKEN}, role: operator}}]\nstep_timeout_s: 5\n"
+            + (f"store: {store}\n" if store else "")
         )
-        self.log = (into / "serve.log").open("w")
+        self.log = (into / f"{name}.log").open("w")
         self.proc = subprocess.Popen(
             [*CLI, "serve", "--config", str(config), "--listen", "127.0.0.1:0"],
             cwd=ROOT,
@@ -92,7 +101,7 @@ class Service:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "http://" not in line:
-            raise SystemExit(f"reroute serve did not start: see {into / 'serve.log'}")
+            raise SystemExit(f"reroute serve did not start: see {into / (name + '.log')}")
         self.url = line.split()[2]
 
     def client(self) -> RerouteClient:
@@ -142,19 +151,22 @@ class Probes:
         return out
 
 
-def submit(svc: Service, moves: Sequence[tuple[str, str, str | None]]) -> tuple[float, list[Any]]:
-    """Submit ``moves`` (flow, to, via) at once; the span from the first request to the last
-    reroute done (s) and the final views."""
-    client = svc.client()
+def submit(
+    svcs: Sequence[Service], moves: Sequence[tuple[str, str, str | None]]
+) -> tuple[float, list[Any]]:
+    """Submit ``moves`` (flow, to, via) at once, move i to replica i mod n; the span from
+    the first request to the last reroute done (s) and the final views."""
+    clients = [svc.client() for svc in svcs]
 
-    def one(move: tuple[str, str, str | None]) -> RerouteView:
-        f, to, via = move
+    def one(n: int) -> RerouteView:
+        f, to, via = moves[n]
+        client = clients[n % len(clients)]
         view = client.create([f], to, via=via)
         return client.get(view.id, wait_s=60)
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(len(moves)) as pool:
-        views = list(pool.map(one, moves))
+        views = list(pool.map(one, range(len(moves))))
     span = time.monotonic() - t0
     bad = [v for v in views if v.state is not RerouteState.DONE]
     if bad:
@@ -162,16 +174,16 @@ def submit(svc: Service, moves: Sequence[tuple[str, str, str | None]]) -> tuple[
     return span, views
 
 
-def reset(svc: Service, topo: Topology, fab: Fabric) -> None:
+def reset(svcs: Sequence[Service], topo: Topology, fab: Fabric) -> None:
     """Every pair on OCS 1, OCS 2 and 4 with their initial cross-connects."""
-    flows = svc.client().flows()
+    flows = svcs[0].client().flows()
     home = [
         (flow(topo, a, b), f"r{a}-{b}-o1", None)
         for a, b in pairs()
         if not flows.get(f"r{a}-{b}-o1")
     ]
     if home:
-        submit(svc, home)
+        submit(svcs, home)
     asyncio.run(_initial_circuits(topo, fab))
 
 
@@ -194,38 +206,47 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=200, help="probe datagrams/s per pair")
+    parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
+    parser.add_argument("--replicas", type=int, default=1, help="with --store etcd")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.replicas != 1 and args.store != "etcd":
+        parser.error("--replicas needs --store etcd")
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        store = ""
+        if args.store == "etcd":
+            etcd = stack.enter_context(EtcdCluster(Path(tmp) / "etcd"))
+            store = f"{{kind: etcd, endpoints: [{', '.join(etcd.endpoints)}], prefix: /conc}}"
         topo_file = Path(tmp) / f"{NAME}.yaml"
         topo_file.write_text(to_yaml(leaf_spine(racks=RACKS, spines=1, ocs=4, name=NAME)))
         topo = load_topology(topo_file)
         fabric.down(NAME)
         print(f"building {NAME} ({RACKS} racks, 1 spine, 4 OCS) ...", flush=True)
         fab = fabric.up(topo)
-        svc: Service | None = None
+        svcs: list[Service] = []
         try:
-            svc = Service(topo_file, fab, Path(tmp))
-            return _rounds(svc, topo, fab, args.rounds, args.rate)
+            for i in range(args.replicas):
+                svcs.append(Service(topo_file, fab, Path(tmp), store, f"serve{i}"))
+            return _rounds(svcs, topo, fab, args.rounds, args.rate)
         finally:
-            if svc is not None:
+            for svc in svcs:
                 svc.stop()
             fabric.down(NAME)
 
 
-def _rounds(svc: Service, topo: Topology, fab: Fabric, rounds: int, rate: int) -> int:
+def _rounds(svcs: list[Service], topo: Topology, fab: Fabric, rounds: int, rate: int) -> int:
     alone: list[float] = []
     eight: list[float] = []
     print(f"{'round':>5} {'one alone ms':>13} {'eight at once ms':>17}  lost per pair")
     for n in range(1, rounds + 1):
-        reset(svc, topo, fab)
+        reset(svcs, topo, fab)
         probes = Probes(fab, topo, [(1, 2)], rate)
-        span, _ = submit(svc, [(flow(topo, 1, 2), "r1-2-o2", "r1-2-o3")])
+        span, _ = submit(svcs, [(flow(topo, 1, 2), "r1-2-o2", "r1-2-o3")])
         lost_alone = probes.lost()
         alone.append(span * 1000)
-        reset(svc, topo, fab)
+        reset(svcs, topo, fab)
         probes = Probes(fab, topo, pairs(), rate)
         moves = [(flow(topo, a, b), f"r{a}-{b}-{target(a)}", f"r{a}-{b}-o3") for a, b in pairs()]
-        span, _ = submit(svc, moves)
+        span, _ = submit(svcs, moves)
         lost = probes.lost()
         eight.append(span * 1000)
         print(f"{n:>5} {alone[-1]:>13.0f} {eight[-1]:>17.0f}  alone {lost_alone}, eight {lost}")

@@ -21,9 +21,11 @@ etcd on loopback (``fabric/etcdcluster.py``), then measures:
   electronic MBB between its paths over OCS 1 and OCS 3 (both circuits are there from the
   start: only the pair's two leaves are written, so the pairs' reroutes are disjoint),
   ``--rounds`` times there and back, one client per pair, all pairs at once; with one
-  replica (every pair's requests to it) and then with three (pair i to replica i mod 3),
-  both on the etcd store: reroutes per second of each (done / span from the first request
-  to the last answer) and their ratio.
+  replica (every pair's requests to it) and then with three (pair i to replica i mod 3:
+  the master of the pair's leaves runs it, device ownership), both on the etcd store:
+  reroutes per second of each (done / span from the first request to the last answer) and
+  their ratio (goal: at least 1.5x). ``--unowned`` also runs three replicas with
+  ``ownership: false`` (every replica races for every reroute, as before Deliver 3).
 
 Numbers, not pass/fail. Everything started is stopped.
 """
@@ -31,6 +33,7 @@ Numbers, not pass/fail. Everything started is stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -62,15 +65,56 @@ FLOW = "10.0.0.2>10.0.0.3"
 TTL_S = 2
 
 
-class Serve:
-    """One ``reroute serve`` process."""
+class CpuCap:
+    """A cgroup of its own (``cpu`` controller, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``)
+    capping what one process may use at ``cores`` of CPU: a replica bound by its own CPU, as
+    on a host of its own, not by the machine's two cores that it shares with OVS and etcd.
+    ``close`` removes it (its process stopped first)."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    PERIOD_US = 100_000
+
+    def __init__(self, name: str, cores: float) -> None:
+        quota = int(cores * self.PERIOD_US)
+        v2 = Path("/sys/fs/cgroup")
+        controllers = v2 / "cgroup.controllers"
+        if controllers.exists() and "cpu" in controllers.read_text().split():
+            self.dir = v2 / name
+            self.dir.mkdir(exist_ok=True)
+            (self.dir / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+        elif (v1 := Path("/sys/fs/cgroup/cpu")).is_dir():
+            self.dir = v1 / name
+            self.dir.mkdir(exist_ok=True)
+            (self.dir / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+            (self.dir / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            raise SystemExit("--cap needs the cgroup cpu controller (v2 cpu.max or v1 cpu)")
+
+    def add(self, pid: int) -> None:
+        (self.dir / "cgroup.procs").write_text(str(pid))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU time (user + system, s) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Serve:
+    """One ``reroute serve`` process (with ``cap``: in a cgroup capping its CPU)."""
+
+    def __init__(self, config: Path, log: Path, cap: float | None = None) -> None:
+        self.cap = None if cap is None else CpuCap(f"reroute-bench-{config.stem}", cap)
         with log.open("a") as out:
             self.proc = subprocess.Popen(
                 [*CLI, "serve", "--config", str(config), "--listen", "127.0.0.1:0"],
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=out, text=True,
             )  # fmt: skip
+        if self.cap is not None:
+            self.cap.add(self.proc.pid)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "http://" not in line:
@@ -85,6 +129,8 @@ class Serve:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
+        if self.cap is not None:
+            self.cap.close()
 
 
 def config(tmp: Path, fab: Fabric, name: str, store: str) -> Path:
@@ -215,34 +261,51 @@ def moves(replicas: list[Serve], topo: Topology, pairs: int, rounds: int) -> tup
     return done, time.perf_counter() - t0
 
 
-def throughput(tmp: Path, etcd: EtcdCluster, pairs: int, rounds: int) -> dict[int, float]:
-    """Reroutes per second with 1 and with 3 replicas (module docstring)."""
+def throughput(
+    tmp: Path,
+    etcd: EtcdCluster,
+    pairs: int,
+    rounds: int,
+    unowned: bool = False,
+    cap: float | None = None,
+) -> dict[str, float]:
+    """Reroutes per second with 1 and with 3 replicas ("1", "3"; "3 unowned" too with
+    ``unowned``; each replica's CPU capped at ``cap`` cores: module docstring)."""
     topo_file = tmp / f"{TPUT}.yaml"
     topo_file.write_text(to_yaml(leaf_spine(racks=2 * pairs, spines=1, ocs=3, name=TPUT)))
     topo = load_topology(topo_file)
     fabric.down(TPUT)
     fab = fabric.up(topo)
-    out: dict[int, float] = {}
+    out: dict[str, float] = {}
+    runs = [(1, True), (3, True)] + ([(3, False)] if unowned else [])
     try:
         ends = ", ".join(etcd.endpoints)
-        for n in (1, 3):
-            store = f"{{kind: etcd, endpoints: [{ends}], prefix: /bench/tput{n}}}"
-            replicas = [
-                Serve(tput_config(tmp, topo_file, fab, f"t{n}-{i}", store), tmp / f"t{n}-{i}.log")
-                for i in range(n)
-            ]
+        for n, owned in runs:
+            name = f"{n}" if owned else f"{n} unowned"
+            store = (
+                f"{{kind: etcd, endpoints: [{ends}], prefix: /bench/tput{n}{'' if owned else 'u'}"
+                f", ownership: {'true' if owned else 'false'}}}"
+            )
+            tag = f"t{n}{'' if owned else 'u'}"
+            replicas: list[Serve] = []
             try:
+                for i in range(n):
+                    conf = tput_config(tmp, topo_file, fab, f"{tag}-{i}", store)
+                    replicas.append(Serve(conf, tmp / f"{tag}-{i}.log", cap))
                 for i in range(pairs):  # the flows onto OCS 1 (from the spine, or already)
                     a = 2 * i + 1
                     replicas[0].client.create([pair_flow(topo, a)], f"r{a}-{a + 1}-o1", wait_s=60)
                 moves(replicas, topo, pairs, 1)  # warm-up: not counted
+                before = [cpu_s(r.proc.pid) for r in replicas]
                 done, span = moves(replicas, topo, pairs, rounds)
+                used = [cpu_s(r.proc.pid) - b for r, b in zip(replicas, before, strict=True)]
             finally:
                 for r in replicas:
                     r.stop()
-            out[n] = done / span
-            print(f"  {n} replica(s): {done} reroutes in {span:.2f} s: {out[n]:.1f} reroutes/s",
-                  flush=True)  # fmt: skip
+            out[name] = done / span
+            shares = " + ".join(f"{u / done * 1000:.1f}" for u in used)
+            print(f"  {name} replica(s): {done} reroutes in {span:.2f} s: {out[name]:.1f} "
+                  f"reroutes/s; replica CPU per reroute {shares} ms", flush=True)  # fmt: skip
     finally:
         fabric.down(TPUT)
     return out
@@ -250,21 +313,28 @@ def throughput(tmp: Path, etcd: EtcdCluster, pairs: int, rounds: int) -> dict[in
 
 def main() -> int:
     signal.signal(signal.SIGTERM, signals.interrupt)  # unwinds: services and fabric stopped
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="takeovers")
     parser.add_argument("--moves", type=int, default=6, help="rounds of latency moves")
     parser.add_argument("--pairs", type=int, default=6, help="rack pairs (throughput)")
     parser.add_argument("--rounds", type=int, default=8, help="moves there and back per pair")
     parser.add_argument("--parts", default="latency,takeover,throughput", help="what to run")
+    parser.add_argument("--unowned", action="store_true", help="also 3 replicas, no ownership")
+    parser.add_argument(
+        "--cap", type=float, metavar="CORES",
+        help="throughput: cap each replica's CPU at CORES (a cgroup each), as on own hosts",
+    )  # fmt: skip
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd") as etcd:
         if parts & {"latency", "takeover"}:
             ngncs(Path(tmp), etcd, parts, args)
         if "throughput" in parts:
-            rate = throughput(Path(tmp), etcd, args.pairs, args.rounds)
-            print(f"reroutes/s on disjoint devices: 1 replica {rate[1]:.1f}, 3 replicas "
-                  f"{rate[3]:.1f}: {rate[3] / rate[1]:.2f}x")  # fmt: skip
+            rate = throughput(Path(tmp), etcd, args.pairs, args.rounds, args.unowned, args.cap)
+            print(f"reroutes/s on disjoint devices: 1 replica {rate['1']:.1f}, 3 replicas "
+                  f"{rate['3']:.1f}: {rate['3'] / rate['1']:.2f}x (goal >= 1.5x)")  # fmt: skip
+            if "3 unowned" in rate:
+                print(f"3 replicas without ownership: {rate['3 unowned']:.1f} reroutes/s")
     return 0
 
 
