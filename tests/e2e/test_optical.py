@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
 from fabric.status import port_counters
@@ -115,12 +116,16 @@ def test_lock_that_never_comes_rolls_back_to_the_temporary_path(
             await move(topo_ngncs, ngncs, via="temporary", drain_s=0.005, lock_timeout_s=0.4)
         )
 
+    drops = fabric_drops(ngncs)
     report = during(ngncs, 2.5, reconfigure, at=0.8)
+    drops = fabric_drops(ngncs) - drops
     (outcome,) = outcomes
     assert outcome.state is RerouteState.ROLLED_BACK
     assert outcome.error is not None and "not locked" in outcome.error, outcome.error
     assert "temporary" in outcome.error
-    assert report["lost"] == 0, report  # parked on the temporary path throughout
+    # parked on the temporary path throughout: nothing lost beyond what the fabric's OVS
+    # dropped by itself (CI once saw 6 of 12,500 go)
+    assert report["lost"] <= drops, (report, drops)
 
     assert asyncio.run(circuits(topo_ngncs, ngncs)) == initial_optics(topo_ngncs)  # restored
     scpi(ngncs, ":EMUL:LOCK DEFAULT")

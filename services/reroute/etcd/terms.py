@@ -68,6 +68,7 @@ from services.reroute.etcd.client import (
     get_op,
     put,
 )
+from services.reroute.etcd.locks import MAX_TXN_OPS
 from services.reroute.ownership import assign, coordinator, groups_of
 from services.reroute.resources import EVERYTHING, device_of
 
@@ -77,7 +78,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.2  # a balance etcd did not answer is tried again after this
 ANY = b"*"  # the label of a reroute that may touch every group
-UNIT_KEYS = 16  # a reroute holding more keys starts under the queue's broad guard
+# a reroute holding more keys starts under the queue's broad guard: its lock transaction
+# compares up to 4 per key, 1 per unit (at most one per key) and ``*``, and up to 5 more
+# (claim, owner, term, row), within etcd's MAX_TXN_OPS: 5 * 24 + 6 <= 128. An optical MBB
+# from one OCS's circuit to another's via a third holds 18 (2 leaves, 16 optical ports).
+UNIT_KEYS = (MAX_TXN_OPS - 6) // 5
 
 
 class Terms:

@@ -20,7 +20,7 @@ from services.reroute.etcd import follow
 from services.reroute.etcd.client import Etcd, EtcdSettings, put
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.etcd.terms import Terms
+from services.reroute.etcd.terms import UNIT_KEYS, Terms
 from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.journal import RerouteState
 from services.reroute.locks import Universe
@@ -226,3 +226,35 @@ def test_a_reroute_sent_to_any_replica_runs_on_its_devices_master(
         assert record is not None and record.owner == master
         assert owners["spine1"] == ""  # in no group: its locks alone coordinate it
         assert "reroute_groups_mastered 1.0" in other.http().get("/metrics").text
+
+
+def test_the_widest_start_under_a_narrow_guard_fits_one_etcd_transaction(
+    cluster: EtcdCluster,
+) -> None:
+    """A reroute of ``UNIT_KEYS`` keys, all ports of an unfenced optical switch (4 compares
+    each, the most a key costs), starts with its claim, its row and one compare per unit in
+    one transaction that etcd accepts (128 compares at most); one key more falls back to
+    the broad guard."""
+    ports = tuple(f"ocs/in{i}" for i in range(UNIT_KEYS + 1))
+    universe = Universe(switches=frozenset(), ports={"ocs": ports}, unfenced=frozenset({"ocs"}))
+    intent = Intent(flows=(FlowSpec.parse("10.0.0.2>10.0.0.3"),), to_path="temporary")
+
+    async def main() -> None:
+        etcd = Etcd(EtcdSettings(endpoints=tuple(cluster.endpoints)))
+        locks = await EtcdLocks(etcd, "/t/wide", universe, lock_delay_s=0).open()
+        journal = EtcdJournal(etcd, "/t/wide")
+        follow(journal, locks)
+        journal.units = lambda keys: None if len(keys) > UNIT_KEYS else sorted(keys)
+        try:
+            widest = frozenset(ports[:UNIT_KEYS])
+            journal.enqueue("w1", intent, resources=widest)
+            seen = journal.queue()
+            assert len(seen.guard_for(widest)) == UNIT_KEYS + 1  # its units and "*"
+            held = await locks.try_acquire(widest, claim="w1", extra=seen.guard_for(widest))
+            assert held is not None
+            assert len(seen.guard_for(frozenset(ports))) == 1  # the broad guard
+        finally:
+            await locks.close()
+            await etcd.aclose()
+
+    asyncio.run(main())
