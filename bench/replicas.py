@@ -24,8 +24,11 @@ etcd on loopback (``fabric/etcdcluster.py``), then measures:
   replica (every pair's requests to it) and then with three (pair i to replica i mod 3:
   the master of the pair's leaves runs it, device ownership), both on the etcd store:
   reroutes per second of each (done / span from the first request to the last answer) and
-  their ratio (goal: at least 1.5x). ``--unowned`` also runs three replicas with
-  ``ownership: false`` (every replica races for every reroute, as before Deliver 3).
+  their ratio (goal: at least 1.5x), and each replica's CPU time per reroute.
+  ``--unowned`` also runs three replicas with ``ownership: false`` (every replica races for
+  every reroute, as before Deliver 3). ``--cap CORES`` runs each replica in a cpu cgroup of
+  its own limited to CORES (``CpuCap``): bound by its own CPU, as on a host of its own,
+  not by the two cores it shares here with the other replicas, etcd and OVS.
 
 Numbers, not pass/fail. Everything started is stopped.
 """
