@@ -328,6 +328,9 @@ def main() -> int:
         help="throughput: cap each replica's CPU at CORES (a cgroup each), as on own hosts",
     )  # fmt: skip
     args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    if args.cap is not None and not 0.01 <= args.cap <= cores:
+        parser.error(f"--cap: between 0.01 and {cores} cores")
     parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd") as etcd:
         if parts & {"latency", "takeover"}:
