@@ -236,7 +236,7 @@ class EtcdJournal:
             self._put(row),
             delete(self._key("pending", reroute_id)),
             put(self._key("running", reroute_id), self.label(resources)),
-            *self._busy(resources),
+            *self._busy(self._units(resources)),
         ]
         revision = self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
         self._started = max(self._started, revision)
@@ -259,13 +259,13 @@ class EtcdJournal:
             started=time.time(),
             resources=sorted(resources),
         )
+        units = self._units(resources)
         ops = [
             self._put(row),
             delete(self._key("pending", reroute_id)),
             put(self._key("running", reroute_id), self.label(resources)),
-            *self._busy(resources),
+            *self._busy(units),
         ]
-        units = self._units(resources)
 
         def started(at: int) -> None:
             with self._mem:
@@ -285,10 +285,10 @@ class EtcdJournal:
         units = None if self.units is None else self.units(resources)
         return ["*"] if units is None else units
 
-    def _busy(self, resources: frozenset[str]) -> list[Op]:
-        """Mark busy the units of a reroute starting (``*`` without ownership: a replica
+    def _busy(self, units: list[str]) -> list[Op]:
+        """Mark busy the ``units`` of a reroute starting (``*`` without ownership: a replica
         configured without it still fails the narrow guards of those with it)."""
-        return [put(self._key("busy", u), b"") for u in self._units(resources)]
+        return [put(self._key("busy", u), b"") for u in units]
 
     def rebase(self, queue: Queue) -> Queue:
         """``queue`` just after this replica started a reroute under its guard (the

@@ -13,9 +13,10 @@
   no_pipeline, out_of_sync, unknown), from the device tracker (``devicestate.py``)
 - ``reroute_device_actionable{device}``: 1 while this replica can act on the device now: it
   may start a reroute (it holds a live lease in etcd, or its store needs none: SQLite; and
-  it is not draining) and the device is up. Nobody owns a device between reroutes (each
-  reroute takes its devices' locks), so "some replica could take it" is what an alert on
-  ``max by (device) (...) == 0`` says; it will follow device ownership once that exists
+  it is not draining) and the device is up. It does not follow device ownership (a
+  group's reroutes wait for a master while it changes hands; ``reroute_device_mastered``
+  tells that), so "some replica could take it" is what an alert on
+  ``max by (device) (...) == 0`` says
 - ``reroute_replica_info{owner}``: 1, labelled with this replica's owner name in the store
   (SQLite: this process's); ``reroute_lease_lost_seconds`` (``core.py``): etcd's lease lost
 - ``reroute_groups_mastered``: the device groups this replica masters for their terms, and

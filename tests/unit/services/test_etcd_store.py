@@ -9,14 +9,13 @@ import asyncio
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.errors import ApiError
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks
@@ -26,7 +25,6 @@ from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import initial_rules
-from services.reroute.service.client import RerouteView
 from services.reroute.store import EtcdStore
 from services.reroute.tables import tables_from
 from services.reroute.topology import Topology, load_topology
@@ -197,7 +195,9 @@ def test_without_quorum_the_api_answers_503_and_touches_nothing(
             assert "etcd" in answer.json()["detail"]
             assert fake.snapshot() == before
             members.restart("m1")  # quorum again: within a few seconds, service resumes
-            back = _once_answered(lambda: srv.client().create([str(FLOW)], "long", wait_s=10))
+            # the client's own retries of a 503 (same Idempotency-Key), ~6 s in all: the
+            # replica fails its etcd calls at once until its client saw an answer again
+            back = srv.client(retries=7).create([str(FLOW)], "long", wait_s=10)
             assert back.state is RerouteState.DONE, back.error
 
 
@@ -363,17 +363,3 @@ def test_the_watch_wakes_a_replica_on_other_replicas_changes_only(cluster: EtcdC
             await locks.etcd.aclose()
 
     asyncio.run(main())
-
-
-def _once_answered(call: Callable[[], RerouteView], within_s: float = 5.0) -> RerouteView:
-    """``call``'s answer once etcd answers the replica again (503 until then: the replica
-    fails its etcd calls at once until its client saw an answer, which takes a leader
-    elected and a renewal through)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            return call()
-        except ApiError as exc:
-            if exc.status != 503 or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from services.reroute.store import EtcdStore
 from services.reroute.topology import parse_topology
 from tests.unit.services.service.conftest import ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
+from tests.unit.services.test_etcd_lease import until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
@@ -69,13 +70,6 @@ async def replicas(cluster: EtcdCluster, prefix: str, count: int) -> AsyncIterat
             await stop(terms)
 
 
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < end, "not reached in time"
-        await asyncio.sleep(0.02)
-
-
 def shares(terms: list[Terms]) -> list[int]:
     """How many groups each replica masters, every group by exactly one of them."""
     held = [t.held() for t in terms]
@@ -88,16 +82,16 @@ def test_groups_are_balanced_and_a_leaving_or_dead_master_s_are_taken(
 ) -> None:
     async def main() -> None:
         async with replicas(cluster, "/t/terms", 3) as (a, b, c):
-            await until(lambda: shares([a, b, c]) == [2, 2, 2])
-            await until(lambda: a.owners() == b.owners() == c.owners())  # each knows all
+            await until(lambda: shares([a, b, c]) == [2, 2, 2], 5)
+            await until(lambda: a.owners() == b.owners() == c.owners(), 5)  # each knows all
             assert not a.alone()  # so its admissions are planned ahead (scheduler.busy)
             await c.step_down()  # draining: its groups go while its lease still lives
-            await until(lambda: shares([a, b]) == [3, 3])
+            await until(lambda: shares([a, b]) == [3, 3], 5)
             assert c.locks.valid_for() > 0 and not c.held()
             before = max(term for _, term in a.masters.values())
             await stop(b)  # dead: its terms go with its lease
-            await until(lambda: shares([a]) == [6])
-            await until(a.alone)  # c stands no more, b is gone
+            await until(lambda: shares([a]) == [6], 5)
+            await until(a.alone, 5)  # c stands no more, b is gone
             assert sum(term > before for _, term in a.masters.values()) == 3  # new terms
 
     asyncio.run(main())
@@ -106,11 +100,11 @@ def test_groups_are_balanced_and_a_leaving_or_dead_master_s_are_taken(
 def test_a_master_that_gave_a_group_up_starts_nothing_of_it(cluster: EtcdCluster) -> None:
     async def main() -> None:
         async with replicas(cluster, "/t/resign", 2) as (a, b):
-            await until(lambda: shares([a, b]) == [3, 3])
+            await until(lambda: shares([a, b]) == [3, 3], 5)
             fences = {g: a.fences({g}) for g in a.held()}
             c = await replica(cluster, "/t/resign")
             try:
-                await until(lambda: shares([a, b, c]) == [2, 2, 2])
+                await until(lambda: shares([a, b, c]) == [2, 2, 2], 5)
                 lost = next(g for g in fences if g not in a.held())
                 assert not a.mine({lost}) and (b.mine({lost}) or c.mine({lost}))
                 old = a.locks
@@ -128,7 +122,7 @@ def test_a_master_that_gave_a_group_up_starts_nothing_of_it(cluster: EtcdCluster
 def test_only_the_master_of_a_queued_reroute_s_group_wakes(cluster: EtcdCluster) -> None:
     async def main() -> None:
         async with replicas(cluster, "/t/wake", 2) as (a, b):
-            await until(lambda: shares([a, b]) == [3, 3])
+            await until(lambda: shares([a, b]) == [3, 3], 5)
             await asyncio.sleep(0.3)  # the terms' own changes seen
             group = b.held()[0]
             a.locks.changed.clear()
@@ -136,10 +130,10 @@ def test_only_the_master_of_a_queued_reroute_s_group_wakes(cluster: EtcdCluster)
             client = Etcd(EtcdSettings(endpoints=tuple(cluster.endpoints)))
             try:  # another replica queues a reroute on b's devices
                 await client.atxn([], [put("/t/wake/pending/q1", group.encode())])
-                await until(lambda: b.locks.changed.is_set(), timeout=2)
+                await until(lambda: b.locks.changed.is_set(), 2)
                 assert not a.locks.changed.is_set()
                 await client.atxn([], [put("/t/wake/pending/q2", b"")])  # unlabelled: all
-                await until(lambda: a.locks.changed.is_set(), timeout=2)
+                await until(lambda: a.locks.changed.is_set(), 2)
             finally:
                 await client.aclose()
 
