@@ -327,6 +327,8 @@ class Journaling(Protocol):
 
     def active(self) -> bool: ...
 
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]: ...
+
     def prune(self, keep: Retention, now: float | None = None) -> int: ...
 
     def settled(self) -> dict[FlowSpec, str]: ...
@@ -334,6 +336,8 @@ class Journaling(Protocol):
     def owe(self, devices: Sequence[str], reroute_id: str) -> None: ...
 
     def debts(self) -> dict[str, str]: ...
+
+    def owed(self, reroute_id: str) -> list[str]: ...
 
     def paid(self, device: str) -> None: ...
 
@@ -347,7 +351,10 @@ class Journaling(Protocol):
 
     def pending(self) -> list[Record]: ...
 
-    def queue(self) -> Queue: ...
+    def queue(self, *, reuse: bool = False) -> Queue:
+        """The reroutes in flight and the queue at one moment (``reuse``: etcd may answer
+        with what this replica's latest enqueue read, as good as a read then)."""
+        ...
 
     def started_since(self, queue: Queue) -> bool: ...
 
@@ -589,6 +596,11 @@ class Journal:
         now = time.time()  # the last steps ended as the reroute does
         self._many([*self._ends(reroute_id, ended, now), (sql, (state, error, now, reroute_id))])
 
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
+        """What an admission reads: whether a reroute is pending or running (``active``),
+        and the reroute created with ``idem_key`` (None: none, or no key)."""
+        return self.active(), None if idem_key is None else self.by_key(idem_key)
+
     def active(self) -> bool:
         """A reroute is pending or running (any owner)."""
         return bool(
@@ -672,6 +684,11 @@ class Journal:
         """The devices whose cleanup is owed, each with the (last) reroute that left it."""
         return dict(self.db.execute("SELECT device, reroute_id FROM debts").fetchall())
 
+    def owed(self, reroute_id: str) -> list[str]:
+        """The devices whose cleanup ``reroute_id`` left and is still owed, sorted."""
+        sql = "SELECT device FROM debts WHERE reroute_id = ? ORDER BY device"
+        return [d for (d,) in self.db.execute(sql, (reroute_id,)).fetchall()]
+
     def paid(self, device: str) -> None:
         """The cleanup of ``device`` is done."""
         self._many([("DELETE FROM debts WHERE device = ?", (device,))])
@@ -705,10 +722,11 @@ class Journal:
         """The queued reroutes, oldest first (the order they run in)."""
         return self._select("state = ?", (RerouteState.PENDING,), "rowid")
 
-    def queue(self) -> Queue:
+    def queue(self, *, reuse: bool = False) -> Queue:
         """The reroutes running and pending, read in one transaction (one snapshot); its
         revision is the highest row id then (a reroute started without being queued, as
-        the CLI's ``apply`` does, is a row inserted after it)."""
+        the CLI's ``apply`` does, is a row inserted after it). ``reuse``: nothing to reuse
+        (a read is local)."""
         self.db.execute("BEGIN")
         try:
             (last,) = self.db.execute("SELECT coalesce(max(rowid), 0) FROM reroutes").fetchone()

@@ -29,6 +29,7 @@ def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:
     journal.leased = lambda: locks.owner == first and locks.valid_for() > 0
     locks.on_owner.append(lambda now: setattr(journal, "fence", now.fence()))
     locks.starting = lambda claim, keys: journal.start_ops(claim, locks.owner, keys)
+    journal.nudges = lambda: locks.nudges  # its watch wakes the scheduler: ``queue``
 
 
 @asynccontextmanager

@@ -226,6 +226,7 @@ class Etcd:
         self._at = 0  # the endpoint in use
         # the revisions of this client's latest writes: a watcher tells them from others'
         self.written: deque[int] = deque(maxlen=WRITTEN)
+        self.last_written = 0  # the highest of them
         self._metadata: tuple[tuple[str, str], ...] | None = None
         # seconds a blocking call of the replica using this client may take before its
         # lease ends (None: no lease): bounds every blocking call (module docstring)
@@ -343,10 +344,18 @@ class Etcd:
         while self.writing and time.monotonic() < end:
             await asyncio.sleep(0.001)
 
+    def wrote(self, revision: int) -> bool:
+        """This client's write made ``revision`` (of the latest ``WRITTEN``; under the lock:
+        a deque read while another thread appends raises)."""
+        with self._writing_lock:
+            return revision in self.written
+
     def _wrote(self, result: TxnResult, success: Sequence[Op]) -> TxnResult:
         """Remember the revision of a transaction that wrote (``written``)."""
         if result.succeeded and any(op.WhichOneof("request") != "request_range" for op in success):
-            self.written.append(result.revision)
+            with self._writing_lock:  # (from the loop and from threads)
+                self.written.append(result.revision)
+                self.last_written = max(self.last_written, result.revision)
         return result
 
     # -- asyncio -------------------------------------------------------------------------
@@ -418,9 +427,12 @@ class Etcd:
     async def revoke(self, lease: int) -> None:
         await self._acall(rpc.LeaseStub, "LeaseRevoke", rpc.LeaseRevokeRequest(ID=lease))
 
-    async def changes(self, prefix: str) -> AsyncIterator[list[Change]]:
+    async def changes(
+        self, prefix: str, created: asyncio.Event | None = None
+    ) -> AsyncIterator[list[Change]]:
         """Each change under ``prefix``, as etcd reports them (a watch; StoreUnavailable
-        when the stream ends)."""
+        when the stream ends). ``created`` is set once etcd confirms the watch: every
+        change from then on is reported."""
         create = rpc.WatchCreateRequest(
             key=prefix.encode(), range_end=prefix_end(prefix).encode(), prev_kv=True
         )
@@ -435,6 +447,8 @@ class Etcd:
         try:
             stream = rpc.WatchStub(self._aio[at]).Watch(send(), metadata=await self._auth(at))
             async for reply in stream:
+                if reply.created and created is not None:
+                    created.set()
                 if reply.events:
                     yield [_change(e) for e in reply.events]
         except grpc.RpcError as exc:  # (not ``unanswered``: the renewal tells)

@@ -43,29 +43,34 @@ guard (no reroute at all started since), which every start also passes through
 configured otherwise on the same prefix still fails every narrow guard (a replica of a
 version before ownership marks nothing: upgrade all replicas of a prefix together).
 
-What each reroute costs: **three durable writes** (each a Raft round, fsynced on a quorum)
-when it was read from the queue here. 1. Its admission (``enqueue``: the row, the queue's
-key, the idempotency key). 2. Its start: the lock transaction that claims it also moves
-its row to running under this owner with what it holds (``start_ops``, added by
-``EtcdLocks.try_acquire``; the scheduler starts one reroute at a time under the queue's
-guard, which moves past its own starts, ``rebase``). Its plan is kept in memory
+What each reroute costs: **three durable writes** (each a Raft round, fsynced on a
+quorum) when it was read from the queue here. 1. Its admission (``enqueue``: the row,
+the queue's key, the idempotency key). 2. Its start: the lock transaction that claims it
+also moves its row to running under this owner with what it holds (``start_ops``, added
+by ``EtcdLocks.try_acquire``; the scheduler starts one reroute at a time under the
+queue's guard, which moves past its own starts, ``rebase``). Its plan is kept in memory
 (``create`` writes only when the plan holds more than the row says). 3. Its finish: the
 state, the plan, every step's record and the locks let go (``release_with``), in one
-transaction. Step records are never written ahead of their steps: nothing but displays
-reads them -- a takeover plans from the devices (``engine.restore``: forward once a shift
-landed, back otherwise), from the row's intent and what it held -- so a crash loses only
-their timings. What keeps a replica whose lease ended from its next step is the lease's
-timing (``executor``: a step starts only while the lease surely outlives its cap) and the
-devices' fencing or lock-delay (``locks``), no more a refused write-ahead. A checkpoint
-(optical MBB) is a fourth write. The replica that runs a reroute is its only writer
-(fenced): it keeps the row as written, with its revision, and writes without reading
-first (the transaction compares that revision: a change by anyone else is refused, never
-overwritten). While its lease surely lives (``leased``) no other replica can change such
-a reroute, so reading it answers from memory. Ended reroutes never change again: the
-latest ones written here are answered from memory (``ENDED_KEPT``). Everything else is
-read from etcd. Every call blocks its thread up to the client's deadline: the service
-runs them off the event loop (``journal.offload``), several at once; what the journal
-keeps in memory is guarded by a lock never held across a call.
+transaction. On the request's path beside them, one linearizable read: the admission's
+(``look``: is anything queued or running, was the idempotency key used). The enqueue's
+transaction also reads the queue's indexes, and the scheduler starts from that read when
+nothing this replica knows of changed since (``queue``'s ``reuse``); the answer reads no
+debts for a reroute that ended here and left none (``owed``). Step records are never
+written ahead of their steps: nothing but displays reads them -- a takeover plans from
+the devices (``engine.restore``: forward once a shift landed, back otherwise), from the
+row's intent and what it held -- so a crash loses only their timings. What keeps a
+replica whose lease ended from its next step is the lease's timing (``executor``: a step
+starts only while the lease surely outlives its cap) and the devices' fencing or
+lock-delay (``locks``), no more a refused write-ahead. A checkpoint (optical MBB) is a
+fourth write. The replica that runs a reroute is its only writer (fenced): it keeps the
+row as written, with its revision, and writes without reading first (the transaction
+compares that revision: a change by anyone else is refused, never overwritten). While
+its lease surely lives (``leased``) no other replica can change such a reroute, so
+reading it answers from memory. Ended reroutes never change again: the latest ones
+written here are answered from memory (``ENDED_KEPT``). Everything else is read from
+etcd. Every call blocks its thread up to the client's deadline: the service runs them
+off the event loop (``journal.offload``), several at once; what the journal keeps in
+memory is guarded by a lock never held across a call.
 """
 
 from __future__ import annotations
@@ -135,6 +140,7 @@ class EtcdJournal:
         self._live: dict[str, tuple[_Row, int]] = {}  # running here: row as written, revision
         self._seen: OrderedDict[str, tuple[_Row, int]] = OrderedDict()  # pending rows read
         self._ended: OrderedDict[str, tuple[Record, list[StepRecord]]] = OrderedDict()
+        self._owing: set[str] = set()  # of ``_ended``: those that left a debt (``owe``)
         self._started = 0  # the revision of the latest reroute started here (``create``)
         self._begun: dict[str, bool] = {}  # started by their lock transaction, not planned
         self._holds: dict[str, Any] = {}  # let go by the reroute's finish (``release_with``)
@@ -144,6 +150,10 @@ class EtcdJournal:
         # None: the broad guard; with no ownership, ``queue`` gives no narrow guard)
         self.units: Callable[[frozenset[str]], list[str] | None] | None = None
         self._last_start = (0, ["*"])  # the latest start under a guard here, its units
+        # how many times the locks woke the scheduler so far (``EtcdLocks.nudges``; None:
+        # no locks' watch here, so a queue read by an enqueue is never reused: ``queue``)
+        self.nudges: Callable[[], int] | None = None
+        self._enqueued: _Enqueued | None = None  # the queue the latest enqueue read
 
     def _key(self, kind: str, name: str = "") -> str:
         return f"{self.prefix}{kind}/{name}"
@@ -182,8 +192,19 @@ class EtcdJournal:
         if idem_key is not None:
             compares.append(absent(self._key("keys", idem_key)))
             ops.append(put(self._key("keys", idem_key), reroute_id.encode()))
-        if not self._txn(compares, ops).succeeded:
+        nudges = None if self.nudges is None else self.nudges()  # before: none is missed
+        ops += [get_op(self._key(k), prefix=True) for k in ("running", "pending")]  # after it
+        result = self._txn(compares, ops)
+        if not result.succeeded:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists")
+        if nudges is not None:
+            running, pending = (
+                [kv.key[len(self._key(k)) :] for kv in kvs]
+                for k, kvs in zip(("running", "pending"), result.ranges, strict=True)
+            )
+            row = _Row(**json.loads(record.encode()))  # as a read of it would give it
+            with self._mem:
+                self._enqueued = _Enqueued(result.revision, nudges, running, pending, row)
 
     def create(
         self,
@@ -459,12 +480,21 @@ class EtcdJournal:
         with self._mem:
             self._ended[record.id] = (record, steps)
             while len(self._ended) > ENDED_KEPT:
-                self._ended.popitem(last=False)
+                self._owing.discard(self._ended.popitem(last=False)[0])
 
     def active(self) -> bool:
         """A reroute is pending or running (any owner): one linearizable read."""
+        return self.look(None)[0]
+
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
+        """``active`` and the reroute of ``idem_key`` in one read (and the reroute's row
+        in a second one when the key was used: a replay)."""
         ops = [get_op(self._key(kind), prefix=True, limit=1) for kind in ("pending", "running")]
-        return any(self._txn([], ops).ranges)
+        if idem_key is not None:
+            ops.append(get_op(self._key("keys", idem_key)))
+        ranges = self._txn([], ops).ranges
+        used = ranges[2] if idem_key is not None else []
+        return any(ranges[:2]), self.get(used[0].value.decode()) if used else None
 
     def prune(self, keep: Retention, now: float | None = None) -> int:
         cutoff = (time.time() if now is None else now) - keep.days * 86400
@@ -494,12 +524,24 @@ class EtcdJournal:
 
     def owe(self, devices: Sequence[str], reroute_id: str) -> None:
         if devices:
+            with self._mem:  # before the write: a view meanwhile reads etcd
+                self._owing.add(reroute_id)
             self.etcd.txn([], [put(self._key("debts", d), reroute_id.encode()) for d in devices])
 
     def debts(self) -> dict[str, str]:
         kvs = self.etcd.get_prefix(self._key("debts"))
         start = len(self._key("debts"))
         return {kv.key[start:]: kv.value.decode() for kv in kvs}
+
+    def owed(self, reroute_id: str) -> list[str]:
+        """The devices whose cleanup ``reroute_id`` left, still owed. A reroute that ended
+        here and left none owes none for ever (only the replica that runs a reroute writes
+        its debts, after its finish): answered from memory, with no read."""
+        with self._mem:
+            clear = reroute_id in self._ended and reroute_id not in self._owing
+        if clear:
+            return []
+        return sorted(d for d, r in self.debts().items() if r == reroute_id)
 
     def paid(self, device: str) -> None:
         self.etcd.txn([], [delete(self._key("debts", device))])
@@ -531,12 +573,15 @@ class EtcdJournal:
         ``create`` compares (its next write, often) without reading it again."""
         row = _Row.of(kv)
         if row.state is RerouteState.PENDING:
-            with self._mem:
-                self._seen[row.id] = (row, kv.mod_revision)
-                self._seen.move_to_end(row.id)
-                while len(self._seen) > SEEN_KEPT:
-                    self._seen.popitem(last=False)
+            self._keep_seen(row, kv.mod_revision)
         return row
+
+    def _keep_seen(self, row: _Row, revision: int) -> None:
+        with self._mem:
+            self._seen[row.id] = (row, revision)
+            self._seen.move_to_end(row.id)
+            while len(self._seen) > SEEN_KEPT:
+                self._seen.popitem(last=False)
 
     def by_key(self, idem_key: str) -> Record | None:
         kv = self.etcd.get(self._key("keys", idem_key))
@@ -548,28 +593,56 @@ class EtcdJournal:
     def pending(self) -> list[Record]:
         return self._indexed("pending")
 
-    def queue(self) -> Queue:
+    def queue(self, *, reuse: bool = False) -> Queue:
         """The reroutes in flight and the queue at one revision: one transaction of two
         ranges (the indexes), one of reads for the rows (records without step records:
         the scheduler needs none). Its guard (module docstring) compares that no reroute
-        started running after that revision."""
+        started running after that revision.
+
+        ``reuse`` (the scheduler's look): the queue as this replica's latest enqueue read
+        it in its own transaction, once, when nothing this replica knows of changed since:
+        it wrote nothing after it, and its locks (their watch, the terms) woke its
+        scheduler for nothing since just before it (what changes later wakes the scheduler
+        again). Then only the rows of
+        the others are read (none when it queued the only one): as good as a read at that
+        revision, which the guard compares."""
+        if reuse and (reused := self._reused()) is not None:
+            return reused
         kinds = ("running", "pending")
         result = self._txn([], [get_op(self._key(k), prefix=True) for k in kinds])
         running_ids, pending_ids = (
             [kv.key[len(self._key(k)) :] for kv in kvs]
             for k, kvs in zip(kinds, result.ranges, strict=True)
         )
-        kvs = self._many("reroutes", running_ids + pending_ids)
+        return self._queue_at(result.revision, running_ids, pending_ids, {})
+
+    def _reused(self) -> Queue | None:
+        with self._mem:
+            enqueued, self._enqueued = self._enqueued, None
+        if enqueued is None or self.nudges is None or self.nudges() != enqueued.nudges:
+            return None
+        if self.etcd.last_written > enqueued.revision:  # a write of its own since
+            return None
+        row = enqueued.row
+        self._keep_seen(row, enqueued.revision)  # as a read of it keeps it
+        rows = {row.id: row}
+        return self._queue_at(enqueued.revision, enqueued.running, enqueued.pending, rows)
+
+    def _queue_at(
+        self, revision: int, running_ids: list[str], pending_ids: list[str], held: dict[str, _Row]
+    ) -> Queue:
+        """The queue of these ids at ``revision``: the rows not ``held`` read."""
+        kvs = self._many("reroutes", [i for i in running_ids + pending_ids if i not in held])
+        rows = held | {i: self._saw(kv) for i, kv in kvs.items()}
         running, pending = (
-            [self._record(self._saw(kvs[i]), {}) for i in ids if i in kvs]
+            [self._record(rows[i], {}) for i in ids if i in rows]
             for ids in (running_ids, pending_ids)
         )
-        guard = _created_before(self._key("running"), result.revision + 1)
-        narrow = None if self.units is None else Narrow(self, result.revision, {})
+        guard = _created_before(self._key("running"), revision + 1)
+        narrow = None if self.units is None else Narrow(self, revision, {})
         return Queue(
-            running=running, pending=pending, revision=result.revision, guard=(guard,),
-            narrow=narrow,
-        )  # fmt: skip
+            running=running, pending=pending, revision=revision, guard=(guard,), narrow=narrow
+        )
 
     def started_since(self, queue: Queue) -> bool:
         """A reroute started here after ``queue`` was read: a lock transaction under its
@@ -713,6 +786,17 @@ def _planned(plan: Plan, owner: str | None, resources: frozenset[str]) -> dict[s
         "owner": owner,
         "resources": sorted(resources),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class _Enqueued:
+    """What an enqueue read in its transaction (``EtcdJournal.queue``'s ``reuse``)."""
+
+    revision: int  # the enqueue's
+    nudges: int  # the scheduler's wakes by the locks before it (``EtcdLocks.nudges``)
+    running: list[str]
+    pending: list[str]
+    row: _Row  # the reroute queued
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -230,10 +230,18 @@ class EtcdLocks:
         self.on_changes: list[Callable[[list[Change]], None]] = []  # every batch watched
         # reroute id -> events set when its row changes (by any replica): its waiters'
         self.rows: dict[str, list[asyncio.Event]] = {}
+        self.nudges = 0  # times ``changed`` was set (``nudge``)
+        self.watching = asyncio.Event()  # the watch is up: it tells of every change now
 
     @property
     def changed(self) -> asyncio.Event:
         return self._changed
+
+    def nudge(self) -> None:
+        """Wake the scheduler (``changed``), counted (``nudges``): a queue this replica
+        read before a nudge may miss what it was for."""
+        self.nudges += 1
+        self._changed.set()
 
     @property
     def me(self) -> str:
@@ -386,22 +394,23 @@ class EtcdLocks:
             "new lease %x: this replica is owner %s now (%s's reroutes are recovered as a "
             "dead owner's)", self.lease, self.owner, old,
         )  # fmt: skip
-        self._changed.set()  # the scheduler looks again: the old owner's reroutes
+        self.nudge()  # the scheduler looks again: the old owner's reroutes
 
     async def _watch(self) -> None:
         while True:
             try:
-                async for changes in self.etcd.changes(self.prefix):
+                async for changes in self.etcd.changes(self.prefix, self.watching):
                     self._seen_changes(changes)
                     waking = [c for c in changes if self._waking(c)]
                     if waking and self.etcd.writing:  # one of ours, its answer not in yet?
                         await self.etcd.writes_done()
                         waking = [c for c in waking if self._waking(c)]
                     if waking:
-                        self._changed.set()
+                        self.nudge()
             except StoreUnavailable as exc:
                 log.debug("watch: %s", exc)
-            self._changed.set()  # something may have changed unseen
+            self.watching.clear()
+            self.nudge()  # something may have changed unseen
             await asyncio.sleep(RETRY_S)
 
     def _seen_changes(self, changes: list[Change]) -> None:
@@ -422,7 +431,7 @@ class EtcdLocks:
         name = change.key[len(self.prefix) :]
         if not (name.startswith(GONE) if change.deleted else name.startswith(QUEUED)):
             return False
-        mine = change.revision in self.etcd.written or change.value == self.owner.encode()
+        mine = self.etcd.wrote(change.revision) or change.value == self.owner.encode()
         if mine:
             return False
         return self.terms is None or self.terms.wakes(change, name)
@@ -534,7 +543,7 @@ class EtcdLocks:
         if left > 0:
             if self._wake is not None:
                 self._wake.cancel()
-            self._wake = asyncio.get_running_loop().call_later(left, self._changed.set)
+            self._wake = asyncio.get_running_loop().call_later(left, self.nudge)
             return False
         for batch in _chunks(blocking, MAX_TXN_OPS // 2):
             compares = [unchanged(m.key, m.mod_revision) for m in batch]

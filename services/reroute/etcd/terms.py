@@ -251,7 +251,7 @@ class Terms:
             elif now is not None and now[0] == me and want[group] != me:
                 await self._resign(group, now[1])
         if gained:
-            self.locks.changed.set()  # its queued reroutes are this replica's now
+            self.locks.nudge()  # its queued reroutes are this replica's now
 
     async def _announce(self) -> None:
         """This replica's owner as a candidate, under its lease (once per owner)."""

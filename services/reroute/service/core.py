@@ -2,15 +2,17 @@
 
 Admission of a reroute (``submit``), under one lock so two requests never race:
 
-1. an ``Idempotency-Key`` seen before returns that reroute (same request) or is refused
-   with 409 (a different request under the same key);
-2. the target (and ``via``) path must exist: else 422, nothing recorded;
+1. the target (and ``via``) path must exist: else 422, nothing recorded;
+2. an ``Idempotency-Key`` seen before returns that reroute (same request) or is refused
+   with 409 (a different request under the same key). The key and the queue are read in
+   one read (``Journaling.look``), none when there is no key and the scheduler knows
+   it is busy; a key used between that read and the journaling (the journal refuses it)
+   is read again and answered the same way;
 3. it is journaled ``pending`` with the resources it is expected to hold and queued for
    the scheduler (``scheduler.py``): while other reroutes run or wait, or while other
    replicas stand (one may queue a reroute at this moment), those come from a plan on the
-   devices now; when nothing runs it is planned alone (no extra read). The
-   queue is read once per request (``busy``), before that plan; a reroute queued here
-   meanwhile counts as well;
+   devices now; when nothing runs it is planned alone (no extra read). A reroute queued
+   here since the queue was read counts as well;
 4. when nothing was running or queued, the answer waits until the scheduler has planned it
    (up to ``JUDGE_S``): it reads the devices' tables holding the devices and plans on
    them -- exactly the tables it runs on, read once -- and either runs the plan or, when
@@ -191,44 +193,49 @@ class RerouteService:
         except PlanError as exc:  # the code ran all the same
             log.debug("warm-up dry run: %s", exc)
 
-    async def submit(self, request: RerouteRequest, key: str | None) -> tuple[Record, bool]:
-        """The reroute of ``request`` and whether it is new (see the module docstring)."""
+    async def submit(self, request: RerouteRequest, key: str | None) -> tuple[str, bool]:
+        """The id of the reroute of ``request`` and whether it is new (see the module
+        docstring); the caller reads what it shows (no read here that it would repeat)."""
         self._accepting()
         intent = self._intent(request)
         check_paths(self.engine, intent)
         admitted = self._admitted
-        busy = await self.io(lambda: self.scheduler.busy)  # the queue read once per request
-        keys = await self._expected(intent, key, request, busy)
-        async with self._admission:
-            old = await self.io(self._replay, key, request) if key is not None else None
+        busy = self.scheduler.busy
+        if key is not None or not busy:  # the queue and the key: one read per request
+            active, old = await self.io(self.journal.look, key)
             if old is not None:
-                return old, False
+                return self._same(old, key, request).id, False
+            busy |= active
+        keys = await self._expected(intent, busy)
+        async with self._admission:
             # idle: nothing was queued or running, and nothing was queued here since
             idle = not busy and admitted == self._admitted and not self.scheduler.running
             reroute_id = uuid.uuid4().hex[:12]
-            await self.io(
-                self.journal.enqueue,
-                reroute_id,
-                intent,
-                idem_key=key,
-                fingerprint=request.fingerprint(),
-                resources=keys,
-            )
+            try:
+                await self.io(
+                    self.journal.enqueue,
+                    reroute_id,
+                    intent,
+                    idem_key=key,
+                    fingerprint=request.fingerprint(),
+                    resources=keys,
+                )
+            except JournalError:  # its key was used since it was read: that reroute
+                old = await self.io(self.journal.by_key, key) if key is not None else None
+                if old is None:
+                    raise
+                return self._same(old, key, request).id, False
             self._admitted += 1
             self.scheduler.enqueue(reroute_id)
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
         if idle:
             await self.scheduler.judged(reroute_id, JUDGE_S)
-        return await self.io(self._record, reroute_id), True
+        return reroute_id, True
 
-    async def _expected(
-        self, intent: Intent, key: str | None, request: RerouteRequest, busy: bool
-    ) -> Keys:
+    async def _expected(self, intent: Intent, busy: bool) -> Keys:
         """What the reroute is expected to hold: planned on the devices now while others
         run or wait (so disjoint ones run at once); else ``EVERYTHING`` (planned alone)."""
-        if not busy or (
-            key is not None and (await self.io(self._replay, key, request)) is not None
-        ):
+        if not busy:
             return frozenset({EVERYTHING})
         try:
             return await self.engine.expected(intent)
@@ -241,9 +248,11 @@ class RerouteService:
         off from it keeps answering, renewing and cancelling; ``journal.offload``)."""
         return await offload(self.journal, call, *args, **kwargs)
 
-    def _replay(self, key: str, request: RerouteRequest) -> Record | None:
-        old = self.journal.by_key(key)
-        if old is not None and old.fingerprint != request.fingerprint():
+    @staticmethod
+    def _same(old: Record, key: str | None, request: RerouteRequest) -> Record:
+        """``old``, created with ``key``, replayed: 409 when ``request`` is not the one
+        that created it."""
+        if old.fingerprint != request.fingerprint():
             raise ApiError(
                 409, f"Idempotency-Key {key!r} was used for a different request (reroute {old.id})"
             )
@@ -491,8 +500,10 @@ class RerouteService:
         queued = record.state is RerouteState.PENDING
         position = self.scheduler.position(record.id) if queued else None
         view = reroute_view(record, self.journal.steps(record.id), position)
-        debts = self.journal.debts() if debts is None else debts
-        owed = [d for d, r in debts.items() if r == record.id]
+        if debts is None:  # one reroute: its own (etcd: no read for one ended here)
+            owed = self.journal.owed(record.id)
+        else:
+            owed = [d for d, r in debts.items() if r == record.id]
         if owed:
             view = view.model_copy(update={"cleanup_pending": sorted(owed)})
         if self.scheduler.is_running(record.id) and record.state is RerouteState.PENDING:

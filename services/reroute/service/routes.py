@@ -83,10 +83,10 @@ async def create_reroute(
     if body.dry_run:
         response.status_code = 200
         return plan_view(await svc.dry_run(body))
-    record, created = await svc.submit(body, idempotency_key)
-    await svc.wait(record.id, wait)
-    view = await svc.io(svc.view, record.id)
-    response.headers["Location"] = f"/v1/reroutes/{record.id}"
+    reroute_id, created = await svc.submit(body, idempotency_key)
+    await svc.wait(reroute_id, wait)
+    view = await svc.io(svc.view, reroute_id)
+    response.headers["Location"] = f"/v1/reroutes/{reroute_id}"
     response.status_code = 200 if not created else 201 if view.state.final else 202
     return view
 

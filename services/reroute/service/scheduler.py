@@ -119,13 +119,13 @@ class Scheduler:
 
     @property
     def busy(self) -> bool:
-        """A reroute is running or queued (here, or by any owner of the journal), or may be
-        queued at this moment by another replica: a reroute admitted unplanned holds every
-        device until it is planned, and another replica's would wait for it all that
-        time."""
+        """Known without a read: a reroute runs here, or one may be queued at this moment
+        by another replica (a reroute admitted unplanned holds every device until it is
+        planned, and another replica's would wait for it all that time). The journal
+        tells the rest: one queued or running anywhere (``Journaling.look``)."""
         if self.routing is not None and not self.routing.alone():
             return True
-        return bool(self._running) or self.journal.active()
+        return bool(self._running)
 
     @property
     def running(self) -> int:
@@ -310,7 +310,7 @@ class Scheduler:
         left = self.engine.lock.lease_left()
         if left is not None and left < lease_needed(self.engine.lock.step_s):
             return True  # this replica's lease is not renewed now: it starts nothing
-        queue = await offload(self.journal, self.journal.queue)
+        queue = await offload(self.journal, lambda: self.journal.queue(reuse=True))
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
         self._waiting = True  # until this look ends

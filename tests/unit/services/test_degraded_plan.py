@@ -110,11 +110,12 @@ def test_a_dead_switch_only_on_the_old_path_is_owed_then_cleaned(tmp_path: Path)
     engine = Engine(topo=topo, drivers=drivers, journal=journal, device_timeout_s=HUNG_S)
     assert asyncio.run(engine.settle()) == {}  # still hung: still owed
     assert journal.debts() == {"s2": outcome.reroute_id}
+    assert journal.owed(outcome.reroute_id) == ["s2"]
     for name, method in working.items():
         setattr(s2, name, method)
     done = asyncio.run(engine.settle())
     assert "removed 2 rule(s)" in done["s2"], done
-    assert s2.table == {} and journal.debts() == {}
+    assert s2.table == {} and journal.debts() == {} and journal.owed(outcome.reroute_id) == []
     asyncio.run(engine.close())
     journal.close()
 

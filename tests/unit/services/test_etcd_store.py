@@ -16,10 +16,18 @@ import pytest
 
 from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
+from services.reroute.etcd import follow
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.journal import JournalError, LeaseLost, RerouteState, Retention, StepState
+from services.reroute.journal import (
+    JournalError,
+    LeaseLost,
+    Queue,
+    RerouteState,
+    Retention,
+    StepState,
+)
 from services.reroute.locks import Universe
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
@@ -30,6 +38,7 @@ from services.reroute.tables import tables_from
 from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeSwitch
+from tests.unit.services.test_etcd_lease import until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
@@ -74,6 +83,75 @@ def test_the_journal_in_etcd_keeps_what_the_sqlite_one_keeps(cluster: EtcdCluste
     assert journal.cancel("c") and not journal.cancel("c")
     assert journal.prune(Retention(reroutes=1)) == 1  # a (c is newer)
     assert journal.get("a") is None and journal.settled() == {FLOW: "long"}  # its origins
+
+
+def test_what_a_reroute_ended_here_owes_is_known_without_a_read(cluster: EtcdCluster) -> None:
+    """A reroute that ended on this replica and left no debt owes none: its view reads
+    nothing; one that left a debt is read (it may be paid by any replica), as is every
+    reroute on a replica that did not run it."""
+    journal = EtcdJournal(etcd_of(cluster), "/test/owed")
+    other = EtcdJournal(etcd_of(cluster), "/test/owed")
+    moved = plan(TOPO, START, Intent(flows=(FLOW,), to_path="temporary"), now=0.0)
+    for reroute_id in ("clear", "owing"):
+        journal.create(reroute_id, moved, owner="me")
+        journal.finish(reroute_id, RerouteState.DONE)
+    journal.owe(["s2", "s1"], "owing")
+    reads = journal.etcd.calls["read"]
+    assert journal.owed("clear") == [] and journal.etcd.calls["read"] == reads
+    assert journal.owed("owing") == ["s1", "s2"] == other.owed("owing")
+    assert journal.etcd.calls["read"] == reads + 1 and other.owed("clear") == []
+    other.paid("s1")
+    assert journal.owed("owing") == ["s2"] and journal.debts() == {"s2": "owing"}
+    for j in (journal, other):
+        j.etcd.close()
+
+
+def test_the_queue_an_enqueue_read_is_reused_once_while_nothing_changed(
+    cluster: EtcdCluster,
+) -> None:
+    """The scheduler's look after an admission takes the queue the enqueue's transaction
+    read (only the others' rows are read), once; not after a change of another replica the
+    watch told of since, nor after a write of its own."""
+
+    async def main() -> None:
+        etcd = etcd_of(cluster)
+        locks = await EtcdLocks(etcd, "/test/reuse", Universe.of(TOPO)).open()
+        journal = EtcdJournal(etcd, "/test/reuse")
+        follow(journal, locks)
+        await asyncio.wait_for(locks.watching.wait(), 5)  # it tells of changes from then on
+        other = EtcdJournal(etcd_of(cluster), "/test/reuse")
+        intent = Intent(flows=(FLOW,), to_path="temporary")
+
+        async def theirs(reroute_id: str) -> None:
+            nudged = locks.nudges
+            other.enqueue(reroute_id, intent)
+            await until(lambda: locks.nudges > nudged, 5)  # the watch told of it
+
+        def ids(queue: Queue) -> list[str]:
+            return [r.id for r in queue.pending]
+
+        await theirs("t1")
+        await asyncio.to_thread(journal.enqueue, "m1", intent)
+        reads = etcd.calls["read"]
+        reused = await asyncio.to_thread(journal.queue, reuse=True)
+        assert ids(reused) == ["t1", "m1"] and etcd.calls["read"] == reads + 1  # t1's row
+        fresh = journal.queue()
+        assert (ids(fresh), fresh.revision) == (ids(reused), reused.revision)
+        assert journal.start_ops("m1", locks.owner, frozenset({"br1"})) is not None  # its row
+        journal.queue(reuse=True)
+        assert etcd.calls["read"] == reads + 3 + 2  # once only: the second look reads
+
+        await asyncio.to_thread(journal.enqueue, "m2", intent)
+        await theirs("t2")  # after it: read
+        assert ids(await asyncio.to_thread(journal.queue, reuse=True)) == ["t1", "m1", "m2", "t2"]
+        await asyncio.to_thread(journal.enqueue, "m3", intent)
+        assert journal.cancel("m2")  # a write of its own after it: read
+        assert ids(await asyncio.to_thread(journal.queue, reuse=True)) == ["t1", "m1", "t2", "m3"]
+        other.etcd.close()
+        await locks.close()
+        await etcd.aclose()
+
+    asyncio.run(main())
 
 
 def test_a_replica_whose_lease_expired_writes_nothing(cluster: EtcdCluster) -> None:
@@ -346,7 +424,8 @@ def test_the_watch_wakes_a_replica_on_other_replicas_changes_only(cluster: EtcdC
         universe = Universe.of(TOPO)
         one = await EtcdLocks(etcd_of(cluster), "/test/wake", universe).open()
         two = await EtcdLocks(etcd_of(cluster), "/test/wake", universe).open()
-        await asyncio.sleep(0.2)  # both watches started
+        for locks in (one, two):  # both watches up
+            await asyncio.wait_for(locks.watching.wait(), 5)
         one.changed.clear()
         EtcdJournal(one.etcd, "/test/wake").enqueue("q", Intent(flows=(FLOW,), to_path="long"))
         held = await one.try_acquire(frozenset({"br1"}), claim="q")

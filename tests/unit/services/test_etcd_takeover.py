@@ -113,8 +113,8 @@ class Interleaved(EtcdJournal):
         self._then()
         return out
 
-    def queue(self) -> Queue:
-        out = super().queue()
+    def queue(self, *, reuse: bool = False) -> Queue:
+        out = super().queue(reuse=reuse)
         self._then()
         return out
 
@@ -212,8 +212,8 @@ class InterleavedFile(Journal):
         self._then()
         return out
 
-    def queue(self) -> Queue:
-        out = super().queue()
+    def queue(self, *, reuse: bool = False) -> Queue:
+        out = super().queue(reuse=reuse)
         self._then()
         return out
 

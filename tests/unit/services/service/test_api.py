@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -125,6 +126,25 @@ def test_idempotency_key_same_body_same_reroute_other_body_409(
     other = http.post("/v1/reroutes", json={**BODY, "drain_ms": 1}, headers=key)
     assert other.status_code == 409 and first.json()["id"] in other.json()["detail"]
     assert journal_ids(tmp_path / "journal.sqlite") == [first.json()["id"]]
+
+
+def test_requests_at_once_under_one_key_make_one_reroute(
+    fake_server: ServerThread, tmp_path: Path
+) -> None:
+    """The key is read before the admission lock: requests racing under one key all answer
+    the one reroute the journal let the first create (the others' writes are refused)."""
+    key = {"Idempotency-Key": "burst-7"}
+
+    def post(_: int) -> httpx.Response:
+        with fake_server.http() as http:
+            return http.post("/v1/reroutes", json=BODY, headers=key)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(post, range(8)))
+    codes = sorted(a.status_code for a in answers)
+    assert codes[:7] == [200] * 7 and codes[7] in (201, 202), [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert journal_ids(tmp_path / "journal.sqlite") == [answers[0].json()["id"]]
 
 
 def test_dry_run_returns_the_plan_and_changes_nothing(
