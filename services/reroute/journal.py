@@ -325,8 +325,6 @@ class Journaling(Protocol):
         ended: Ended = (),
     ) -> None: ...
 
-    def active(self) -> bool: ...
-
     def look(self, idem_key: str | None) -> tuple[bool, Record | None]: ...
 
     def prune(self, keep: Retention, now: float | None = None) -> int: ...
@@ -597,18 +595,13 @@ class Journal:
         self._many([*self._ends(reroute_id, ended, now), (sql, (state, error, now, reroute_id))])
 
     def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
-        """What an admission reads: whether a reroute is pending or running (``active``),
+        """What an admission reads: whether a reroute is pending or running (any owner),
         and the reroute created with ``idem_key`` (None: none, or no key)."""
-        return self.active(), None if idem_key is None else self.by_key(idem_key)
-
-    def active(self) -> bool:
-        """A reroute is pending or running (any owner)."""
-        return bool(
-            self.db.execute(
-                "SELECT 1 FROM reroutes WHERE state IN (?, ?) LIMIT 1",
-                (RerouteState.PENDING, RerouteState.RUNNING),
-            ).fetchone()
-        )
+        active = self.db.execute(
+            "SELECT 1 FROM reroutes WHERE state IN (?, ?) LIMIT 1",
+            (RerouteState.PENDING, RerouteState.RUNNING),
+        ).fetchone()
+        return active is not None, None if idem_key is None else self.by_key(idem_key)
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
         try:

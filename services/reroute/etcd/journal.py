@@ -482,13 +482,10 @@ class EtcdJournal:
             while len(self._ended) > ENDED_KEPT:
                 self._owing.discard(self._ended.popitem(last=False)[0])
 
-    def active(self) -> bool:
-        """A reroute is pending or running (any owner): one linearizable read."""
-        return self.look(None)[0]
-
     def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
-        """``active`` and the reroute of ``idem_key`` in one read (and the reroute's row
-        in a second one when the key was used: a replay)."""
+        """Whether a reroute is pending or running (any owner) and the reroute of
+        ``idem_key``, in one linearizable read (and the reroute's row in a second one when
+        the key was used: a replay)."""
         ops = [get_op(self._key(kind), prefix=True, limit=1) for kind in ("pending", "running")]
         if idem_key is not None:
             ops.append(get_op(self._key("keys", idem_key)))
