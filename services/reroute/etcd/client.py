@@ -65,7 +65,9 @@ Op = Any  # rpc.RequestOp
 
 
 class StoreUnavailable(JournalError):
-    """The journal store (etcd) cannot be reached or has no quorum: nothing was written."""
+    """The journal store (etcd) cannot be reached or has no quorum. A write's answer was
+    lost: it may have been applied all the same (etcd commits a proposal whose client gave
+    up; ``TxnResult.retried``). The locks settle theirs (``locks.py``, "In doubt")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,15 +201,20 @@ class TxnResult:
     succeeded: bool
     revision: int
     ranges: list[list[KV]]  # the KVs of each range op, in order
+    # answered after an earlier attempt failed (another endpoint, or its deadline): that
+    # attempt may still be applied, before this answer or after it
+    retried: bool = False
 
 
-def _txn_result(reply: Any) -> TxnResult:
+def _txn_result(reply: Any, retried: bool = False) -> TxnResult:
     ranges = [
         [_kv(kv) for kv in r.response_range.kvs]
         for r in reply.responses
         if r.WhichOneof("response") == "response_range"
     ]
-    return TxnResult(succeeded=reply.succeeded, revision=reply.header.revision, ranges=ranges)
+    return TxnResult(
+        succeeded=reply.succeeded, revision=reply.header.revision, ranges=ranges, retried=retried
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -361,6 +368,12 @@ class Etcd:
     # -- asyncio -------------------------------------------------------------------------
 
     async def _acall(self, stub: Callable[[Any], Any], method: str, request: Any) -> Any:
+        return (await self._acall_tried(stub, method, request))[0]
+
+    async def _acall_tried(
+        self, stub: Callable[[Any], Any], method: str, request: Any
+    ) -> tuple[Any, bool]:
+        """The reply, and whether an earlier attempt failed (``TxnResult.retried``)."""
         self._count(kind_of(method, request))
         last: grpc.RpcError | None = None
         for at, timeout in self._tries(self.settings.timeout_s):
@@ -373,7 +386,7 @@ class Etcd:
                     break
                 continue
             self._answered(at)
-            return reply
+            return reply, last is not None
         raise self._unavailable(last)
 
     async def aget(self, key: str) -> KV | None:
@@ -389,8 +402,8 @@ class Etcd:
             with self._writing_lock:
                 self.writing += 1
         try:
-            reply = await self._acall(rpc.KVStub, "Txn", request)
-            return self._wrote(_txn_result(reply), success)
+            reply, retried = await self._acall_tried(rpc.KVStub, "Txn", request)
+            return self._wrote(_txn_result(reply, retried and writes), success)
         finally:
             if writes:
                 with self._writing_lock:

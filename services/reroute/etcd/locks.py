@@ -38,6 +38,20 @@ chunks taken are given back before ``try_acquire`` answers None: all or nothing 
 see it (another replica may meet a chunk for a moment and retry; name order leaves no
 cycle to deadlock on).
 
+**In doubt.** A write whose answer was lost may be applied all the same, and later: etcd
+commits a proposal whose client gave up, and the client's next endpoint may answer "not
+free" to a retry while the first attempt is still on its way (``TxnResult.retried``). A
+lock transaction that put keys nobody accounts for would hold them as long as the lease,
+which a live replica renews forever. So each transaction that puts locks (and a claim)
+values them ``<owner> <tag>``, with a tag of its own, and compares ``P/void/<owner>/<tag>``
+absent. When its outcome is in doubt (an error, or an answer after a retry that did not
+succeed), one more transaction **settles** it: it puts that void key (under the lease) and
+reads back the transaction's first key. Either the key holds the tag -- it was applied:
+the take goes on as if answered -- or it never will be (the void key is there before it).
+When etcd answers the settling neither, the owner lets its lease go (``forsake``): what the
+transaction may have put goes with the lease, and a late one finds no lease to put under.
+A release whose answer was lost does the same.
+
 **Only one's own.** Every key a hold took is let go (``release``, ``narrow``) with a compare
 of its create revision with the one this hold took it at: a replica that resumes after its
 lease expired deletes nothing of its successor's (its own went with the lease).
@@ -88,6 +102,7 @@ import contextlib
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -150,6 +165,7 @@ TOKEN_LIMIT = 1 << 64  # OpenFlow's generation_id, the high half of P4Runtime's 
 MAX_TXN_OPS = 128  # etcd's --max-txn-ops (default): compares, and operations, per transaction
 CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 puts each
 HELD = "held/"  # lock-delay markers (module docstring)
+VOID = "void/"  # transactions settled as never applied (module docstring, "In doubt")
 LOCK_DELAY_S = 3.0  # an unfenced device's wait after its holder died (module docstring)
 OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives up
 
@@ -176,6 +192,11 @@ def _keys_under(prefix: str) -> Op:
         key=prefix.encode(), range_end=prefix_end(prefix).encode(), keys_only=True
     )
     return rpc.RequestOp(request_range=request)
+
+
+def holder(value: bytes) -> str:
+    """The owner that a lock's or a claim's value names (``<owner> <tag>``)."""
+    return value.decode(errors="replace").split(" ", 1)[0]
 
 
 def _chunks(items: list[_T], size: int = CHUNK) -> list[list[_T]]:
@@ -431,7 +452,7 @@ class EtcdLocks:
         name = change.key[len(self.prefix) :]
         if not (name.startswith(GONE) if change.deleted else name.startswith(QUEUED)):
             return False
-        mine = self.etcd.wrote(change.revision) or change.value == self.owner.encode()
+        mine = self.etcd.wrote(change.revision) or holder(change.value) == self.owner
         if mine:
             return False
         return self.terms is None or self.terms.wakes(change, name)
@@ -472,9 +493,14 @@ class EtcdLocks:
             markers = [absent(self._marker(key), prefix=True)]
         return free + markers if self._unfenced(key) else free
 
-    def _held_ops(self, keys: list[str]) -> list[Op]:
+    def _tag(self) -> bytes:
+        """The value of the keys one transaction puts: this owner and a tag of its own
+        (module docstring, "In doubt")."""
+        return f"{self.owner} {uuid.uuid4().hex[:16]}".encode()
+
+    def _held_ops(self, keys: list[str], tag: bytes) -> list[Op]:
         """Put the locks of ``keys`` (and their markers) and read the epoch they are under."""
-        ops = [put(self._lock(k), self.owner.encode(), self.lease) for k in keys]
+        ops = [put(self._lock(k), tag, self.lease) for k in keys]
         ops += [put(self._marker(k), self.owner.encode()) for k in keys if self._unfenced(k)]
         return [*ops, get_op(self._epoch_key)]
 
@@ -504,24 +530,73 @@ class EtcdLocks:
         caller's ``extra`` compares too (the journal's ``Queue.guard``: no reroute started
         since its read); None: not free, or an unfenced one still held back (lock-delay)."""
         compares = [c for k in keys for c in self._free(k)] + self.fence() + list(extra)
-        ops = self._held_ops(keys)
+        tag = self._tag()
+        ops = self._held_ops(keys, tag)
         if claim is not None:
             compares += [
                 exists(f"{self.prefix}pending/{claim}"),
                 absent(f"{self.prefix}claims/{claim}"),
             ]
-            ops.insert(0, put(f"{self.prefix}claims/{claim}", self.owner.encode(), self.lease))
+            ops.insert(0, put(f"{self.prefix}claims/{claim}", tag, self.lease))
         if start is not None:  # the journal's start of the reroute (``EtcdJournal.start_ops``)
             compares += start.compares
             ops = [*start.ops, *ops]  # (the epoch's range stays last)
         delayed = any(self._unfenced(k) for k in keys)
         failure = [get_op(self.prefix + HELD, prefix=True), _keys_under(self._lock(""))]
-        result = self._seen(await self.etcd.atxn(compares, ops, failure if delayed else []))
+        first = self._lock(keys[0]) if keys else f"{self.prefix}claims/{claim}"
+        result = await self._settled(
+            compares, ops, failure if delayed else [], (tag, first) if keys or claim else None
+        )
         if result.succeeded:
             return result
         if delayed and again and await self._clear(keys, result.ranges[0], result.ranges[1]):
             return await self._take(keys, claim, extra, again=False, start=start)
         return None
+
+    async def _settled(
+        self,
+        compares: list[Compare],
+        ops: list[Op],
+        failure: list[Op],
+        witness: tuple[bytes, str] | None,
+    ) -> TxnResult:
+        """One transaction, its outcome known (module docstring, "In doubt"): ``witness``,
+        the tag of the keys it puts and the first of them (None: it puts none). A result
+        that did not succeed was not applied and never will be."""
+        if witness is None:
+            return self._seen(await self.etcd.atxn(compares, ops, failure))
+        tag, first = witness
+        void = f"{self.prefix}{VOID}{tag.decode().replace(' ', '/')}"
+        try:
+            result = await self.etcd.atxn([*compares, absent(void)], ops, failure)
+        except StoreUnavailable:
+            if (applied := await self._settle(tag, first, void)) is None:
+                raise
+            return applied
+        self._seen(result)
+        if result.succeeded or not result.retried:
+            return result
+        return await self._settle(tag, first, void) or result
+
+    async def _settle(self, tag: bytes, first: str, void: str) -> TxnResult | None:
+        """Settle a transaction in doubt: put its ``void`` key, so that it can no longer
+        be applied, and read its ``first`` key; its result as if answered (its revision,
+        the epoch now) when it was applied, None when it was not. No answer: the owner
+        lets its lease go, and with it what the transaction may have put."""
+        reads = [get_op(first), get_op(self._epoch_key)]
+        try:
+            result = await self.etcd.atxn(
+                [absent(void)], [put(void, b"", self.lease), *reads], reads
+            )
+        except StoreUnavailable:
+            self.forsake("a lock transaction whose outcome etcd did not tell")
+            raise
+        self._seen(result)
+        got = result.ranges[0]
+        if not got or got[0].value != tag:
+            return None
+        log.warning("a lock transaction whose answer was lost was applied: taken (%s)", first)
+        return TxnResult(succeeded=True, revision=got[0].create_revision, ranges=[result.ranges[1]])
 
     async def _clear(self, keys: list[str], markers: list[KV], locks: list[KV]) -> bool:
         """Delete the markers in the way of ``keys`` whose holders died at least
@@ -591,12 +666,15 @@ def _blocks(marked: str, keys: list[str]) -> bool:
 
 
 class EtcdHeld:
-    """Lock keys of one owner for one reroute (or recovery)."""
+    """Lock keys of one owner for one reroute (or recovery). Once the replica is another
+    owner (a new lease), the hold takes nothing more: ``extend`` and ``narrow`` raise (the
+    run under the old owner stops; what it held goes with the old lease)."""
 
     def __init__(
         self, locks: EtcdLocks, keys: Keys, taken: dict[str, Taken], claim: str | None
     ) -> None:
         self._locks = locks
+        self._owner = locks.owner  # the owner it holds for
         self._keys = keys
         self._taken = taken  # lock key (device or device/port) -> as taken
         self._claim = claim
@@ -621,6 +699,7 @@ class EtcdHeld:
         """Also hold ``keys`` (sorted) and ``claim``, chunk by chunk, each under ``extra``;
         all or nothing: what this call took is given back when a chunk is not free, or on
         an error."""
+        self._still_mine()
         got: list[str] = []
         try:
             chunks = _chunks(keys) or [[]]
@@ -638,10 +717,20 @@ class EtcdHeld:
                 got += chunk
                 self._record(chunk, result)
         except BaseException:
-            with contextlib.suppress(Exception):
+            try:
                 await self._let_go(got, claim=claim is not None and self._claim == claim)
+            except Exception as exc:  # they go with the lease: which must then end
+                log.warning("locks not given back: %s", exc)
+                self._locks.forsake("locks it could not give back")
             raise
         return True
+
+    def _still_mine(self) -> None:
+        if self._locks.owner != self._owner:
+            raise StoreUnavailable(
+                f"this replica is owner {self._locks.owner} now: the locks of {self._owner} "
+                "(its lease is gone) take nothing more"
+            )
 
     def _record(self, keys: list[str], result: TxnResult) -> None:
         """``keys``, taken in ``result``: held (so an error can give them back), then
@@ -664,17 +753,33 @@ class EtcdHeld:
         assert covers(self._keys, keys), f"narrowing {sorted(self._keys)} to {sorted(keys)}"
         keep = locks._expand(keys)
         new = [k for k in keep if k not in self._taken]  # ports of a device held whole
+        if new:
+            self._still_mine()
         drop = [k for k in self._taken if k not in keep]
-        for chunk in _chunks(new):
-            devices = sorted({device_of(k) for k in chunk})
-            mine = [created(locks._lock(d), self._taken[d].revision) for d in devices]
-            result = locks._seen(await locks.etcd.atxn(mine, locks._held_ops(chunk)))
-            if not result.succeeded:
+        if new and len(new) <= CHUNK and len(drop) <= CHUNK:  # one write: ports in, rest out
+            await self._take_ports(new, drop)
+        else:
+            for chunk in _chunks(new):
+                await self._take_ports(chunk, [])
+            if not await self._let_go(drop, claim=False):
                 raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
-            self._record(chunk, result)
-        if not await self._let_go(drop, claim=False):
-            raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
         self._keys = keys
+
+    async def _take_ports(self, ports: list[str], drop: list[str]) -> None:
+        """Hold ``ports`` (at most ``CHUNK``) of devices held whole, and let ``drop`` go,
+        in one transaction, while every one of them is still this hold's."""
+        locks = self._locks
+        mine = sorted({device_of(k) for k in ports} | set(drop))
+        compares = [created(locks._lock(k), self._taken[k].revision) for k in mine]
+        tag = locks._tag()
+        ops = locks._held_ops(ports, tag) + [delete(locks._lock(k)) for k in drop]
+        ops += [delete(locks._marker(k)) for k in drop if locks._unfenced(k)]
+        result = await locks._settled(compares, ops, [], (tag, locks._lock(ports[0])))
+        if not result.succeeded:
+            raise StoreUnavailable("this replica's lease in etcd expired while it held locks")
+        for k in drop:
+            del self._taken[k]
+        self._record(ports, result)
 
     def let_go_ops(self) -> tuple[list[Compare], list[Op]] | None:
         """What ``release`` would do, as one transaction's compares and operations for

@@ -79,10 +79,11 @@ log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.2  # a balance etcd did not answer is tried again after this
 ANY = b"*"  # the label of a reroute that may touch every group
 # a reroute holding more keys starts under the queue's broad guard: its lock transaction
-# compares up to 4 per key, 1 per unit (at most one per key) and ``*``, and up to 5 more
-# (claim, owner, term, row), within etcd's MAX_TXN_OPS: 5 * 24 + 6 <= 128. An optical MBB
-# from one OCS's circuit to another's via a third holds 18 (2 leaves, 16 optical ports).
-UNIT_KEYS = (MAX_TXN_OPS - 6) // 5
+# compares up to 4 per key, 1 per unit (at most one per key) and ``*``, and up to 6 more
+# (claim, owner, term, row, its void key: locks.py), within etcd's MAX_TXN_OPS:
+# 5 * 24 + 7 <= 128. An optical MBB from one OCS's circuit to another's via a third holds
+# 18 (2 leaves, 16 optical ports).
+UNIT_KEYS = (MAX_TXN_OPS - 7) // 5
 
 
 class Terms:

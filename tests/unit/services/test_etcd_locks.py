@@ -1,8 +1,8 @@
 """Locks in etcd (services/reroute/etcd/locks.py) against real etcd members on loopback: a
 replica lets go only of what is still its own, any number of keys is taken all or nothing,
-fencing tokens outgrow what a device saw (and a superseded holder raises nothing), and a
-device with no fencing waits out the lock-delay after its holder died, not after a clean
-release."""
+a lock transaction whose answer was lost leaks nothing, fencing tokens outgrow what a
+device saw (and a superseded holder raises nothing), and a device with no fencing waits
+out the lock-delay after its holder died, not after a clean release."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from drivers.p4runtime import P4RuntimeDriver
 from fabric.etcdcluster import EtcdCluster
 from services.reroute.errors import DriverError
 from services.reroute.etcd import locks as etcd_locks
-from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, put
+from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, get_op, put
 from services.reroute.etcd.locks import REVISION_BITS, EtcdLocks
 from services.reroute.executor import Executor
 from services.reroute.locks import Universe
 from services.reroute.resources import EVERYTHING
 from tests.drivers.test_p4runtime import add, emulator, host
+from tests.unit.services.lossy import Lossy
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"
@@ -56,7 +57,7 @@ async def replicas(
 
 async def holder(etcd: Etcd, locks: EtcdLocks, key: str) -> str | None:
     kv = await etcd.aget(f"{locks.prefix}locks/{key}")
-    return None if kv is None else kv.value.decode()
+    return None if kv is None else etcd_locks.holder(kv.value)
 
 
 def test_a_replica_whose_lease_expired_lets_go_of_nothing_of_its_successor(
@@ -74,6 +75,59 @@ def test_a_replica_whose_lease_expired_lets_go_of_nothing_of_its_successor(
             await held.release()  # resumes and lets go: raises nothing, deletes nothing
             assert await holder(etcd, b, "br1") == b.owner
             assert await holder(etcd, b, "ost1/in2") == b.owner
+
+    asyncio.run(main())
+
+
+def test_a_hold_of_an_owner_whose_lease_was_let_go_takes_nothing_more(
+    cluster: EtcdCluster,
+) -> None:
+    """The replica let its lease go and is a new owner: a run of the old one can neither
+    extend its hold nor narrow it to ports (which would be put under the new lease, held
+    by no run of the new owner); it can still let go."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/old", SMALL) as (etcd, (a, b)):
+            held = await a.try_acquire(frozenset({"ost1", "br1"}))
+            assert held is not None
+            old = a.owner
+            a.forsake("test")
+            async with asyncio.timeout(5):
+                while a.owner == old:
+                    await asyncio.sleep(0.02)
+            with pytest.raises(StoreUnavailable, match="take nothing more"):
+                await held.extend(frozenset({"br2"}))
+            with pytest.raises(StoreUnavailable, match="take nothing more"):
+                await held.narrow(frozenset({"ost1/in1"}))
+            assert await holder(etcd, a, "br2") is None
+            assert await holder(etcd, a, "ost1/in1") is None
+            await held.release()
+            async with asyncio.timeout(5):  # (the old lease is revoked, its keys gone)
+                await b.acquire(frozenset({EVERYTHING}))
+
+    asyncio.run(main())
+
+
+def test_narrowing_to_ports_of_a_device_held_whole_is_one_write(cluster: EtcdCluster) -> None:
+    """A reroute admitted unplanned holds every device; planned, it keeps a bridge and a
+    port of the optical switch: the port is taken and the rest let go in one durable
+    write, and the others may take the rest at once."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/narrow", SMALL) as (etcd, (a, b)):
+            held = await a.try_acquire(frozenset({EVERYTHING}))
+            assert held is not None
+            writes = etcd.calls["write"]
+            await held.narrow(frozenset({"br1", "ost1/in1"}))
+            assert etcd.calls["write"] - writes == 1
+            assert await holder(etcd, a, "ost1/in1") == a.owner
+            assert await holder(etcd, a, "ost1") is None and await holder(etcd, a, "br2") is None
+            assert held.revision("br1") > 0
+            other = await b.try_acquire(frozenset({"br2", "ost1/in2"}))
+            assert other is not None
+            assert await b.try_acquire(frozenset({"ost1/in1"})) is None
+            await held.release()
+            assert [await holder(etcd, a, k) for k in ("ost1/in1", "br1")] == [None, None]
 
     asyncio.run(main())
 
@@ -122,6 +176,52 @@ def test_a_revision_beyond_the_token_gives_back_what_it_took(
             with pytest.raises(StoreUnavailable, match="2\\*\\*33"):
                 await a.try_acquire(frozenset({"br1"}))  # refused before writing
             assert (await etcd.atxn([], [])).revision == now + 10 + 2  # taken, given back
+
+    asyncio.run(main())
+
+
+def test_a_lock_transaction_whose_answer_was_lost_is_settled_and_leaks_nothing(
+    cluster: EtcdCluster,
+) -> None:
+    """Applied with its answer lost, or applied and answered "not free" to the client's
+    retry: taken all the same (and let go in full). Not applied: the error, nothing held;
+    held back on its way while the retry was refused: it is refused when it arrives, once
+    the lock is free. No answer to the settling either: the owner's lease goes, and the
+    keys it may have put with it."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/doubt", SMALL, delay=0.1) as (etcd, (a, b)):
+            net = Lossy(etcd)
+            await etcd.atxn([], [put("/t/doubt/pending/q", b"")])
+            for lossy in ("lost", "twice"):
+                net.plan = [lossy]
+                held = await a.try_acquire(frozenset({"br1"}), claim="q")
+                assert held is not None and held.revision("br1") > 0, lossy
+                assert await holder(etcd, a, "br1") == a.owner
+                await held.release()
+                assert await holder(etcd, a, "br1") is None, lossy
+                assert await etcd.aget("/t/doubt/claims/q") is None, lossy
+            net.plan = ["unsent"]
+            with pytest.raises(StoreUnavailable, match="Lossy"):
+                await a.try_acquire(frozenset({"br1"}))
+            assert await holder(etcd, a, "br1") is None
+            theirs = await b.try_acquire(frozenset({"br1"}))
+            assert theirs is not None
+            net.plan = ["late"]
+            assert await a.try_acquire(frozenset({"br1"})) is None
+            await theirs.release()
+            (late,) = await net.deliver()
+            assert not late.succeeded and await holder(etcd, a, "br1") is None
+            voids = (await etcd.atxn([], [get_op("/t/doubt/void/", prefix=True)])).ranges[0]
+            assert len(voids) == 4  # each was settled (and stays void under the lease)
+            owner = a.owner
+            net.plan = ["lost", "unsent"]
+            with pytest.raises(StoreUnavailable, match="Lossy"):
+                await a.try_acquire(frozenset({"br2"}))
+            async with asyncio.timeout(5):
+                while a.owner == owner or await holder(etcd, a, "br2") is not None:
+                    await asyncio.sleep(0.05)
+            assert await b.try_acquire(frozenset({"br2"})) is not None
 
     asyncio.run(main())
 

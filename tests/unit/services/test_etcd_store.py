@@ -19,7 +19,7 @@ from fabric.etcdcluster import EtcdCluster
 from services.reroute.etcd import follow
 from services.reroute.etcd.client import Etcd, EtcdSettings
 from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks
+from services.reroute.etcd.locks import EtcdLocks, holder
 from services.reroute.journal import (
     JournalError,
     LeaseLost,
@@ -336,7 +336,7 @@ def test_a_reroute_runs_in_etcd_before_a_device_is_written_its_steps_after(
             assert row is not None and steps is None
             lock = reader.get(prefix + "locks/" + switch.name)
             owner = json.loads(row.value)["owner"]
-            held = [owner] if lock is not None and lock.value.decode() == owner else []
+            held = [owner] if lock is not None and holder(lock.value) == owner else []
             seen.append((switch.name, json.loads(row.value)["state"], held))
             await apply(changes)
 

@@ -363,18 +363,18 @@ def test_a_reroute_costs_fewer_etcd_calls(monkeypatch: pytest.MonkeyPatch) -> No
     transactions, lease renewals apart) per reroute. 22 before (the queue and the
     reroutes in flight read apart, and the row read again to run it); 20 now."""
     counts: collections.Counter[str] = collections.Counter()
-    sync_call, async_call = Etcd._call, Etcd._acall
+    sync_call, async_call = Etcd._call, Etcd._acall_tried
 
     def counted(self: Etcd, stub: Any, method: str, request: Any) -> Any:
         counts[method] += method in ("Range", "Txn")  # not the lease
         return sync_call(self, stub, method, request)
 
-    async def acounted(self: Etcd, stub: Any, method: str, request: Any) -> Any:
+    async def acounted(self: Etcd, stub: Any, method: str, request: Any) -> tuple[Any, bool]:
         counts[method] += method in ("Range", "Txn")  # not the lease
         return await async_call(self, stub, method, request)
 
     monkeypatch.setattr(Etcd, "_call", counted)
-    monkeypatch.setattr(Etcd, "_acall", acounted)
+    monkeypatch.setattr(Etcd, "_acall_tried", acounted)  # (every asyncio call's way)
     moves = 10
     with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
         fake = FakeFabric(TOPO)

@@ -5,7 +5,8 @@ Three durable writes per reroute (issue 30): its admission (the row and the queu
 start (the claim, the locks), its finish (the state, the plan and every step's record, the
 locks let go). The step records are not written ahead of each step: recovery plans from
 the devices' own state (``engine.restore``), never from them; meanwhile the replica running
-the reroute shows them from memory."""
+the reroute shows them from memory. A start whose answer was lost is settled, and its
+reroute runs once (``tests/unit/services/lossy.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from services.reroute.model import FlowSpec
 from services.reroute.service.client import StepView
 from services.reroute.store import EtcdStore
 from services.reroute.topology import load_topology
+from tests.unit.services.lossy import Lossy, puts_under
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 
@@ -80,6 +82,31 @@ def test_a_running_reroutes_steps_show_on_its_replica() -> None:
             assert done.state is RerouteState.DONE, done.error
             assert done.steps and all(s.state == "done" for s in done.steps), done.steps
             assert service.engine.lock.etcd.get(f"/shown/steps/{view.id}") is not None
+
+
+def test_a_start_whose_answer_was_lost_runs_its_reroute_once() -> None:
+    """The lock transaction that starts a reroute (its claim, its locks, its row running)
+    is applied but its answer lost, or applied and answered "not free" to the client's
+    retry on the next member: the replica settles it, finds it applied and runs the
+    reroute, once, and lets every lock go with its finish. (Before, it took the reroute for
+    not started, then found it running under its own name with its devices held by its
+    own leaked locks, for as long as it renewed its lease.)"""
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
+        fake = FakeFabric(TOPO)
+        store = EtcdStore(kind="etcd", endpoints=tuple(c.endpoints), prefix="/lost")
+        with ServerThread(settings(TOPO, Path(tmp) / "x.sqlite", store=store), fake.drivers) as srv:
+            lock = srv.server.app.state.service.engine.lock
+            net = Lossy(lock.etcd, puts_under("/claims/"))
+            client = srv.client()
+            for n, (lossy, to) in enumerate((("lost", "temporary"), ("twice", "long"))):
+                net.plan = [lossy]
+                view = client.create([str(FLOW)], to, wait_s=10)
+                assert view.state is RerouteState.DONE, (lossy, view.state, view.error)
+                assert not net.plan, lossy  # it was a start that was lost
+                ran = [r.id for r in client.list() if r.state is RerouteState.DONE]
+                assert len(ran) == n + 1 and view.id in ran, (lossy, ran)
+            assert lock.etcd.get_prefix("/lost/locks/") == []
+            assert lock.etcd.get_prefix("/lost/claims/") == []
 
 
 def _draining(steps: tuple[StepView, ...]) -> bool:
