@@ -15,7 +15,12 @@ etcd on loopback (``fabric/etcdcluster.py``), then measures:
 - **latency**: electronic MBB long <-> temporary through the API (``?wait``), request to
   answer, with the SQLite store and with the etcd store (one service each, both running,
   asked in turn, so both see the same machine): the median of each and their difference
-  (goal: at most +5 ms per reroute).
+  (goal: at most +5 ms per reroute). Beside them, in the same turns, etcd's **floor**: what
+  a reroute's three durable writes (a 2 kB value in a transaction each, one after the
+  other, as the journal writes) and one linearizable read take on that cluster through the
+  project's client, with no service (SQLite's journal syncs no commit: WAL,
+  ``synchronous=NORMAL``; its floor is ~0). And the durable writes each etcd move made, as
+  etcd counts them (Raft proposals committed, from a member's ``/metrics``).
 - **throughput** (on a second fabric, ``bench-tput``: ``reroute topo generate leaf-spine
   --racks 2P --spines 1 --ocs 3``, P = ``--pairs``): each rack pair's flow moves by
   electronic MBB between its paths over OCS 1 and OCS 3 (both circuits are there from the
@@ -46,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fabric import fabric, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
+from services.reroute.etcd.client import Etcd, EtcdSettings, get_op, put
 from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
@@ -201,19 +208,48 @@ def _runner(replicas: list[Serve], reroute_id: str) -> Serve:
     raise SystemExit(f"no replica runs {reroute_id}")
 
 
+def etcd_floor(client: Etcd, n: int) -> tuple[float, float]:
+    """ms of three durable writes in a row (a 2 kB value each, in a transaction, as the
+    journal's), and of one linearizable read, on ``client``'s cluster."""
+    key, value = f"/bench/floor/{n}", os.urandom(1024).hex().encode()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        client.txn([], [put(key, value)])
+    t1 = time.perf_counter()
+    client.txn([], [get_op(key)])
+    return (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000
+
+
+def proposals(etcd: EtcdCluster) -> int:
+    """Raft proposals committed so far, as a member's ``/metrics`` counts them: durable
+    writes (and leases granted or revoked)."""
+    url = f"http://{etcd.endpoints[0]}/metrics"
+    with urllib.request.urlopen(url, timeout=2) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith("etcd_server_proposals_committed_total "):
+                return int(float(line.split()[1]))
+    raise SystemExit(f"{url}: no etcd_server_proposals_committed_total")
+
+
 def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, list[float]]:
+    """ms of each electronic MBB through the API, by store; "floor writes" and "floor read":
+    ``etcd_floor`` after each round; "etcd writes": the proposals each etcd move made."""
     stores = {
         "sqlite": "{kind: sqlite}",
         "etcd": f"{{kind: etcd, endpoints: [{', '.join(etcd.endpoints)}], prefix: /bench/lat}}",
     }
-    out: dict[str, list[float]] = {k: [] for k in stores}
+    out: dict[str, list[float]] = {
+        k: [] for k in [*stores, "floor writes", "floor read", "etcd writes"]
+    }
     services = {
         k: Serve(config(tmp, fab, f"lat-{k}", v), tmp / f"lat-{k}.log") for k, v in stores.items()
     }
+    client = Etcd(EtcdSettings(endpoints=tuple(etcd.endpoints)))
     try:
         for n in range(moves):  # alternating: both see the same machine
             for name, svc in services.items():
                 for to in ("temporary", "long"):
+                    before = proposals(etcd)
                     t0 = time.perf_counter()
                     view = svc.client.create([FLOW], to, wait_s=10)
                     ms = (time.perf_counter() - t0) * 1000
@@ -221,7 +257,15 @@ def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, 
                         raise SystemExit(f"{name}: {view.state} {view.error}")
                     if n:  # the first round warms up
                         out[name].append(ms)
+                        if name == "etcd":
+                            out["etcd writes"].append(proposals(etcd) - before)
+            for _ in range(2):  # as many as each store's moves
+                writes, read = etcd_floor(client, n)
+                if n:
+                    out["floor writes"].append(writes)
+                    out["floor read"].append(read)
     finally:
+        client.close()
         for svc in services.values():
             svc.stop()
     return out
@@ -352,11 +396,18 @@ def ngncs(tmp: Path, etcd: EtcdCluster, parts: set[str], args: argparse.Namespac
     try:
         if "latency" in parts:
             lat = latency(fab, tmp, etcd, args.moves)
-            for name, ms in lat.items():
+            for name in ("sqlite", "etcd"):
+                ms = lat[name]
                 print(f"electronic MBB, {name} store: median {statistics.median(ms):.1f} ms "
                       f"(n={len(ms)}, min {min(ms):.1f}, max {max(ms):.1f})")  # fmt: skip
             extra = statistics.median(lat["etcd"]) - statistics.median(lat["sqlite"])
             print(f"etcd store adds {extra:+.1f} ms per electronic reroute (goal <= +5 ms)")
+            floor = statistics.median(lat["floor writes"])
+            made = statistics.mean(lat["etcd writes"])
+            print(f"etcd floor, same run: 3 durable writes in a row {floor:.1f} ms, a read "
+                  f"{statistics.median(lat['floor read']):.1f} ms; each etcd move made {made:.2f} "
+                  f"durable writes (etcd's count): its cost beyond them "
+                  f"{extra - made * floor / 3:+.1f} ms")  # fmt: skip
         if "takeover" in parts:
             times = takeover(fab, tmp, etcd, args.runs)
             print(f"takeover after kill -9 (TTL {TTL_S} s): {statistics.median(times):.0f} ms")
