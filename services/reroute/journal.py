@@ -291,10 +291,7 @@ class Journaling(Protocol):
         idem_key: str | None = None,
         fingerprint: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
-    ) -> bool:
-        """Queue a reroute (``JournalError``: its id or ``idem_key`` exists). Whether
-        another reroute was pending or running (any owner) as it was queued."""
-        ...
+    ) -> None: ...
 
     def expect(self, reroute_id: str, resources: frozenset[str]) -> None: ...
 
@@ -327,6 +324,8 @@ class Journaling(Protocol):
         error: str | None = None,
         ended: Ended = (),
     ) -> None: ...
+
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]: ...
 
     def prune(self, keep: Retention, now: float | None = None) -> int: ...
 
@@ -490,10 +489,9 @@ class Journal:
         idem_key: str | None = None,
         fingerprint: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
-    ) -> bool:
+    ) -> None:
         """A ``pending`` reroute: planned and run later (``create``), or cancelled.
-        ``resources``: what it is expected to hold (``EVERYTHING`` when unknown). Whether
-        another reroute is pending or running (``Journaling.enqueue``)."""
+        ``resources``: what it is expected to hold (``EVERYTHING`` when unknown)."""
         summary = (
             f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
             "(queued)"
@@ -516,11 +514,6 @@ class Journal:
             )
         except sqlite3.IntegrityError as exc:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists") from exc
-        others = self.db.execute(
-            "SELECT 1 FROM reroutes WHERE state IN (?, ?) AND id != ? LIMIT 1",
-            (RerouteState.PENDING, RerouteState.RUNNING, reroute_id),
-        ).fetchone()
-        return others is not None
 
     def release_with(self, reroute_id: str, held: object) -> None:
         """Nothing: file locks are let go by their holder (``Journaling.release_with``)."""
@@ -600,6 +593,15 @@ class Journal:
         sql = "UPDATE reroutes SET state = ?, error = ?, finished = ? WHERE id = ?"
         now = time.time()  # the last steps ended as the reroute does
         self._many([*self._ends(reroute_id, ended, now), (sql, (state, error, now, reroute_id))])
+
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
+        """What an admission reads: whether a reroute is pending or running (any owner),
+        and the reroute created with ``idem_key`` (None: none, or no key)."""
+        active = self.db.execute(
+            "SELECT 1 FROM reroutes WHERE state IN (?, ?) LIMIT 1",
+            (RerouteState.PENDING, RerouteState.RUNNING),
+        ).fetchone()
+        return active is not None, None if idem_key is None else self.by_key(idem_key)
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
         try:

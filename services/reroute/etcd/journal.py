@@ -51,11 +51,10 @@ by ``EtcdLocks.try_acquire``; the scheduler starts one reroute at a time under t
 queue's guard, which moves past its own starts, ``rebase``). Its plan is kept in memory
 (``create`` writes only when the plan holds more than the row says). 3. Its finish: the
 state, the plan, every step's record and the locks let go (``release_with``), in one
-transaction. No read of its own on the request's path: the enqueue's transaction
-compares the idempotency key absent (a replay is read only when it is one) and reads the
-queue's indexes (whether others are queued or running, for the admission), and the
-scheduler starts from that read when nothing this replica knows of changed since
-(``queue``'s ``reuse``); the answer reads no
+transaction. On the request's path beside them, one linearizable read: the admission's
+(``look``: is anything queued or running, was the idempotency key used). The enqueue's
+transaction also reads the queue's indexes, and the scheduler starts from that read when
+nothing this replica knows of changed since (``queue``'s ``reuse``); the answer reads no
 debts for a reroute that ended here and left none (``owed``). Step records are never
 written ahead of their steps: nothing but displays reads them -- a takeover plans from
 the devices (``engine.restore``: forward once a shift landed, back otherwise), from the
@@ -172,7 +171,7 @@ class EtcdJournal:
         idem_key: str | None = None,
         fingerprint: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
-    ) -> bool:
+    ) -> None:
         summary = (
             f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
             "(queued)"
@@ -198,15 +197,14 @@ class EtcdJournal:
         result = self._txn(compares, ops)
         if not result.succeeded:
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists")
-        running, pending = (
-            [kv.key[len(self._key(k)) :] for kv in kvs]
-            for k, kvs in zip(("running", "pending"), result.ranges, strict=True)
-        )
         if nudges is not None:
+            running, pending = (
+                [kv.key[len(self._key(k)) :] for kv in kvs]
+                for k, kvs in zip(("running", "pending"), result.ranges, strict=True)
+            )
             row = _Row(**json.loads(record.encode()))  # as a read of it would give it
             with self._mem:
                 self._enqueued = _Enqueued(result.revision, nudges, running, pending, row)
-        return bool(running) or pending != [reroute_id]
 
     def create(
         self,
@@ -483,6 +481,17 @@ class EtcdJournal:
             self._ended[record.id] = (record, steps)
             while len(self._ended) > ENDED_KEPT:
                 self._owing.discard(self._ended.popitem(last=False)[0])
+
+    def look(self, idem_key: str | None) -> tuple[bool, Record | None]:
+        """Whether a reroute is pending or running (any owner) and the reroute of
+        ``idem_key``, in one linearizable read (and the reroute's row in a second one when
+        the key was used: a replay)."""
+        ops = [get_op(self._key(kind), prefix=True, limit=1) for kind in ("pending", "running")]
+        if idem_key is not None:
+            ops.append(get_op(self._key("keys", idem_key)))
+        ranges = self._txn([], ops).ranges
+        used = ranges[2] if idem_key is not None else []
+        return any(ranges[:2]), self.get(used[0].value.decode()) if used else None
 
     def prune(self, keep: Retention, now: float | None = None) -> int:
         cutoff = (time.time() if now is None else now) - keep.days * 86400

@@ -4,18 +4,18 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
 
 1. the target (and ``via``) path must exist: else 422, nothing recorded;
 2. an ``Idempotency-Key`` seen before returns that reroute (same request) or is refused
-   with 409 (a different request under the same key): the journal refuses to queue a
-   reroute under a key it has (etcd: in the enqueue's own transaction), and only then is
-   the key read. No read before: the admission reads nothing that the enqueue does not;
+   with 409 (a different request under the same key). The key and the queue are read in
+   one read (``Journaling.look``), none when there is no key and the scheduler knows
+   it is busy; a key used between that read and the journaling (the journal refuses it)
+   is read again and answered the same way;
 3. it is journaled ``pending`` with the resources it is expected to hold and queued for
-   the scheduler (``scheduler.py``): while reroutes run, wait or are about to be started
-   here, or while other replicas stand (one may queue a reroute at this moment), those come
-   from a plan on the devices now; else it is planned alone when it starts (``*`` until
-   then: the rare one queued so beside another owner's leftovers waits for them);
-4. when nothing was running or queued (the enqueue tells), the answer waits until the
-   scheduler has planned it (up to ``JUDGE_S``): it reads the devices' tables holding the
-   devices and plans on them -- exactly the tables it runs on, read once -- and either
-   runs the plan or, when
+   the scheduler (``scheduler.py``): while other reroutes run or wait, or while other
+   replicas stand (one may queue a reroute at this moment), those come from a plan on the
+   devices now; when nothing runs it is planned alone (no extra read). A reroute queued
+   here since the queue was read counts as well;
+4. when nothing was running or queued, the answer waits until the scheduler has planned it
+   (up to ``JUDGE_S``): it reads the devices' tables holding the devices and plans on
+   them -- exactly the tables it runs on, read once -- and either runs the plan or, when
    the planner refuses it (an unknown flow, flows already on the path), ends it
    ``rejected`` with the planner's message and nothing changed. Behind overlapping
    reroutes it cannot be judged yet: it is planned when its turn comes.
@@ -201,13 +201,18 @@ class RerouteService:
         check_paths(self.engine, intent)
         admitted = self._admitted
         busy = self.scheduler.busy
+        if key is not None or not busy:  # the queue and the key: one read per request
+            active, old = await self.io(self.journal.look, key)
+            if old is not None:
+                return self._same(old, key, request).id, False
+            busy |= active
         keys = await self._expected(intent, busy)
         async with self._admission:
             # idle: nothing was queued or running, and nothing was queued here since
             idle = not busy and admitted == self._admitted and not self.scheduler.running
             reroute_id = uuid.uuid4().hex[:12]
             try:
-                others = await self.io(
+                await self.io(
                     self.journal.enqueue,
                     reroute_id,
                     intent,
@@ -215,7 +220,7 @@ class RerouteService:
                     fingerprint=request.fingerprint(),
                     resources=keys,
                 )
-            except JournalError:  # its key was used: that reroute
+            except JournalError:  # its key was used since it was read: that reroute
                 old = await self.io(self.journal.by_key, key) if key is not None else None
                 if old is None:
                     raise
@@ -223,7 +228,7 @@ class RerouteService:
             self._admitted += 1
             self.scheduler.enqueue(reroute_id)
         self.bus.publish("reroute", {"reroute_id": reroute_id, "state": "pending"})
-        if idle and not others:
+        if idle:
             await self.scheduler.judged(reroute_id, JUDGE_S)
         return reroute_id, True
 

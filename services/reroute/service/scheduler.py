@@ -106,8 +106,6 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._waiting = True  # the last look at the queue left a reroute waiting (or failed)
         self._start_failed = False  # the last look's lock transactions did not all succeed
-        self._looking = False  # a look at the queue is under way
-        self._looked = asyncio.Event()  # set (and replaced) as each look ends
         self._finished: dict[str, asyncio.Event] = {}
         self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
         self._loop_task: asyncio.Task[None] | None = None
@@ -115,23 +113,19 @@ class Scheduler:
         self.routing: Routing | None = getattr(engine.lock, "terms", None)
         # reroute id -> events set when its row changes (etcd: ``EtcdLocks.rows``)
         self._rows: dict[str, list[asyncio.Event]] | None = getattr(engine.lock, "rows", None)
-        # replicas on etcd without device ownership: any may queue a reroute at any moment
-        self._unowned = self.routing is None and self._rows is not None
 
     def _mine(self, record: Record) -> bool:
         return self.routing is None or self.routing.mine(record.resources)
 
     @property
     def busy(self) -> bool:
-        """Known without a read: a reroute runs here; one queued here is not started yet
-        (a look at the queue is due or under way), or the last look left one waiting; or
-        one may be queued at this moment by another replica (others stand, or replicas
-        run without device ownership: a reroute admitted unplanned holds every device
-        until it is planned, and another replica's would wait for it all that time). The
-        enqueue tells the rest (``Journaling.enqueue``)."""
-        if self._unowned or (self.routing is not None and not self.routing.alone()):
+        """Known without a read: a reroute runs here, or one may be queued at this moment
+        by another replica (a reroute admitted unplanned holds every device until it is
+        planned, and another replica's would wait for it all that time). The journal
+        tells the rest: one queued or running anywhere (``Journaling.look``)."""
+        if self.routing is not None and not self.routing.alone():
             return True
-        return bool(self._running) or self._waiting or self._looking or self._wake.is_set()
+        return bool(self._running)
 
     @property
     def running(self) -> int:
@@ -240,11 +234,7 @@ class Scheduler:
         own: bool = False,
     ) -> None:
         """``_until``, ``changed`` telling when to read the reroute again (``own``: it is
-        this waiter's alone, cleared before each read). A look at the queue that is due or
-        under way is waited for before the first read (two at most: one under way may have
-        read the queue before the reroute was queued): the reroute it starts here needs
-        none (``event`` tells)."""
-        looks = 2
+        this waiter's alone, cleared before each read)."""
         while not event.is_set():
             if reroute_id in self._running:  # run here: ``event`` tells (its row may be
                 # running before it is planned: started by its lock transaction)
@@ -255,15 +245,9 @@ class Scheduler:
                     return
                 await _first([event.wait()], min(left, CHECK_S))
                 continue
-            if looks and (self._wake.is_set() or self._looking) and not self.stopped:
-                looks -= 1
-                left = deadline - asyncio.get_running_loop().time()
-                await _first([self._looked.wait(), event.wait()], max(0.0, min(left, CHECK_S)))
-                continue
             if own and changed is not None:
                 changed.clear()  # a change from now on is news to the read below
             record = await offload(self.journal, self.journal.get, reroute_id)
-            looks = 0  # read: changes tell from now on
             if record is None or reached(record.state):
                 return
             if self.stopped and reroute_id not in self._running:
@@ -301,16 +285,11 @@ class Scheduler:
             self._wake.clear()
             if changed is not None:
                 changed.clear()
-            self._looking = True
             try:
                 retry = await self._dispatch()
             except RerouteError as exc:  # the journal or the locks cannot be read now
                 log.warning("scheduling: %s", exc)
                 retry = True
-            finally:
-                self._looking = False
-                looked, self._looked = self._looked, asyncio.Event()
-                looked.set()
             if self.stopping:
                 return
             waits = [self._wake.wait()] + ([changed.wait()] if changed is not None else [])

@@ -52,10 +52,10 @@ def test_an_electronic_mbb_costs_three_durable_writes() -> None:
             per = {k: (calls[k] - before.get(k, 0)) / MOVES for k in ("write", "read")}
     print(f"per electronic MBB: {per['write']:.1f} durable writes, {per['read']:.1f} reads")
     assert per["write"] <= 3, per
-    # the waiter's read of the pending row, a queue read now and then; none at admission
-    # (the enqueue's transaction compares the key and reads the queue), no read of the
-    # queue after the enqueue, nor of the debts for the answer (none left here)
-    assert per["read"] <= 2, per
+    # the admission's one read (the queue and the key), the waiter's read of the pending
+    # row, a queue read now and then; no read of the queue after the enqueue (it reads it
+    # itself), nor of the debts for the answer (none left by a reroute that ended here)
+    assert per["read"] <= 3, per
 
 
 def test_a_running_reroutes_steps_show_on_its_replica() -> None:
