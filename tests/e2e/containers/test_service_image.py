@@ -179,7 +179,9 @@ def _two_site_reroute(dep: Deployment, client: RerouteClient, url: str, name: st
     described = " ".join(s.description for s in view.steps)
     assert "sw1" in described and "sw2" in described, view.plan  # both sites' switches
     assert client.flows() == {"longhaul": (), "standby": (both,)}  # read back on the switches
-    assert ping_rtt_ms(dep, "site1") < 5  # both directions on standby
+    # both directions on standby: one still on the long haul adds its 15 ms (a loaded
+    # machine's userspace datapath alone measured 5.9 ms here)
+    assert ping_rtt_ms(dep, "site1") < 12
     assert iperf.returncode == 0, err
     report = json.loads(out)
     rates = [i["sum"]["bits_per_second"] / 1e6 for i in report["intervals"]]
