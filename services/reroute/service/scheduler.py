@@ -11,8 +11,10 @@ the order they came and never interleave, disjoint ones run at once, and nothing
 A started reroute is planned on the devices while holding its resources; when the plan
 needs more (the devices changed since it was submitted) it takes more if they are free,
 else it goes back to its place in the queue, expecting the new set. From its plan on it
-holds only what the plan needs. One whose plan is refused ends ``rejected`` (nothing
-changed). The queue is the journal's ``pending`` rows: a restart rebuilds it.
+holds only what the plan needs (on etcd, one that started holding every device narrows
+only once another reroute is queued, and else lets it all go with its finish: one durable
+write less, ``Waking``). One whose plan is refused ends ``rejected`` (nothing changed). The
+queue is the journal's ``pending`` rows: a restart rebuilds it.
 
 Running reroutes of other owners (a CLI ``apply`` on the same lock directory, another
 replica) block their resources; one whose owner died is recovered as ``reroute recover``
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
@@ -106,6 +109,8 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._waiting = True  # the last look at the queue left a reroute waiting (or failed)
         self._start_failed = False  # the last look's lock transactions did not all succeed
+        self._looking = False  # a look at the queue is under way
+        self._looked = asyncio.Event()  # set (and replaced) as each look ends
         self._finished: dict[str, asyncio.Event] = {}
         self._planned: dict[str, asyncio.Event] = {}  # judged: planned, or ended
         self._loop_task: asyncio.Task[None] | None = None
@@ -234,7 +239,11 @@ class Scheduler:
         own: bool = False,
     ) -> None:
         """``_until``, ``changed`` telling when to read the reroute again (``own``: it is
-        this waiter's alone, cleared before each read)."""
+        this waiter's alone, cleared before each read). A look at the queue that is due or
+        under way is waited for before the first read (two at most: one under way may have
+        read the queue before the reroute was queued): a reroute it starts here needs no
+        read (``event`` tells)."""
+        looks = 2
         while not event.is_set():
             if reroute_id in self._running:  # run here: ``event`` tells (its row may be
                 # running before it is planned: started by its lock transaction)
@@ -245,9 +254,15 @@ class Scheduler:
                     return
                 await _first([event.wait()], min(left, CHECK_S))
                 continue
+            if looks and (self._wake.is_set() or self._looking) and not self.stopped:
+                looks -= 1
+                left = deadline - asyncio.get_running_loop().time()
+                await _first([self._looked.wait(), event.wait()], max(0.0, min(left, CHECK_S)))
+                continue
             if own and changed is not None:
                 changed.clear()  # a change from now on is news to the read below
             record = await offload(self.journal, self.journal.get, reroute_id)
+            looks = 0  # read: changes tell from now on
             if record is None or reached(record.state):
                 return
             if self.stopped and reroute_id not in self._running:
@@ -285,11 +300,16 @@ class Scheduler:
             self._wake.clear()
             if changed is not None:
                 changed.clear()
+            self._looking = True
             try:
                 retry = await self._dispatch()
             except RerouteError as exc:  # the journal or the locks cannot be read now
                 log.warning("scheduling: %s", exc)
                 retry = True
+            finally:
+                self._looking = False
+                looked, self._looked = self._looked, asyncio.Event()
+                looked.set()
             if self.stopping:
                 return
             waits = [self._wake.wait()] + ([changed.wait()] if changed is not None else [])
@@ -311,6 +331,7 @@ class Scheduler:
         if left is not None and left < lease_needed(self.engine.lock.step_s):
             return True  # this replica's lease is not renewed now: it starts nothing
         queue = await offload(self.journal, lambda: self.journal.queue(reuse=True))
+        await self._narrow_put_off(queue)
         blockers: list[Keys] = [h.keys for h in self._running.values()]
         retry = False
         self._waiting = True  # until this look ends
@@ -343,6 +364,25 @@ class Scheduler:
             retry = waiting = True
         self._waiting = waiting
         return retry
+
+    async def _narrow_put_off(self, queue: Queue) -> None:
+        """Holds that put their narrowing off (``Waking``) narrow now when another reroute
+        may need what they would let go: one queued or running that does not run here (to
+        start, or to take over) and stays clear of the hold's plan, or any when other
+        replicas stand (with device ownership, another's queued reroute wakes only its
+        master). A narrowing that fails is tried again at the next look (the start it was
+        for fails its lock meanwhile)."""
+        others = self.routing is not None and not self.routing.alone()
+        queued = [r for r in (*queue.running, *queue.pending) if r.id not in self._running]
+        for held in list(self._running.values()):  # (a run may end meanwhile)
+            if not isinstance(held, Waking) or not held.wider:
+                continue
+            if not others and all(overlap(r.resources, held.keys) for r in queued):
+                continue  # none of them could start before this one ends
+            try:
+                await held.narrow_now()
+            except RerouteError as exc:
+                log.warning("narrowing a reroute's locks to its plan: %s", exc)
 
     async def _start(self, records: list[Record], queue: Queue) -> bool:
         """Lock each of ``records`` (disjoint) under ``queue``'s guard, all at once, and run
@@ -567,16 +607,36 @@ class Scheduler:
 
 class Waking:
     """A ``Held`` that wakes the scheduler when it narrows (what it let go may start
-    others), and takes more only where no reroute is in flight (``extend``)."""
+    others), and takes more only where no reroute is in flight (``extend``).
+
+    **A narrowing put off until the finish** (etcd). A reroute admitted alone starts
+    holding every device, and narrowing to its plan's keys would cost a durable write of
+    its own. Where the reroute's finish can let the whole hold go in its own write
+    (``let_go_ops`` fits), the narrowing is only noted: ``keys`` are the plan's from then
+    on (what the scheduler sees), and the hold narrows for real (``narrow_now``) only when
+    the scheduler finds a reroute queued that may need what it would let go. The finish and
+    such a narrowing never overlap: ``let_go_ops`` (the finish's thread) carries no release
+    while one is under way (``release`` lets go after it), and none starts once the finish
+    or ``release`` began. The cost: a replica that dies meanwhile leaves lock-delay markers
+    (``etcd/locks.py``) on every unfenced device it held, not only on its plan's."""
 
     def __init__(self, held: Held, wake: Callable[[], None], journal: Journaling) -> None:
         self._held = held
         self._wake = wake
         self._journal = journal
+        self._wanted: Keys | None = None  # the plan's keys, not narrowed to yet
+        self._mutex = threading.Lock()  # (``let_go_ops`` runs in the finish's thread)
+        self._narrowing: asyncio.Event | None = None  # set when the narrowing under way ends
+        self._ending = False  # the finish or ``release`` began: no narrowing any more
 
     @property
     def keys(self) -> Keys:
-        return self._held.keys
+        return self._held.keys if self._wanted is None else self._wanted
+
+    @property
+    def wider(self) -> bool:
+        """It holds more than ``keys``: a narrowing was put off."""
+        return self._wanted is not None
 
     async def extend(self, keys: Keys, extra: Sequence[object] = ()) -> bool:
         """More keys (a plan that needs more), only where no reroute is in flight: a
@@ -594,16 +654,48 @@ class Waking:
         return False
 
     async def narrow(self, keys: Keys) -> None:
-        await self._held.narrow(keys)
-        self._wake()
+        let_go = getattr(self._held, "let_go_ops", None)
+        if let_go is not None and keys != self._held.keys and let_go() is not None:
+            self._wanted = keys  # the finish lets it all go in its write: no write now
+        else:
+            await self._held.narrow(keys)
+        self._wake()  # a reroute waiting for what it let go (or will) may start
+
+    async def narrow_now(self) -> None:
+        """Narrow to the plan's keys, put off by ``narrow``: a queued reroute may need what
+        this lets go. Nothing once the finish (or ``release``) began."""
+        wanted, narrowing = self._wanted, asyncio.Event()
+        with self._mutex:
+            if wanted is None or self._ending or self._narrowing is not None:
+                return
+            self._narrowing = narrowing
+        try:
+            await self._held.narrow(wanted)
+            self._wanted = None
+        finally:
+            with self._mutex:
+                self._narrowing = None
+            narrowing.set()
 
     async def release(self) -> None:
+        with self._mutex:
+            self._ending = True
+            narrowing = self._narrowing
+        if narrowing is not None:  # let go only once it ended: else both let one key go
+            await narrowing.wait()
         await self._held.release()
 
     def let_go_ops(self) -> object:
-        """The hold's release as another write's part (etcd: the reroute's finish)."""
+        """The hold's release as another write's part (etcd: the reroute's finish, in its
+        thread); None while a narrowing is under way (``release`` lets go after it)."""
         let_go = getattr(self._held, "let_go_ops", None)
-        return None if let_go is None else let_go()
+        if let_go is None:
+            return None
+        with self._mutex:
+            if self._narrowing is not None:
+                return None
+            self._ending = True
+        return let_go()
 
     def released(self, revision: int) -> None:
         """Let go by the reroute's finish (called in the thread that wrote it: the

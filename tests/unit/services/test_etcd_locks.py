@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import pytest
 
@@ -22,8 +23,10 @@ from services.reroute.etcd import locks as etcd_locks
 from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, get_op, put
 from services.reroute.etcd.locks import REVISION_BITS, EtcdLocks
 from services.reroute.executor import Executor
+from services.reroute.journal import Journaling
 from services.reroute.locks import Universe
 from services.reroute.resources import EVERYTHING
+from services.reroute.service.scheduler import Waking
 from tests.drivers.test_p4runtime import add, emulator, host
 from tests.unit.services.lossy import Lossy
 
@@ -130,6 +133,96 @@ def test_narrowing_to_ports_of_a_device_held_whole_is_one_write(cluster: EtcdClu
             assert [await holder(etcd, a, k) for k in ("ost1/in1", "br1")] == [None, None]
 
     asyncio.run(main())
+
+
+def test_a_narrowing_put_off_writes_nothing_until_a_queued_reroute_needs_it(
+    cluster: EtcdCluster,
+) -> None:
+    """The scheduler's hold of a reroute admitted alone (``Waking``) only notes its plan's
+    keys: nothing is written, the scheduler sees the plan's keys, the devices stay held.
+    Narrowed for real once a queued reroute needs the rest (``narrow_now``), the others take
+    the rest. A hold whose finish lets it all go (``let_go_ops``) narrows no more."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/later", SMALL) as (etcd, (a, b)):
+            plan = frozenset({"br1", "ost1/in1"})
+            woken: list[bool] = []
+            waking = await _waking(a, woken)
+            writes = etcd.calls["write"]
+            await waking.narrow(plan)
+            assert etcd.calls["write"] == writes
+            assert waking.keys == plan and waking.wider and woken  # the scheduler looks
+            assert await holder(etcd, a, "ost1") == a.owner
+            assert await b.try_acquire(frozenset({"br2"})) is None
+            writes = etcd.calls["write"]
+            await waking.narrow_now()
+            assert etcd.calls["write"] - writes == 1 and not waking.wider
+            assert [await holder(etcd, a, k) for k in ("br1", "ost1/in1", "ost1", "br2")] == [
+                a.owner, a.owner, None, None,
+            ]  # fmt: skip
+            other = await b.try_acquire(frozenset({"br2", "ost1/in2"}))
+            assert other is not None
+            await other.release()
+            await waking.release()
+
+            finishing = await _waking(a, [])
+            await finishing.narrow(plan)
+            ops = await asyncio.to_thread(finishing.let_go_ops)  # the finish's thread
+            assert ops is not None
+            writes = etcd.calls["write"]
+            await finishing.narrow_now()
+            assert etcd.calls["write"] == writes and finishing.wider
+            compares, let_go = ops
+            result = await etcd.atxn(compares, let_go)  # as the finish's write carries them
+            assert result.succeeded
+            finishing.released(result.revision)
+            assert [await holder(etcd, a, k) for k in ("br1", "br2", "ost1")] == [None] * 3
+
+    asyncio.run(main())
+
+
+def test_a_finish_never_lets_go_what_a_narrowing_under_way_lets_go(
+    cluster: EtcdCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finish that meets the put-off narrowing under way carries no release (its write
+    would compare keys the narrowing deletes, and fail); the run's ``release`` waits for
+    the narrowing to end, then lets go of what it left: nothing stays held."""
+
+    async def main() -> None:
+        async with replicas(cluster, "/t/race", SMALL) as (etcd, (a, _)):
+            waking = await _waking(a, [])
+            await waking.narrow(frozenset({"br1", "ost1/in1"}))
+            held = waking._held
+            gate, narrow = asyncio.Event(), held.narrow
+
+            async def late(keys: frozenset[str]) -> None:  # its write still on its way
+                await gate.wait()
+                await narrow(keys)
+
+            monkeypatch.setattr(held, "narrow", late)
+            narrowing = asyncio.create_task(waking.narrow_now())
+            await asyncio.sleep(0.01)
+            assert await asyncio.to_thread(waking.let_go_ops) is None
+            releasing = asyncio.create_task(waking.release())
+            await asyncio.sleep(0.05)
+            assert not releasing.done()
+            gate.set()
+            await narrowing
+            await releasing
+            for key in ("br1", "br2", "ost1", "ost1/in1"):
+                assert await holder(etcd, a, key) is None, key
+            writes = etcd.calls["write"]
+            await waking.narrow_now()
+            assert etcd.calls["write"] == writes
+
+    asyncio.run(main())
+
+
+async def _waking(locks: EtcdLocks, woken: list[bool]) -> Waking:
+    """A scheduler's hold of every device, as a reroute admitted alone starts."""
+    held = await locks.try_acquire(frozenset({EVERYTHING}))
+    assert held is not None
+    return Waking(held, lambda: woken.append(True), cast(Journaling, None))
 
 
 def test_two_hundred_devices_are_taken_all_or_nothing(cluster: EtcdCluster) -> None:

@@ -1,18 +1,23 @@
 """Disjoint reroutes run at once, overlapping ones one after the other in submission order,
 through the service on fake switches of a generated leaf-spine fabric: rack pair 1-2 and
-rack pair 3-4 share no switch when they move between different spines."""
+rack pair 3-4 share no switch when they move between different spines. On etcd too, where
+the first reroute, admitted alone, holds every switch and puts its narrowing off until
+another reroute is queued (``scheduler.Waking``)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from fabric.etcdcluster import EtcdCluster
 from services.reroute.generate import leaf_spine, to_yaml
 from services.reroute.journal import Journal, RerouteState
 from services.reroute.service.client import RerouteView
+from services.reroute.store import EtcdStore
 from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
@@ -24,12 +29,35 @@ DRAIN_MS = 300.0  # each move waits this long before cleaning: long enough to ov
 
 @pytest.fixture
 def fabric(tmp_path: Path) -> Iterator[tuple[ServerThread, FakeFabric, Topology]]:
-    file = tmp_path / "ls.yaml"
-    file.write_text(to_yaml(leaf_spine(racks=4, spines=4, ocs=0, name="ls-test")))
-    topo = load_topology(file)
+    topo = _topo(tmp_path)
     fake = FakeFabric(topo)
     with ServerThread(settings(topo, tmp_path / "journal.sqlite"), fake.drivers) as srv:
         yield srv, fake, topo
+
+
+@pytest.fixture(params=["sqlite", "etcd"])
+def stored(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[ServerThread, FakeFabric, Topology]]:
+    """The fabric, its journal and locks in SQLite or in a one-member etcd."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("fabric")
+        return
+    if shutil.which("etcd") is None:
+        pytest.skip("etcd is missing (make setup installs etcd-server)")
+    topo = _topo(tmp_path)
+    fake = FakeFabric(topo)
+    with EtcdCluster(tmp_path / "etcd", size=1) as cluster:
+        store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix="/at-once")
+        config = settings(topo, tmp_path / "journal.sqlite", store=store)
+        with ServerThread(config, fake.drivers) as srv:
+            yield srv, fake, topo
+
+
+def _topo(tmp_path: Path) -> Topology:
+    file = tmp_path / "ls.yaml"
+    file.write_text(to_yaml(leaf_spine(racks=4, spines=4, ocs=0, name="ls-test")))
+    return load_topology(file)
 
 
 def _at_once(srv: ServerThread, moves: list[tuple[str, str]]) -> list[RerouteView]:
@@ -42,9 +70,9 @@ def _at_once(srv: ServerThread, moves: list[tuple[str, str]]) -> list[RerouteVie
 
 
 def test_disjoint_reroutes_run_at_once_and_an_overlapping_one_waits_for_both(
-    fabric: tuple[ServerThread, FakeFabric, Topology],
+    stored: tuple[ServerThread, FakeFabric, Topology],
 ) -> None:
-    srv, _, _ = fabric
+    srv, _, _ = stored
     setup = srv.client().create([PAIR34], "r3-4-s3", drain_ms=0, wait_s=10)
     assert setup.state is RerouteState.DONE, setup.error
     a, b, c = _at_once(
