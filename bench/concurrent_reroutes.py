@@ -18,9 +18,10 @@ Before each, every pair goes back onto OCS 1 and OCS 2 and 4 get their initial
 cross-connects back (the service reconfigures them again). A UDP probe (``--rate`` per
 pair) runs from each moved pair's first host to its second during the moves: each reroute
 must lose nothing beyond the fabric's own drops (OVS's receive sockets, counted beside the
-losses: the userspace datapath drops when its thread falls behind). Per round: the time from the first request to the last reroute done,
-for one and for eight; the last line is the ratio of their medians (goal <= 1.5x; eight
-one after the other would take ~8x). Numbers, not pass/fail.
+losses: the userspace datapath drops when its thread falls behind). Per round: the time
+from the first request to the last reroute done, for one and for eight; the last line is
+the ratio of their medians (goal <= 1.5x; eight one after the other would take ~8x).
+Numbers, not pass/fail.
 """
 
 from __future__ import annotations
