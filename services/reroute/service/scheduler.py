@@ -372,11 +372,12 @@ class Scheduler:
         replicas stand (with device ownership, another's queued reroute wakes only its
         master). A narrowing that fails is tried again at the next look (the start it was
         for fails its lock meanwhile)."""
+        wider = [h for h in self._running.values() if isinstance(h, Waking) and h.wider]
+        if not wider:  # (the common case: nothing to read out of the queue)
+            return
         others = self.routing is not None and not self.routing.alone()
         queued = [r for r in (*queue.running, *queue.pending) if r.id not in self._running]
-        for held in list(self._running.values()):  # (a run may end meanwhile)
-            if not isinstance(held, Waking) or not held.wider:
-                continue
+        for held in wider:
             if not others and all(overlap(r.resources, held.keys) for r in queued):
                 continue  # none of them could start before this one ends
             try:
@@ -624,6 +625,8 @@ class Waking:
         self._held = held
         self._wake = wake
         self._journal = journal
+        # the hold's release as another write's part (etcd's ``EtcdHeld.let_go_ops``)
+        self._let_go_ops: Callable[[], object] | None = getattr(held, "let_go_ops", None)
         self._wanted: Keys | None = None  # the plan's keys, not narrowed to yet
         self._mutex = threading.Lock()  # (``let_go_ops`` runs in the finish's thread)
         self._narrowing: asyncio.Event | None = None  # set when the narrowing under way ends
@@ -654,7 +657,7 @@ class Waking:
         return False
 
     async def narrow(self, keys: Keys) -> None:
-        let_go = getattr(self._held, "let_go_ops", None)
+        let_go = self._let_go_ops
         if let_go is not None and keys != self._held.keys and let_go() is not None:
             self._wanted = keys  # the finish lets it all go in its write: no write now
         else:
@@ -688,7 +691,7 @@ class Waking:
     def let_go_ops(self) -> object:
         """The hold's release as another write's part (etcd: the reroute's finish, in its
         thread); None while a narrowing is under way (``release`` lets go after it)."""
-        let_go = getattr(self._held, "let_go_ops", None)
+        let_go = self._let_go_ops
         if let_go is None:
             return None
         with self._mutex:
