@@ -163,6 +163,11 @@ class JournalError(RerouteError):
     """The journal file cannot be used."""
 
 
+class InDoubt(JournalError):
+    """A write whose outcome the journal could not learn: it may be applied all the same
+    (etcd: an enqueue whose answer and settling were both lost)."""
+
+
 class LeaseLost(JournalError):
     """This replica's lease (etcd) expired: it may no longer write about the reroutes it
     ran, nor touch their devices; another replica recovers them."""

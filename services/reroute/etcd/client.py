@@ -292,6 +292,12 @@ class Etcd:
     # -- blocking ------------------------------------------------------------------------
 
     def _call(self, stub: Callable[[Any], Any], method: str, request: Any) -> Any:
+        return self._call_tried(stub, method, request)[0]
+
+    def _call_tried(
+        self, stub: Callable[[Any], Any], method: str, request: Any
+    ) -> tuple[Any, bool]:
+        """The reply, and whether an earlier attempt failed (``TxnResult.retried``)."""
         self._count(kind_of(method, request))
         if self.lease_left is not None and self.unanswered is not None:
             since = time.monotonic() - self.unanswered
@@ -310,7 +316,7 @@ class Etcd:
                     break
                 continue
             self._answered(at)
-            return reply
+            return reply, last is not None
         raise self._unavailable(last)
 
     def get(self, key: str) -> KV | None:
@@ -338,7 +344,8 @@ class Etcd:
             with self._writing_lock:
                 self.writing += 1
         try:
-            return self._wrote(_txn_result(self._call(rpc.KVStub, "Txn", request)), success)
+            reply, retried = self._call_tried(rpc.KVStub, "Txn", request)
+            return self._wrote(_txn_result(reply, retried and writes), success)
         finally:
             if writes:
                 with self._writing_lock:

@@ -10,11 +10,21 @@ Keys under the store's prefix ``P``:
 - ``P/keys/<idempotency key>``: the reroute created with it;
 - ``P/settled/<flow>``: where pruned reroutes left a flow (``Journal.prune``).
 - ``P/debts/<device>``: a device whose cleanup a reroute left (it did not answer): the reroute.
+- ``P/unqueued/<id>``: an enqueue settled as never applied (below), valued with when
+  (pruned; not the locks' ``P/void/``).
 
-Every write is one transaction. A write about a reroute this replica runs also compares
-that the replica's own key ``P/owners/<owner>`` still exists (``fence``): a replica whose
-lease expired -- paused, or cut off from etcd -- has its write-ahead records refused, so it
-stops before its next step (``JournalError``), while another replica recovers the reroute.
+Every write is one transaction. **An enqueue in doubt** (no answer, or an answer after a
+retry that did not succeed: the first attempt may have been applied, before or after it)
+is settled as the locks settle theirs: the enqueue compares ``P/unqueued/<id>`` absent, and one
+more transaction reads whether the row is there and puts that void key when it is not.
+The row there: the reroute was queued (the request is answered as if it had been); the
+void key put: it never will be (the request fails, 503). Without an answer to that either,
+the outcome stays unknown (503 all the same, the reroute maybe queued: the admission's
+read before it keeps that window to a quorum lost in between).
+A write about a reroute this replica runs also compares that the replica's own key
+``P/owners/<owner>`` still exists (``fence``): a replica whose lease expired -- paused, or
+cut off from etcd -- has its write-ahead records refused, so it stops before its next step
+(``JournalError``), while another replica recovers the reroute.
 Reads are linearizable (etcd's default): any replica answers what every other wrote.
 
 The scheduler reads the queue and the reroutes in flight at one revision ``R`` (``queue``:
@@ -76,6 +86,7 @@ memory is guarded by a lock never held across a call.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -94,6 +105,7 @@ from services.reroute.etcd.client import (
     TxnResult,
     absent,
     delete,
+    exists,
     get_op,
     prefix_end,
     put,
@@ -101,6 +113,7 @@ from services.reroute.etcd.client import (
 )
 from services.reroute.journal import (
     Ended,
+    InDoubt,
     JournalError,
     LeaseLost,
     Queue,
@@ -118,7 +131,10 @@ from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
 from services.reroute.resources import EVERYTHING, covers
 
+log = logging.getLogger("reroute.etcd")
 PRUNE_CHUNK = 40  # reroutes removed per transaction (etcd allows 128 operations)
+VOID = "unqueued"  # enqueues settled as never applied (module docstring)
+VOID_KEPT_S = 3600.0  # an enqueue's void key (settled as never applied) kept this long
 ENDED_KEPT = 64  # ended reroutes of this replica answered from memory
 SEEN_KEPT = 64  # pending rows read here, kept for ``create``'s compare
 
@@ -192,10 +208,18 @@ class EtcdJournal:
         if idem_key is not None:
             compares.append(absent(self._key("keys", idem_key)))
             ops.append(put(self._key("keys", idem_key), reroute_id.encode()))
+        compares.append(absent(self._key(VOID, reroute_id)))  # not settled as never applied
         nudges = None if self.nudges is None else self.nudges()  # before: none is missed
         ops += [get_op(self._key(k), prefix=True) for k in ("running", "pending")]  # after it
-        result = self._txn(compares, ops)
+        try:
+            result = self.etcd.txn(compares, ops)
+        except StoreUnavailable as exc:
+            if self._settle_enqueue(reroute_id, exc):
+                return  # queued: no read of the queue to reuse
+            raise JournalError(f"journal: {exc}") from exc
         if not result.succeeded:
+            if result.retried and self._settle_enqueue(reroute_id, None):
+                return
             raise JournalError(f"reroute {reroute_id} or its idempotency key exists")
         if nudges is not None:
             running, pending = (
@@ -205,6 +229,21 @@ class EtcdJournal:
             row = _Row(**json.loads(record.encode()))  # as a read of it would give it
             with self._mem:
                 self._enqueued = _Enqueued(result.revision, nudges, running, pending, row)
+
+    def _settle_enqueue(self, reroute_id: str, doubt: StoreUnavailable | None) -> bool:
+        """An enqueue in doubt (module docstring): True when it was applied (its row is
+        there), False when it never will be (its void key is put now). JournalError when
+        etcd answers this neither."""
+        row, void = self._key("reroutes", reroute_id), self._key(VOID, reroute_id)
+        try:
+            result = self.etcd.txn([exists(row)], [], [put(void, f"{time.time():.0f}".encode())])
+        except StoreUnavailable as exc:
+            raise InDoubt(
+                f"journal: {doubt or exc}; reroute {reroute_id} may be queued all the same"
+            ) from exc
+        if result.succeeded:
+            log.warning("reroute %s: an enqueue whose answer was lost was applied", reroute_id)
+        return result.succeeded
 
     def create(
         self,
@@ -510,7 +549,17 @@ class EtcdJournal:
                     ops.append(delete(self._key("keys", row.idem_key)))
             ops += [put(self._key("settled", f), p.encode()) for f, p in placed.items()]
             self._txn([], ops)
+        self._prune_voids(time.time() if now is None else now)
         return len(gone)
+
+    def _prune_voids(self, now: float) -> None:
+        """Delete the void keys of enqueues settled more than ``VOID_KEPT_S`` ago: a late
+        attempt of such an enqueue reached etcd long before (its deadline is seconds)."""
+        old = [kv for kv in self.etcd.get_prefix(self._key(VOID))
+               if float(kv.value or 0) < now - VOID_KEPT_S]  # fmt: skip
+        for start in range(0, len(old), PRUNE_CHUNK):
+            chunk = old[start : start + PRUNE_CHUNK]
+            self._txn([], [delete(kv.key) for kv in chunk])
 
     # -- reads -------------------------------------------------------------------------
 

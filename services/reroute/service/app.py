@@ -34,7 +34,7 @@ from services.reroute.engine import Engine
 from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
 from services.reroute.executor import Driver
 from services.reroute.inventory import open_drivers
-from services.reroute.journal import JournalError
+from services.reroute.journal import InDoubt, JournalError
 from services.reroute.locks import Universe
 from services.reroute.ownership import device_groups
 from services.reroute.reach import DEVICE_TIMEOUT_S
@@ -312,8 +312,11 @@ async def _driver_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _journal_error(_: Request, exc: Exception) -> JSONResponse:
     """The journal cannot be read or written now (etcd without quorum, a full disk):
-    nothing was changed; the client may retry."""
-    detail = f"the journal cannot be used now, nothing was changed: {exc}"
+    nothing was changed (but for a write in doubt, which says so); the client may retry."""
+    if isinstance(exc, InDoubt):
+        detail = f"the journal cannot be used now; what was asked may be done all the same: {exc}"
+    else:
+        detail = f"the journal cannot be used now, nothing was changed: {exc}"
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 

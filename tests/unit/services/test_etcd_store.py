@@ -18,9 +18,10 @@ from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
 from services.reroute.etcd import follow
 from services.reroute.etcd.client import Etcd, EtcdSettings
-from services.reroute.etcd.journal import EtcdJournal
+from services.reroute.etcd.journal import VOID_KEPT_S, EtcdJournal
 from services.reroute.etcd.locks import EtcdLocks, holder
 from services.reroute.journal import (
+    InDoubt,
     JournalError,
     LeaseLost,
     Queue,
@@ -36,6 +37,7 @@ from services.reroute.rules import initial_rules
 from services.reroute.store import EtcdStore
 from services.reroute.tables import tables_from
 from services.reroute.topology import Topology, load_topology
+from tests.unit.services.lossy import LossySync
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeSwitch
 from tests.unit.services.test_etcd_lease import until
@@ -83,6 +85,38 @@ def test_the_journal_in_etcd_keeps_what_the_sqlite_one_keeps(cluster: EtcdCluste
     assert journal.cancel("c") and not journal.cancel("c")
     assert journal.prune(Retention(reroutes=1)) == 1  # a (c is newer)
     assert journal.get("a") is None and journal.settled() == {FLOW: "long"}  # its origins
+
+
+def test_an_enqueue_in_doubt_is_settled_queued_once_or_never(cluster: EtcdCluster) -> None:
+    """An enqueue applied but its answer lost, or applied and answered "exists" to the
+    client's retry: settled as applied, queued once, no error (before: a 503, or the key's
+    "exists", for a reroute that then ran). One stuck and not answered: settled as never
+    applied (its void key put), an error, and its late arrival is refused. A settling that
+    gets no answer either says the reroute may be queued all the same."""
+    etcd = etcd_of(cluster)
+    journal = EtcdJournal(etcd, "/test/doubt")
+    net = LossySync(etcd)
+    intent = Intent(flows=(FLOW,), to_path="temporary")
+    for n, what in enumerate(("lost", "twice"), start=1):
+        net.plan = [what]
+        journal.enqueue(f"r{n}", intent, idem_key=f"k{n}")
+        assert not net.plan, what
+        assert [r.id for r in journal.pending()] == [f"r{i}" for i in range(1, n + 1)], what
+    net.plan = ["stuck"]
+    with pytest.raises(JournalError, match="no answer") as refused:
+        journal.enqueue("r3", intent, idem_key="k3")
+    assert not isinstance(refused.value, InDoubt)  # known: never applied
+    assert etcd.get("/test/doubt/unqueued/r3") is not None
+    (late,) = net.deliver()
+    assert not late.succeeded  # refused: settled as never applied
+    assert [r.id for r in journal.pending()] == ["r1", "r2"] and journal.by_key("k3") is None
+    net.plan = ["lost", "unsent"]
+    with pytest.raises(InDoubt, match="r4 may be queued all the same"):
+        journal.enqueue("r4", intent)
+    assert [r.id for r in journal.pending()] == ["r1", "r2", "r4"]  # it was
+    journal.prune(Retention(reroutes=100), now=time.time() + VOID_KEPT_S + 1)
+    assert etcd.get("/test/doubt/unqueued/r3") is None  # void keys do not pile up
+    assert [r.id for r in journal.pending()] == ["r1", "r2", "r4"]
 
 
 def test_what_a_reroute_ended_here_owes_is_known_without_a_read(cluster: EtcdCluster) -> None:

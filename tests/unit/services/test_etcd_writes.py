@@ -28,7 +28,7 @@ from services.reroute.service.client import StepView
 from services.reroute.service.config import Settings
 from services.reroute.store import EtcdStore
 from services.reroute.topology import load_topology
-from tests.unit.services.lossy import Lossy, puts_under
+from tests.unit.services.lossy import Lossy, LossySync, puts_under
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeOptical
 
@@ -124,6 +124,34 @@ def test_a_start_whose_answer_was_lost_runs_its_reroute_once() -> None:
                 assert len(ran) == n + 1 and view.id in ran, (lossy, ran)
             assert lock.etcd.get_prefix("/lost/locks/") == []
             assert lock.etcd.get_prefix("/lost/claims/") == []
+
+
+def test_an_admission_whose_answer_was_lost_is_answered_as_what_it_did() -> None:
+    """The enqueue applied, its answer lost: the request is answered 202 and the reroute
+    runs once. Applied, its answer lost and the settling unanswered too: 503 saying the
+    reroute may be done all the same, and it does run (it was queued)."""
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
+        fake = FakeFabric(TOPO)
+        store = EtcdStore(kind="etcd", endpoints=tuple(c.endpoints), prefix="/admitted")
+        with ServerThread(settings(TOPO, Path(tmp) / "x.sqlite", store=store), fake.drivers) as srv:
+            journal = srv.server.app.state.service.journal
+            enqueue = puts_under("/admitted/reroutes/")
+            # the enqueue, and the settling after it (a transaction that puts nothing)
+            net = LossySync(journal.etcd, lambda ops: not ops or enqueue(ops))
+            client = srv.client()
+            net.plan = ["lost"]
+            view = client.create([str(FLOW)], "temporary", wait_s=10)
+            assert view.state is RerouteState.DONE and not net.plan, view
+            net.plan = ["lost", "unsent"]
+            with srv.http() as http:
+                answer = http.post("/v1/reroutes", json={"flows": [str(FLOW)], "to_path": "long"})
+            assert answer.status_code == 503 and not net.plan, answer.text
+            assert "may be done all the same" in answer.json()["detail"], answer.text
+            deadline = time.monotonic() + 10
+            while client.flows().get("long") != ("10.0.0.2/32>10.0.0.3/32",):
+                assert time.monotonic() < deadline, [(r.id, r.state) for r in client.list()]
+                time.sleep(0.1)
+            assert [r.state for r in client.list()] == [RerouteState.DONE] * 2
 
 
 def _draining(steps: tuple[StepView, ...]) -> bool:
