@@ -105,7 +105,8 @@ class BandwidthSteering:
                 f" {cap} Mbit/s (tbf), as seed 003 forced two 10 Gbit/s streams through one"
                 " 10 Gbit/s link; a UDP probe and tcpdump at both ends of the steered stream."
                 f" {ostbench.when_switched(cfg).capitalize()} ost1 steers vm2 -> vm3 onto the"
-                ' short circuit. As the seed ("we only'
+                f" short circuit; {ostbench.line_said(cfg)}."
+                ' As the seed ("we only'
                 " evaluated the stream between vm2 and vm3\"), the seed's loss and"
                 " unavailability are the steered stream's; **bold** rows are computed as the"
                 " seed did, from the packets. *before* is the median rate of the last second"
@@ -167,7 +168,7 @@ def _lock(cfg: SteeringConfig, seed: int, pair: int) -> float | None:
 def _bottlenecked(
     say: Say, seed: int, cfg: SteeringConfig
 ) -> Iterator[tuple[ostbench.Bench, SteeringConfig]]:
-    with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
+    with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
         dev = veth_name(BOTTLENECK)
         tbf = ["rate", f"{cfg.bottleneck_mbps}mbit", "burst", "16kb", "latency", "20ms"]
         run_cmd(

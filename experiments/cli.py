@@ -12,7 +12,8 @@ root, no fabric); ``audit DIR`` recomputes the capture numbers of the repetition
 their captures (``DIR/pcaps``, the first 3 of each arm) from the packets and lists any that
 differ; ``export DIR --csv`` writes the raw numbers as CSV for a spreadsheet; ``seeds
 [DIR ...]`` sets the seeds' numbers beside ours, every entry in one table (default: the full
-run's, ``experiments/results-full/seeds.md``); ``full`` runs every experiment at the seeds'
+run's, ``experiments/results-full/seeds.md``), and with ``--readme FILE`` puts that table and
+each entry's report conclusions between FILE's markers; ``full`` runs every experiment at the seeds'
 sample sizes (``make experiments-full``).
 """
 
@@ -261,14 +262,24 @@ def _seeds(args: argparse.Namespace) -> int:
     entries = seed_table.collect(dirs, plan, missing_ok=not args.dir)
     out = args.out or dirs[0].parent / "seeds.md"
     given = [*map(str, args.dir), *(["--out", str(args.out)] if args.out else [])]
+    given += ["--readme", str(args.readme)] if args.readme else []
     command = shlex.join(["reroute", "experiment", "seeds", *given])
     text = seed_table.render(entries, command=command)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    writes = [(out, text)]
+    if args.readme:  # checked whole before either file is written
+        if not args.readme.is_file():
+            raise RerouteError(f"{args.readme}: no such file")
+        section = seed_table.readme_section(entries, command=command, readme=args.readme)
+        spliced = seed_table.splice(args.readme.read_text(), section, name=str(args.readme))
+        writes.append((args.readme, spliced))
+    for path, content in writes:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(content)
+        tmp.replace(path)
     print(text)
-    print(f"written: {out}")
+    for path, _ in writes:
+        print(f"written: {path}")
     return 0
 
 
@@ -383,6 +394,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         metavar="FILE",
         help="default seeds.md beside the first DIR (experiments/results-full/seeds.md)",
+    )
+    seeds.add_argument(
+        "--readme",
+        type=Path,
+        metavar="FILE",
+        help="also put the table and each entry's conclusions (from its report.md, made by"
+        " `report` from the same raw data) between FILE's results-full markers"
+        " (experiments/README.md)",
     )
     seeds.set_defaults(func=_seeds)
 

@@ -80,7 +80,9 @@ class DataRateSweep:
                 f"vm2 -> vm3, iperf3 TCP at each rate through a line of {line} Mbit/s (tbf on"
                 f" br3 -> vm3; the seed: {SEED_RATES}); ost1 reconfigured long -> short (BBM)"
                 " in the middle of the stream. From tcpdump at vm3 (throughput) and vm2 (RTT):"
-                " *catch-up* is the time from the end of the outage to the end of the last"
+                " the *unavailability* is seed 003's, the longest gap in the TCP data at the"
+                " sender (vm2), with the gap at the receiver (vm3) beside it; *catch-up* is"
+                " the time from the end of the outage to the end of the last"
                 " 100 ms above 1.1 x the rate (the sender clearing its backlog), *peak* the"
                 " highest 100 ms rate after the outage.\n",
                 _table(by),
@@ -142,8 +144,7 @@ def _lock(cfg: RateConfig, seed: int, pair: int) -> float | None:
 
 @contextmanager
 def _line(say: Say, seed: int, cfg: RateConfig) -> Iterator[tuple[ostbench.Bench, RateConfig]]:
-    with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
-        say(ostbench.cap_line(b, cfg.line_mbps))
+    with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
         yield b, cfg
 
 
@@ -162,7 +163,8 @@ def _series_100ms(run: Raw) -> tuple[list[float], list[float]] | None:
 def catch_up(run: Raw) -> tuple[float | None, float | None]:
     """(s from the end of the outage to the end of the last 100 ms above 1.1 x the rate in
     the 10 s after it: how long the sender caught up at more than its rate; the peak 100 ms
-    rate then), from the capture at vm3. (0, peak) when it never exceeded its rate."""
+    rate then), from the capture at vm3 and its gap (the receiver's: the outage as vm3's
+    series shows it). (0, peak) when it never exceeded its rate."""
     got = _series_100ms(run)
     cap = run.get("capture") or {}
     gap, at = cap.get("longest_gap_ms"), cap.get("gap_at_ms")
@@ -181,7 +183,8 @@ def _table(by: Mapping[int, Sequence[Raw]]) -> str:
     header = [
         "rate (Mbit/s)",
         "n",
-        "TCP unavailability (ms) [capture]",
+        "TCP unavailability, sender (ms) [capture]",
+        "gap at the receiver (ms)",
         "retransmitted / sent (%)",
         "catch-up (s)",
         "peak after (Mbit/s)",
@@ -196,6 +199,7 @@ def _table(by: Mapping[int, Sequence[Raw]]) -> str:
             [
                 str(rate),
                 str(len(runs)),
+                md.stat_cells(md.values(cap, lambda c: c.get("sender_gap_ms")), 0)[0],
                 md.stat_cells(md.values(cap, lambda c: c.get("longest_gap_ms")), 0)[0],
                 md.stat_cells(md.values(cap, lambda c: c.get("retransmitted_pct")), 2)[0],
                 md.stat_cells([u[0] for u in ups if u[0] is not None], 1)[0],

@@ -5,7 +5,9 @@ retransmission backoff; the lock time is not measured here but drawn by the Pola
 EMULATOR from seed 003 Table 4.3. This sweep fixes the lock time (``:EMUL:LOCK``) at each
 value of ``lock_ms`` and runs the ost-vs-mbb repetition (BBM and MBB, the same traffic and
 captures) at each: BBM's unavailability should follow the lock time, MBB's should not.
-Parameters: ``experiments/configs/lock-sweep.yaml``.
+The unavailability is seed 003's: the longest gap in the TCP data at the sender's capture;
+the gap at the receiver's capture is shown beside it. Parameters:
+``experiments/configs/lock-sweep.yaml``.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ class LockSweep:
             [
                 "The ost-vs-mbb repetition (vm2 -> vm3, TCP + the UDP probe + captures, ost1"
                 " reconfigured long -> short) with the emulator's lock time fixed at each"
-                " value instead of drawn from seed 003 Table 4.3 (mean 605 ms). *slope*: the"
+                " value instead of drawn from seed 003 Table 4.3 (mean 605 ms). The"
+                " unavailability is seed 003's, the longest gap in the TCP data at the"
+                " sender's capture; the receiver's gap is beside it. *slope*: the"
                 " least-squares slope of the unavailability against the lock time.\n",
                 _table(by, locks),
                 md.image(_plot(by, locks, out), "unavailability against the lock time"),
@@ -76,19 +80,24 @@ class LockSweep:
         return Written(conclusions=conclusions(by, locks), body=body)
 
     def seed_rows(self, raws: Mapping[str, Raw]) -> list[SeedRow]:
-        """None: a sensitivity study of the emulator's lock model. Seed 003 never fixed the
-        lock time, and this report's gap is the receiver's (the seed's is the sender's)."""
+        """None: a sensitivity study of the emulator's lock model; seed 003 never fixed the
+        lock time."""
         return []
 
 
 @contextmanager
 def _bench(say: Say, seed: int, cfg: LockSweepConfig) -> Iterator[tuple[Any, LockSweepConfig]]:
-    with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
+    with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
         yield b, cfg
 
 
 def _gap(r: Raw) -> Any:
-    return (r.get("capture") or {}).get("longest_gap_ms") or r["udp"]["longest_gap_ms"]
+    """Seed 003's unavailability: the longest gap at the sender's capture (None without)."""
+    return (r.get("capture") or {}).get("sender_gap_ms")
+
+
+def _receiver_gap(r: Raw) -> Any:
+    return (r.get("capture") or {}).get("longest_gap_ms")
 
 
 def slope(points: Sequence[tuple[float, float]]) -> float | None:
@@ -108,20 +117,25 @@ def _points(by: Mapping[tuple[float, str], Sequence[Raw]], s: str) -> list[tuple
 def _table(by: Mapping[tuple[float, str], Sequence[Raw]], locks: Sequence[float]) -> str:
     header = ["lock (ms)"]
     for s in STRATEGIES:
-        header += [f"{s.upper()} TCP unavailability (ms) [capture]", f"{s.upper()} retrans. (%)"]
+        header += [
+            f"{s.upper()} TCP unavailability, sender (ms) [capture]",
+            f"{s.upper()} gap at the receiver (ms)",
+            f"{s.upper()} retrans. (%)",
+        ]
     rows = []
     for lock in locks:
         row = [f"{lock:.0f}"]
         for s in STRATEGIES:
             runs = by[(lock, s)]
             row.append(md.mean_ci(md.values(runs, _gap), 0))
+            row.append(md.mean_ci(md.values(runs, _receiver_gap), 0))
             cap = [r.get("capture") or {} for r in runs]
             row.append(md.stat_cells(md.values(cap, lambda c: c.get("retransmitted_pct")), 2)[0])
         rows.append(row)
     slopes = [
         f"{s.upper()}: {v:.2f}" for s in STRATEGIES if (v := slope(_points(by, s))) is not None
     ]
-    rows.append(["slope (ms per ms of lock)", *(c for s in slopes for c in (s, ""))])
+    rows.append(["slope (ms per ms of lock, sender)", *(c for s in slopes for c in (s, "", ""))])
     few = md.fewest(*by.values())
     return md.table(header, rows, title="Unavailability against the lock time", few=few)
 
@@ -162,7 +176,7 @@ def _plot(by: Mapping[tuple[float, str], Sequence[Raw]], locks: Sequence[float],
     ax.plot([0, max(locks)], [0, max(locks)], color="gray", ls=":", lw=1, label="y = lock")
     ax.axvline(SEED_LOCK_MEAN, color="k", ls="--", lw=0.8, label="seed 003 mean lock 605 ms")
     ax.set_xlabel("fixed lock time of the emulator (ms)")
-    ax.set_ylabel("longest gap in the TCP data (ms, capture)")
+    ax.set_ylabel("longest gap in the TCP data at the sender (ms, capture)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     return plots.save(fig, out / "lock_sensitivity.png")

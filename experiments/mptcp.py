@@ -246,9 +246,7 @@ def conclusions(raws: Mapping[str, Raw]) -> str:
 
 @contextmanager
 def _two_paths(say: Say, seed: int, cfg: MptcpConfig) -> Iterator[tuple[ostbench.Bench, Any]]:
-    with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
-        if cfg.line_mbps is not None:
-            say(ostbench.cap_line(b, cfg.line_mbps))
+    with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
         say("vm2 -> vm3 onto the short circuit (MBB via the temporary path)")
         _move(b, measuring.SHORT)
         temporary = b.topo.paths[measuring.TEMPORARY]

@@ -225,7 +225,10 @@ def lock_for(cfg: OstConfig, seed: int, pair: int) -> float | None:
 @contextmanager
 def _bench(backend: str, cfg: OstConfig, say: Say, seed: int) -> Any:
     topology = ROOT / "topologies" / str(bk.get(backend).ost)
-    with ostbench.bench(say, seed=seed, topology=topology, congestion=cfg.congestion) as b:
+    line = cfg.line_mbps
+    with ostbench.bench(
+        say, seed=seed, topology=topology, congestion=cfg.congestion, line_mbps=line
+    ) as b:
         yield b, cfg
 
 
@@ -254,7 +257,8 @@ def _setup(raws: Mapping[str, Raw]) -> str:
         f"vm2 -> vm3 on the long path: iperf3 TCP capped at {tcp} Mbit/s for {tcp_s} s (100 ms"
         f" reports), the UDP probe at {probe} pkt/s for {probe_s} s, a ping, and tcpdump at"
         f" vm2 and vm3; {ostbench.when_switched(cfg)} ost1 is reconfigured to"
-        f" the short path, then the flows go back by an unmeasured MBB reroute. Lock times:"
+        f" the short path, then the flows go back by an unmeasured MBB reroute;"
+        f" {ostbench.line_said(cfg)}. Lock times:"
         f" {locks}. **Bold** rows are seed 003's metrics (Table 4.6) computed as the seed did,"
         " from the packets: the unavailability is the longest time vm2's sniffer saw no packet"
         " of the stream (the seed's tcpdump was on the sender's side), the receiver's gap"

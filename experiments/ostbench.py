@@ -71,6 +71,9 @@ class BenchConfig(Config):
     rtt_window_ms: float = Field(1500, gt=0, description="'during the switch': request +")
     gap_window_ms: float = Field(3000, gt=0, description="unavailability looked for until")
     capture: bool = Field(True, description="tcpdump at sender and receiver (seed's metrics)")
+    line_mbps: int | None = Field(
+        None, ge=1, description="the line rate: tbf on br3 -> vm3 (None: the fabric's own)"
+    )
     congestion: str = Field(
         "cubic", pattern=r"^[a-z0-9_]+$", description="the TCP senders' congestion control"
     )
@@ -101,10 +104,16 @@ class Bench:
 
 @contextmanager
 def bench(
-    say: Say, *, seed: int, topology: Path = TOPOLOGY, congestion: str = "cubic"
+    say: Say,
+    *,
+    seed: int,
+    topology: Path = TOPOLOGY,
+    congestion: str = "cubic",
+    line_mbps: int | None = None,
 ) -> Iterator[Bench]:
     """The demo fabric up, with its flows and inventory, for a series of measurements whose
-    TCP senders use ``congestion``."""
+    TCP senders use ``congestion``, vm3's access link capped at ``line_mbps`` (``cap_line``;
+    None: the fabric's own rate)."""
     topo = load_topology(topology)
     flows = measuring.demo_flows(topo)
     say(f"bringing up {topo.name} (lock-time seed {seed})")
@@ -113,7 +122,10 @@ def bench(
         say(f"{kind} switches: {what}")
     try:
         inv = load_inventory(fab.state.inventory)
-        yield Bench(topo=topo, fab=fab, inv=inv, flows=flows, congestion=congestion)
+        b = Bench(topo=topo, fab=fab, inv=inv, flows=flows, congestion=congestion)
+        if line_mbps is not None:
+            say(cap_line(b, line_mbps))
+        yield b
     finally:
         say(f"tearing down {topo.name}")
         with signals.shielded():
@@ -283,6 +295,16 @@ def when_switched(cfg: Mapping[str, Any]) -> str:
     if at is not None:
         return f"{at:g} s into the {cfg.get('tcp_s', 7)} s TCP stream"
     return f"{cfg.get('baseline_s', 0.8):g} s into the probe"
+
+
+def line_said(cfg: Mapping[str, Any]) -> str:
+    """The line rate a recorded configuration capped vm3's access link at, in words."""
+    if "line_mbps" not in cfg:
+        return "vm3's access link not capped (made before the line cap: the fabric's own rate)"
+    line = cfg["line_mbps"]
+    if line is None:
+        return "vm3's access link not capped (the fabric's own rate)"
+    return f"vm3's access link capped at a line rate of {line} Mbit/s (tbf)"
 
 
 def _until_switch(cfg: BenchConfig, tcp_started_ns: int) -> float:

@@ -100,10 +100,10 @@ class RtoSweep:
             [
                 "vm2 -> vm3 on the long path (iperf3 TCP and the UDP probe, tcpdump at both"
                 f" ends), ost1 reconfigured under it {ostbench.when_switched(cfg)} (seed 003:"
-                " 10 s into a 20 s stream). The unavailability is the longest time the"
-                " sender's sniffer saw no packet of the stream, as the seed's. `rto_min` is set"
-                " on the"
-                " sender's route to vm3. *TCP resumes* is the time from the request until the"
+                f" 10 s into a 20 s stream); {ostbench.line_said(cfg)}. The unavailability is"
+                " the longest time the sender's sniffer saw no packet of the stream, as the"
+                " seed's. `rto_min` is set on the sender's route to vm3. *TCP resumes* is the"
+                " time from the request until the"
                 " stream is back above half its median rate (100 ms intervals); *model* is"
                 " when the circuit broke + `rto_min * (2^k - 1)`: the first retransmission after"
                 " the circuit's dark time (switching + lock), the timeout doubling each"
@@ -151,7 +151,7 @@ def _lock(cfg: RtoConfig, seed: int, pair: int) -> float | None:
 
 @contextmanager
 def _bench(say: Say, seed: int, cfg: RtoConfig) -> Iterator[tuple[ostbench.Bench, RtoConfig]]:
-    with ostbench.bench(say, seed=seed, congestion=cfg.congestion) as b:
+    with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
         yield b, cfg
 
 

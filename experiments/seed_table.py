@@ -9,10 +9,19 @@ setting differs from the seed's. :func:`collect` reads entry directories (each w
 checked to be one experiment's before any row is made; :func:`render` makes one Markdown
 document: the table, then the entries not yet run and those none of whose numbers is a
 seed's. Pure but for reading the raw files.
+
+With ``--readme FILE`` the same table, and after it each entry's conclusions as its
+``report.md`` says them (:func:`readme_section`), replace what stands between the markers
+:data:`BEGIN` and :data:`END` in FILE (experiments/README.md's results of the full run):
+every number there then comes from raw data through the reports. A report older than its
+raw data (it names another count of repetitions) or a file without exactly one pair of
+markers is refused before anything is written.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +34,8 @@ from experiments.runner import Experiment, Raw, SeedRow, every_raw, read_env
 from services.reroute.errors import ConfigError
 
 HEADER = ("entry", "metric", "seed", "seed's value", "seed's n", "ours", "our n", "note")
+BEGIN = "<!-- results-full: begin; written by `reroute experiment seeds --readme` -->"
+END = "<!-- results-full: end -->"
 
 
 @runtime_checkable
@@ -125,15 +136,16 @@ def _commits(entries: Sequence[Entry]) -> str:
     return f" The raw data are of commit{plural} {', '.join(commits)}{dirty}."
 
 
-def render(entries: Sequence[Entry], *, command: str) -> str:
-    """The Markdown document: how to read it, the table, what has no row and why."""
+def render(entries: Sequence[Entry], *, command: str, heading: str = "#") -> str:
+    """The Markdown document: how to read it, the table, what has no row and why; its title
+    a ``heading`` (``#``: a document of its own)."""
     rows = [
         [e.directory.name, r.metric, r.source, r.seed, r.seed_n, r.ours, r.ours_n, r.note]
         for e in entries
         for r in e.rows
     ]
     parts = [
-        "# The seeds' numbers beside ours\n",
+        f"{heading} The seeds' numbers beside ours\n",
         f"Made by `{command}` from each entry's `raw/` alone. *seed*: where the seed states the"
         " number (seed 000: Rao 2016; 002: Németh et al.; 003: Orozco Cifuentes 2022; the"
         " project README's References), its value and n as it states them."
@@ -154,3 +166,56 @@ def render(entries: Sequence[Entry], *, command: str) -> str:
             f" a seed states ({e.experiment}: {e.title}).\n"
         )
     return "\n".join(parts)
+
+
+def conclusions(entry: Entry) -> str:
+    """The conclusions of the entry's ``report.md``, checked to be the report of the raw data
+    as they are (ConfigError: no report, or one of another count of repetitions)."""
+    report = entry.directory / "report.md"
+    again = f"run `reroute experiment report {entry.directory}`"
+    if not report.is_file():
+        raise ConfigError(f"{entry.directory}: no report.md ({again} first)")
+    text = report.read_text()
+    said = f"{entry.repetitions} repetitions in `raw/`"
+    head = "**Conclusions.** "
+    if not re.search(rf"(?<![0-9]){re.escape(said)}", text):  # not 15 for 5
+        raise ConfigError(
+            f"{report}: not the report of the {entry.repetitions} repetitions now in raw/"
+            f" ({again} again)"
+        )
+    start = text.find(head)
+    if start < 0:
+        raise ConfigError(f"{report}: no **Conclusions.** paragraph ({again} again)")
+    start += len(head)
+    ends = [i for mark in ("\n\nMade by ", f"\n\n{said}") if (i := text.find(mark, start)) >= 0]
+    return text[start : min(ends, default=len(text))].strip()
+
+
+def readme_section(entries: Sequence[Entry], *, command: str, readme: Path) -> str:
+    """What goes between the markers: the table, then each entry's conclusions with a link
+    to its report (relative to ``readme``'s directory)."""
+    parts = [BEGIN, "", render(entries, command=command, heading="###")]
+    for e in entries:
+        if not e.repetitions:
+            continue
+        link = Path(os.path.relpath(e.directory / "report.md", readme.parent)).as_posix()
+        parts.append(
+            f"### {e.directory.name}: {e.title}\n\n{conclusions(e)}\n\n"
+            f"From {e.repetitions} repetitions: [report]({link}).\n"
+        )
+    parts.append(END)
+    return "\n".join(parts) + "\n"
+
+
+def splice(text: str, section: str, *, name: str) -> str:
+    """``text`` with what stands from :data:`BEGIN` to :data:`END` (both included) replaced
+    by ``section`` (ConfigError unless each marker is there once, in that order)."""
+    begin, end = text.count(BEGIN), text.count(END)
+    if begin != 1 or end != 1 or text.index(BEGIN) > text.index(END):
+        raise ConfigError(
+            f"{name}: needs one line {BEGIN!r} and, after it, one line {END!r}"
+            f" (found {begin} and {end}) to know where the results go"
+        )
+    head, rest = text.split(BEGIN)
+    tail = rest.split(END, 1)[1].removeprefix("\n")
+    return head + section + tail

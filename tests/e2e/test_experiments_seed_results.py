@@ -80,7 +80,7 @@ def test_lock_sweep_bbm_unavailability_follows_the_emulated_lock(tmp_path: Path)
     grew = long["capture"]["longest_gap_ms"] - short["capture"]["longest_gap_ms"]
     assert grew > 700, (short["capture"], long["capture"])  # the 850 ms more of dark
     report = (out / "report.md").read_text()
-    assert "| slope (ms per ms of lock) | BBM: " in report
+    assert "| slope (ms per ms of lock, sender) | BBM: " in report
     assert "decided by the emulator's lock model" in report
 
 

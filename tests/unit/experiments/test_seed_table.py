@@ -3,6 +3,7 @@ each row's numbers, computed as the experiment's report computes them, and the c
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from experiments.odl_poll_sweep import OdlPollSweep
 from experiments.ost_vs_mbb import OstVsMbb
 from experiments.rto_sweep import RtoSweep
 from experiments.runner import SeedRow, write_raw
-from experiments.seed_table import Seeded
+from experiments.seed_table import BEGIN, END, Seeded
 from experiments.switching_delay import SwitchingDelay
 from services.reroute.cli.main import main
 from tests.unit.experiments.helpers import report_text
@@ -218,3 +219,62 @@ def test_every_experiment_fixture_gives_its_rows(tmp_path: Path) -> None:
     for name in catalog.EXPERIMENTS:
         assert f"| {name} |" in text or f"**`{name}`**" in text, name
     assert "Not yet run" not in text
+
+
+def _reported(tmp_path: Path, *names: str) -> list[Path]:
+    """Copies of the fixtures ``names`` under tmp_path/results, each with its report."""
+    dirs = []
+    for name in names:
+        d = tmp_path / "results" / name
+        shutil.copytree(FIXTURES / name, d)
+        assert main(["experiment", "report", str(d)]) == 0
+        dirs.append(d)
+    return dirs
+
+
+def test_the_readme_gets_the_table_and_each_reports_conclusions_between_its_markers(
+    tmp_path: Path,
+) -> None:
+    rto, odl = _reported(tmp_path, "rto-sweep", "odl-poll-sweep")
+    readme = tmp_path / "README.md"
+    before, after = "# Experiments\n\nIntro.\n\n", "\n## Later\n\nMore.\n"
+    readme.write_text(f"{before}{BEGIN}\nold results\n{END}\n{after}")
+    out = tmp_path / "seeds.md"
+    args = ["experiment", "seeds", str(rto), str(odl), "--out", str(out), "--readme", str(readme)]
+    assert main(args) == 0
+    text = readme.read_text()
+    assert text.startswith(before + BEGIN) and text.endswith(f"{END}\n{after}")
+    assert "old results" not in text
+    assert "### The seeds' numbers beside ours\n" in text and "| rto-sweep | " in text
+    table = out.read_text().split("\n", 1)[1]  # seeds.md but its title
+    assert table in text
+    for d in (rto, odl):
+        report = (d / "report.md").read_text()
+        said = report.split("**Conclusions.** ")[1].split("\n\nMade by ")[0]
+        n = len(list((d / "raw").glob("*.json.gz")))
+        link = f"[report](results/{d.name}/report.md)"
+        assert f"\n\n{said}\n\nFrom {n} repetitions: {link}.\n" in text, d.name
+    assert main(args) == 0 and readme.read_text() == text  # again: the same
+
+
+def test_a_stale_report_or_a_readme_without_markers_is_refused_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (rto,) = _reported(tmp_path, "rto-sweep")
+    readme = tmp_path / "README.md"
+    readme.write_text("# Experiments\n\nNo place for results.\n")
+    out = tmp_path / "seeds.md"
+    args = ["experiment", "seeds", str(rto), "--out", str(out), "--readme", str(readme)]
+    assert main(args) == 1
+    assert "needs one line" in capsys.readouterr().err
+    assert not out.exists() and readme.read_text() == "# Experiments\n\nNo place for results.\n"
+    marked = f"# Experiments\n\n{BEGIN}\nold\n{END}\n"
+    readme.write_text(marked)
+    sorted((rto / "raw").glob("*.json.gz"))[-1].unlink()  # the report now counts one too many
+    assert main(args) == 1
+    assert "not the report of the" in capsys.readouterr().err
+    assert not out.exists() and readme.read_text() == marked
+    (rto / "report.md").unlink()
+    assert main(args) == 1
+    assert "no report.md" in capsys.readouterr().err
+    assert not out.exists() and readme.read_text() == marked
