@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 # (matplotlib, numpy) and rich are imported only when an experiment command runs.
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS_FULL = ROOT / "experiments" / "results-full"
 
 
 class _Bar:
@@ -255,12 +254,16 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _seeds(args: argparse.Namespace) -> int:
-    from experiments import full, seed_table
+    from experiments import full, parts, seed_table
 
     plan = full.load_plan()
-    dirs = args.dir or seed_table.plan_directories(plan, RESULTS_FULL)
+    dirs = args.dir
+    if not dirs:  # the full run's entries, each from a complete re-run where there is one
+        dirs, said = parts.published(ROOT)
+        for line in said:
+            print(f"seeds: {line}", file=sys.stderr)
     entries = seed_table.collect(dirs, plan, missing_ok=not args.dir)
-    out = args.out or dirs[0].parent / "seeds.md"
+    out = args.out or (dirs[0].parent if args.dir else ROOT / parts.RESULTS) / "seeds.md"
     given = [*map(str, args.dir), *(["--out", str(args.out)] if args.out else [])]
     given += ["--readme", str(args.readme)] if args.readme else []
     command = shlex.join(["reroute", "experiment", "seeds", *given])
@@ -286,15 +289,18 @@ def _seeds(args: argparse.Namespace) -> int:
 def _full(args: argparse.Namespace) -> int:
     from experiments import full, parts
 
-    plan = full.load_plan(args.plan)
+    pin_file = _pin_file(args.pin_file, args.main)
+    if args.plan and args.pin_file:
+        raise RerouteError("--pin-file names its run's plan (its plan:): no --plan with it")
+    if args.part and (args.quick or args.set or args.plan):
+        raise RerouteError("--part runs the pinned plan as it is: no --quick, --set or --plan")
+    plan = full.load_plan(args.plan) if args.plan else parts.load_run(args.main / pin_file)[1]
     if args.pin:
-        return parts.pin_here(plan)
+        return parts.pin_here(plan, args.main, pin_file)
     if args.collect:
-        return parts.collect(args.collect, args.main)
+        return parts.collect(args.collect, args.main, pin_file)
     only = full.select(plan, args.only) if args.only else None
     if args.part:
-        if args.quick or args.set or args.plan:
-            raise RerouteError("--part runs the pinned plan as it is: no --quick, --set or --plan")
         return parts.run_part(
             plan,
             part_arg=args.part,
@@ -304,6 +310,7 @@ def _full(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             allow_dirty=args.allow_dirty,
             progress=_progress,
+            pin_file=pin_file,
         )
     code = full.run_all(
         only if only is not None else plan,
@@ -316,14 +323,28 @@ def _full(args: argparse.Namespace) -> int:
         progress=_progress,
     )
     if args.dry_run and not args.quick and not args.set and not args.plan:
-        pin = parts.load_pin(args.main / parts.PLAN_FILE)
+        pin = parts.load_pin(args.main / pin_file)
         cut = parts.plan_parts(plan, pin)
         print()
-        parts.show(cut, args.main / parts.RESULTS, only)
+        parts.show(cut, args.main / pin.results, only)
         drift = parts.drifted(pin, cut)
         source = pin.commit or "no commit yet (the plan is not pinned: --pin)"
         print(f"warning: {drift}" if drift else f"the parts run from {source}")
     return code
+
+
+def _pin_file(given: Path | None, main: Path) -> Path:
+    """``--pin-file`` relative to the main checkout (the default: the full run's)."""
+    if given is None:
+        from experiments.parts import PLAN_FILE
+
+        return PLAN_FILE
+    if not given.is_absolute():
+        return given
+    try:
+        return given.resolve().relative_to(main.resolve())
+    except ValueError:
+        raise RerouteError(f"--pin-file {given}: not inside the main checkout {main}") from None
 
 
 def _positive(text: str) -> int:
@@ -473,6 +494,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="write this clean checkout's HEAD and its number of parts into"
         " experiments/full-plan.yaml (the lead, once section 1 has landed)",
+    )
+    full.add_argument(
+        "--pin-file",
+        type=Path,
+        metavar="FILE",
+        help="the run's pin file, relative to --main (default experiments/full-plan.yaml, the"
+        " full run; experiments/full-plan-NAME.yaml: a re-run of some entries from a later"
+        " commit, with its own plan and results directory); for --pin, --part, --collect and"
+        " --dry-run",
     )
     full.add_argument(
         "--allow-dirty", action="store_true", help="run from a modified tree (not to publish)"

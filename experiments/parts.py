@@ -16,6 +16,12 @@ the audit sample's pcaps, env.json and full.json merged), after checking every f
 from the pinned commit, and says how to commit it. Everything is checked before anything is
 written: a wrong commit, a modified tree, an unpinned plan or an incomplete part is refused
 with what is wrong and what to do.
+
+A **re-run** is another such run of some entries, from a later commit, with its own pin file
+(``experiments/full-plan-NAME.yaml``: ``plan:`` names its plan, ``results:`` its directory):
+``--pin-file`` selects it for ``--pin``, ``--part``, ``--collect`` and ``--dry-run``. Each
+run stays one commit; :func:`published` takes an entry from the latest re-run that has all of
+its repetitions committed, from ``results-full`` otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from services.reroute.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[1]
 PLAN_FILE = Path("experiments/full-plan.yaml")  # in the main checkout
 RESULTS = Path("experiments/results-full")  # in the main checkout
+RERUNS = "experiments/full-plan-*.yaml"  # re-runs' pin files, in the main checkout
+DEFAULT_PLAN = "configs/full.yaml"  # a pin's plan: relative to experiments/ of the tree
 PLACEHOLDER = "PLACEHOLDER"
 STAGING = Path("/var/tmp/reroute-full")
 PART_FILE = "part.json"
@@ -56,16 +64,34 @@ class Pin:
     parts: int | None
     max_part_s: float
     seed: int
+    plan: str = DEFAULT_PLAN  # the run's plan, relative to experiments/ of the tree
+    results: Path = RESULTS  # where its parts are committed, relative to the main checkout
+
+    def plan_file(self, root: Path = ROOT) -> Path:
+        return root / "experiments" / self.plan
+
+
+def _relative(path: Path, key: str, value: object) -> str:
+    """``value`` as a relative path with no ``..`` (ConfigError naming the file otherwise)."""
+    text = str(value)
+    if not text or Path(text).is_absolute() or ".." in Path(text).parts:
+        raise ConfigError(f"{path}: {key}: {text!r} must be a relative path inside the checkout")
+    return text
 
 
 def load_pin(path: Path) -> Pin:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such pin file")
     doc = read(path)
-    unknown = set(doc) - {"commit", "parts", "max_part_s", "seed"}
+    unknown = set(doc) - {"commit", "parts", "max_part_s", "seed", "plan", "results"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     commit = str(doc.get("commit") or PLACEHOLDER)
     if commit != PLACEHOLDER and not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise ConfigError(f"{path}: commit: {commit!r} is not a full 40-hex commit id")
+    results = _relative(path, "results", doc.get("results", RESULTS))
+    if not results.startswith(f"{RESULTS}"):
+        raise ConfigError(f"{path}: results: {results!r} is not under {RESULTS}*")
     parts = doc.get("parts")
     return Pin(
         path=path,
@@ -73,7 +99,15 @@ def load_pin(path: Path) -> Pin:
         parts=int(parts) if parts else None,
         max_part_s=float(doc.get("max_part_s", 6000)),
         seed=int(doc.get("seed", 0)),
+        plan=_relative(path, "plan", doc.get("plan", DEFAULT_PLAN)),
+        results=Path(results),
     )
+
+
+def load_run(path: Path, root: Path = ROOT) -> tuple[Pin, list[full.Entry]]:
+    """A run's pin and its plan (read from the tree at ``root``)."""
+    pin = load_pin(path)
+    return pin, full.load_plan(pin.plan_file(root))
 
 
 def pinned(pin: Pin) -> str:
@@ -356,10 +390,12 @@ def run_part(
     dry_run: bool,
     allow_dirty: bool,
     progress: Callable[[int, int], AbstractContextManager[Progress]],
+    pin_file: Path = PLAN_FILE,
 ) -> int:
-    """``reroute experiment full --part K/N``: show (``dry_run``) or run one part."""
-    pin = load_pin(main / PLAN_FILE)
-    results = main / RESULTS
+    """``reroute experiment full --part K/N``: show (``dry_run``) or run one part of the run
+    ``pin_file`` (in ``main``) pins."""
+    pin = load_pin(main / pin_file)
+    results = main / pin.results
     parts = plan_parts(plan, pin)
     drift = drifted(pin, parts)
     if drift and not dry_run:
@@ -409,6 +445,7 @@ def run_part(
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "part": f"{part.number}/{len(parts)}",
+        "run": str(pin_file),
         "commit": commit,
         "git": head,
         "max_part_s": pin.max_part_s,
@@ -437,15 +474,16 @@ def run_part(
         log_extra={"part": doc["part"], "commit": commit},
     )
     if code == 0:
+        which = "" if pin_file == PLAN_FILE else f" --pin-file {pin_file}"
         print(
-            f"next: in the main checkout, `reroute experiment full --collect {out}`, then"
-            " commit what it copied (experiments/README.md, the full run in parts)"
+            f"next: in the main checkout, `reroute experiment full{which} --collect {out}`,"
+            " then commit what it copied (experiments/README.md, the full run in parts)"
         )
     return code
 
 
-def pin_here(plan: Sequence[full.Entry], root: Path = ROOT) -> int:
-    """``reroute experiment full --pin``: pin this clean checkout's HEAD in the plan file."""
+def pin_here(plan: Sequence[full.Entry], root: Path = ROOT, pin_file: Path = PLAN_FILE) -> int:
+    """``reroute experiment full --pin``: pin this clean checkout's HEAD in ``pin_file``."""
     head, modified = git_state(root)
     if head is None:
         raise ConfigError(f"{root}: not a git checkout")
@@ -454,42 +492,50 @@ def pin_here(plan: Sequence[full.Entry], root: Path = ROOT) -> int:
             f"{root} is modified ({', '.join(modified[:5])}): pin a clean commit (the parts run"
             " from it)"
         )
-    pin = load_pin(root / PLAN_FILE)
+    pin = load_pin(root / pin_file)
     parts = plan_parts(plan, pin)
     write_pin(pin, head, len(parts))
     print(
         f"{pin.path}: commit {head}, {len(parts)} parts of at most {duration(pin.max_part_s)}."
-        f" Commit it: git add {PLAN_FILE} && git commit -m 'Pin the full run to {head[:12]}'"
+        f" Commit it: git add {pin_file} && git commit -m 'Pin the run of {pin_file.name} to"
+        f" {head[:12]}'"
     )
     return 0
 
 
-def collect(staging: Path, main: Path) -> int:
-    """``reroute experiment full --collect DIR``: copy a finished part into ``main``'s
-    results, after checking all of it; prints how to commit it."""
-    pin = load_pin(main / PLAN_FILE)
+def collect(staging: Path, main: Path, pin_file: Path = PLAN_FILE) -> int:
+    """``reroute experiment full --collect DIR``: copy a finished part of the run
+    ``pin_file`` pins into ``main``'s results, after checking all of it; prints how to
+    commit it."""
+    pin = load_pin(main / pin_file)
     commit = pinned(pin)
-    results = main / RESULTS
+    results = main / pin.results
     if not (staging / PART_FILE).exists():
         raise ConfigError(f"{staging}: no {PART_FILE} (not the output of `full --part`)")
     doc = json.loads((staging / PART_FILE).read_text())
+    run = str(doc.get("run", PLAN_FILE))  # parts made before re-runs: the full run's
+    if run != str(pin_file):
+        raise ConfigError(
+            f"{staging} is a part of the run {run} pins, not of {pin_file}: collect it with"
+            f" --pin-file {run}"
+        )
     if doc.get("commit") != commit:
         raise ConfigError(
             f"{staging} is part {doc.get('part')} of commit {doc.get('commit')}, the plan pins"
             f" {commit}: it cannot be committed with this run"
         )
     pending = subprocess.run(
-        ["git", "-C", str(main), "status", "--porcelain", "--", str(RESULTS)],
+        ["git", "-C", str(main), "status", "--porcelain", "--", str(pin.results)],
         capture_output=True,
         text=True,
         check=False,
     ).stdout.strip()
     if pending:
         raise ConfigError(
-            f"{results} has uncommitted changes (git -C {main} status {RESULTS}): commit the"
+            f"{results} has uncommitted changes (git -C {main} status {pin.results}): commit the"
             " previous part, or discard them, before collecting another"
         )
-    copies, problems = _copies(staging, results, doc, commit)
+    copies, problems = _copies(staging, results, doc, commit, pin.results)
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         raise ConfigError(
@@ -508,14 +554,14 @@ def collect(staging: Path, main: Path) -> int:
     _merge_log(staging, results)
     print(
         f"part {doc['part']} collected into {results}: {len(copies)} files; commit it before"
-        f" the next part:\n  git -C {main} add {RESULTS} && git -C {main} commit -m"
-        f" 'Full run: part {doc['part']} from {commit[:12]}'"
+        f" the next part:\n  git -C {main} add {pin.results} && git -C {main} commit -m"
+        f" 'Full run ({pin_file.name}): part {doc['part']} from {commit[:12]}'"
     )
     return 0
 
 
 def _copies(
-    staging: Path, results: Path, doc: Mapping[str, Any], commit: str
+    staging: Path, results: Path, doc: Mapping[str, Any], commit: str, named: Path
 ) -> tuple[list[tuple[Path, Path]], list[str]]:
     copies: list[tuple[Path, Path]] = []
     problems: list[str] = []
@@ -534,7 +580,7 @@ def _copies(
         if older:
             problems.append(
                 f"{dst_dir} holds another run (sessions of {', '.join(sorted(older))}): move"
-                f" it out of {RESULTS} first, one run's results are not mixed with another's"
+                f" it out of {named} first, one run's results are not mixed with another's"
             )
         audited = audit.committed(u["keys"])
         for key in u["keys"]:
@@ -575,3 +621,36 @@ def _merge_log(src: Path, dst: Path) -> None:
     new = [r for r in theirs if r not in mine]
     if new:
         write_json(dst / "full.json", {"runs": [*mine, *new]})
+
+
+def published(main: Path = ROOT) -> tuple[list[Path], list[str]]:
+    """Each directory of the full run, in its plan's order: ``results-full``'s, or a
+    re-run's (``experiments/full-plan-*.yaml``) where the re-run has every repetition of that
+    entry committed; and a line for each entry taken from a re-run. ConfigError if a re-run
+    names an entry the full plan lacks, or two re-runs name the same entry."""
+    pin, plan = load_run(main / PLAN_FILE)  # the plans: this tree's
+    outs = list(dict.fromkeys(e.out for e in plan))
+    chosen = {out: main / pin.results / out for out in outs}
+    claimed: dict[str, Path] = {}
+    said = []
+    for path in sorted(main.glob(RERUNS)):
+        again, replan = load_run(path)
+        cut = plan_parts(replan, again)
+        for out in dict.fromkeys(e.out for e in replan):
+            if out not in chosen:
+                raise ConfigError(f"{path}: {out} is no entry of the full plan ({PLAN_FILE})")
+            if out in claimed:
+                raise ConfigError(f"{out} is re-run by both {claimed[out]} and {path}: one only")
+            claimed[out] = path
+            units = [u for part in cut for u in part.units if u.out == out]
+            results = main / again.results
+            done = sum(len(committed(results, u)) for u in units)
+            size = sum(len(u.keys) for u in units)
+            if done == size:
+                chosen[out] = results / out
+                said.append(f"{out}: the re-run of {path.name} ({size} repetitions)")
+            else:
+                said.append(
+                    f"{out}: {PLAN_FILE.name}'s run ({path.name} has {done} of {size} committed)"
+                )
+    return [chosen[o] for o in outs], said

@@ -59,11 +59,6 @@ class Entry:
     commits: tuple[str, ...] = ()  # the raw documents' (git describe)
 
 
-def plan_directories(plan: Sequence[PlanEntry], results: Path) -> list[Path]:
-    """Each directory the plan's entries write under ``results``, once, in plan order."""
-    return [results / out for out in dict.fromkeys(e.out for e in plan)]
-
-
 def experiment_of(
     directory: Path,
     raws: Mapping[str, Raw],

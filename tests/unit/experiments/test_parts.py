@@ -592,3 +592,128 @@ def test_next_with_only_and_a_drifted_plan(
         _run(main, "next", tmp_path / "stage")
     assert _run(main, "next", tmp_path / "stage", dry_run=True) == 0  # shown, with a warning
     assert "warning: " in capsys.readouterr().out
+
+
+# -- a re-run of some entries from a later commit (the line cap's) ---------------------
+
+CAP = Path("experiments/full-plan-cap.yaml")
+
+
+def _rerun(main: Path, commit: str = OTHER, *, text: str | None = None) -> Path:
+    """The shipped re-run's pin file in ``main``, pinned to ``commit``."""
+    path = main / CAP
+    path.write_text(text or (parts.ROOT / CAP).read_text())
+    pin, plan = parts.load_run(path)
+    parts.write_pin(pin, commit, len(parts.plan_parts(plan, pin)))
+    return path
+
+
+def test_the_cap_rerun_is_the_full_runs_entries_at_the_same_scale() -> None:
+    pin, plan = parts.load_run(parts.ROOT / CAP)
+    assert pin.results == Path("experiments/results-full-cap") and pin.seed == 0
+    whole = {(e.out, e.experiment, e.backend): e for e in full.load_plan()}
+    assert {e.out for e in plan} == {
+        "ost-vs-mbb", "rto-sweep", "lock-sweep", "bandwidth-steering", "ost-vs-mbb-backends"
+    }  # fmt: skip
+    for e in plan:  # the same entry as the full run's: nothing but the commit differs
+        assert whole[(e.out, e.experiment, e.backend)] == e
+    cut = parts.plan_parts(plan, pin)
+    assert pin.parts in (None, len(cut)) and all(p.estimate_s <= pin.max_part_s for p in cut)
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("results: /tmp/x", "must be a relative path"),
+        ("results: experiments/../x", "must be a relative path"),
+        ("results: experiments/other", "not under experiments/results-full"),
+        ("plan: ../full.yaml", "must be a relative path"),
+        ("colour: blue", "unknown key"),
+    ],
+)
+def test_a_pin_file_names_its_plan_and_results_inside_the_checkout(
+    tmp_path: Path, line: str, error: str
+) -> None:
+    path = tmp_path / "full-plan-x.yaml"
+    path.write_text(f"commit: PLACEHOLDER\n{line}\n")
+    with pytest.raises(ConfigError, match=error):
+        parts.load_pin(path)
+    with pytest.raises(ConfigError, match="no such pin file"):
+        parts.load_pin(tmp_path / "nothing.yaml")
+
+
+def test_published_takes_an_entry_from_a_rerun_once_all_of_it_is_committed(
+    tmp_path: Path,
+) -> None:
+    main = _main(tmp_path)
+    assert parts.published(main)[0][0] == main / parts.RESULTS / "ost-vs-mbb"  # no re-run
+    pin, plan = parts.load_run(_rerun(main))
+    results = main / pin.results
+    units = [u for p in parts.plan_parts(plan, pin) for u in p.units if u.out == "rto-sweep"]
+    _commit_unit(results, units[0], units[0].keys[:-1])  # all but one repetition
+    dirs, said = parts.published(main)
+    assert main / parts.RESULTS / "rto-sweep" in dirs
+    assert "rto-sweep: full-plan.yaml's run (full-plan-cap.yaml has 29 of 30" in "\n".join(said)
+    for u in units:
+        _commit_unit(results, u)
+    dirs, said = parts.published(main)
+    assert results / "rto-sweep" in dirs and main / parts.RESULTS / "ost-vs-mbb" in dirs
+    assert len(dirs) == len({e.out for e in full.load_plan()})  # one per entry, plan order
+    assert "rto-sweep: the re-run of full-plan-cap.yaml (30 repetitions)" in said
+
+
+def test_published_refuses_an_entry_rerun_twice_or_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main = _main(tmp_path)
+    _rerun(main)
+    (main / "experiments" / "full-plan-twice.yaml").write_text((main / CAP).read_text())
+    with pytest.raises(ConfigError, match="ost-vs-mbb is re-run by both"):
+        parts.published(main)
+    (main / "experiments" / "full-plan-twice.yaml").unlink()
+    load_run = parts.load_run
+    elsewhere = full.Entry(experiment="ost-vs-mbb", out="elsewhere")
+
+    def renamed(path: Path) -> tuple[parts.Pin, list[full.Entry]]:
+        pin, plan = load_run(path)
+        return pin, [elsewhere] if path.name == CAP.name else plan
+
+    monkeypatch.setattr(parts, "load_run", renamed)
+    with pytest.raises(ConfigError, match="elsewhere is no entry of the full plan"):
+        parts.published(main)
+
+
+def test_a_rerun_runs_and_collects_its_own_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = _main(tmp_path)
+    pin, plan = parts.load_run(_rerun(main, SHA))
+    _at(monkeypatch, SHA)
+    ran: list[Any] = []
+
+    def run_units(work: Any, out: Path, **kw: Any) -> int:
+        ran.append(work)
+        return 0
+
+    monkeypatch.setattr(full, "run_units", run_units)
+    out = tmp_path / "stage"
+    code = parts.run_part(
+        plan, part_arg=f"1/{pin.parts}", main=main, out=out, only=None, dry_run=False,
+        allow_dirty=False, progress=_quiet, pin_file=CAP,
+    )  # fmt: skip
+    assert code == 0 and ran and ran[0][0][0].entry.out == "ost-vs-mbb"  # the re-run's plan
+    doc = json.loads((out / parts.PART_FILE).read_text())
+    assert doc["run"] == str(CAP) and doc["commit"] == SHA
+    assert f"--pin-file {CAP} --collect" in capsys.readouterr().out
+    # a part of one run is never collected into the other
+    stage, _ = _staged(tmp_path / "x")
+    _clean(monkeypatch)
+    with pytest.raises(ConfigError, match=f"collect it with --pin-file {parts.PLAN_FILE}"):
+        parts.collect(stage, main, CAP)
+    doc = json.loads((stage / parts.PART_FILE).read_text()) | {"run": str(CAP)}
+    (stage / parts.PART_FILE).write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=f"not of {parts.PLAN_FILE}"):
+        parts.collect(stage, main)
+    assert parts.collect(stage, main, CAP) == 0
+    assert raw_exists(main / pin.results / "ost-vs-mbb", "bbm-01")
+    assert not (main / parts.RESULTS / "ost-vs-mbb").exists()
