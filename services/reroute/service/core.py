@@ -10,9 +10,11 @@ Admission of a reroute (``submit``), under one lock so two requests never race:
    is read again and answered the same way;
 3. it is journaled ``pending`` with the resources it is expected to hold and queued for
    the scheduler (``scheduler.py``): while other reroutes run or wait, or while other
-   replicas stand (one may queue a reroute at this moment), those come from a plan on the
-   devices now; when nothing runs it is planned alone (no extra read). A reroute queued
-   here since the queue was read counts as well;
+   replicas stand (one may queue a reroute at this moment), or while another admission is
+   under way here (its read of the queue may be in flight: on etcd two requests that came
+   together would otherwise both find nothing and both hold every device, one after the
+   other), those come from a plan on the devices now; when nothing runs it is planned
+   alone (no extra read). A reroute queued here since the queue was read counts as well;
 4. when nothing was running or queued, the answer waits until the scheduler has planned it
    (up to ``JUDGE_S``): it reads the devices' tables holding the devices and plans on
    them -- exactly the tables it runs on, read once -- and either runs the plan or, when
@@ -121,6 +123,7 @@ class RerouteService:
         lost.set_function(self._lease_lost_s)
         self._admission = asyncio.Lock()
         self._admitted = 0  # reroutes queued here
+        self._admitting = 0  # admissions under way here (``submit``)
         self._stopping: asyncio.Task[None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
         self._stop_reconciling = asyncio.Event()
@@ -199,8 +202,19 @@ class RerouteService:
         self._accepting()
         intent = self._intent(request)
         check_paths(self.engine, intent)
+        self._admitting += 1
+        try:
+            return await self._admit(request, intent, key)
+        finally:
+            self._admitting -= 1
+
+    async def _admit(
+        self, request: RerouteRequest, intent: Intent, key: str | None
+    ) -> tuple[str, bool]:
         admitted = self._admitted
-        busy = self.scheduler.busy
+        # another admission under way here may be queueing a reroute right now, unseen by
+        # the read below (a networked journal's read leaves the loop): plan this one
+        busy = self.scheduler.busy or self._admitting > 1
         if key is not None or not busy:  # the queue and the key: one read per request
             active, old = await self.io(self.journal.look, key)
             if old is not None:
