@@ -21,7 +21,9 @@ must lose nothing beyond the fabric's own drops (OVS's receive sockets, counted 
 losses: the userspace datapath drops when its thread falls behind). Per round: the time
 from the first request to the last reroute done, for one and for eight; the last line is
 the ratio of their medians (goal <= 1.5x; eight one after the other would take ~8x).
-Numbers, not pass/fail.
+Numbers, not pass/fail. A pair that lost datagrams is shown with its longest gap beside
+its reroute's steps (from the service's step times): which steps ran during the gap, and
+where the gap began against the reroute's start and its lock gate's end.
 """
 
 from __future__ import annotations
@@ -142,16 +144,54 @@ class Probes:
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
         )
 
-    def lost(self) -> list[int]:
-        """Stop the senders; each probe's lost datagrams."""
-        out = []
+    def reports(self) -> list[dict[str, Any] | None]:
+        """Stop the senders; each probe's report (None: its receiver failed)."""
+        out: list[dict[str, Any] | None] = []
         for _, send in self.procs:
             send.terminate()  # the receiver counts what is missing below the last one seen
             send.wait(timeout=10)
         for recv, _ in self.procs:
             text, _ = recv.communicate(timeout=30)
-            out.append(int(json.loads(text)["lost"]) if recv.returncode == 0 else -1)
+            out.append(json.loads(text) if recv.returncode == 0 else None)
         return out
+
+
+def lost(reports: Sequence[dict[str, Any] | None]) -> list[int]:
+    return [int(r["lost"]) if r is not None else -1 for r in reports]
+
+
+MONO_TO_UNIX = time.time() - time.monotonic()  # the probe stamps CLOCK_MONOTONIC (shared)
+
+
+def explain(pair: tuple[int, int], report: dict[str, Any], view: RerouteView) -> list[str]:
+    """A losing pair's longest gap beside its reroute's steps (Unix times from the service;
+    the probe's monotonic ones moved onto them)."""
+    gap = report.get("longest_gap")
+    if not gap or view.started is None:
+        return [f"  pair {pair[0]}-{pair[1]}: lost {report['lost']}, no gap or start to place"]
+    g0 = gap["start_ns"] / 1e9 + MONO_TO_UNIX
+    g1 = g0 + gap["ms"] / 1000
+
+    t0 = view.started
+
+    def at(t: float) -> str:
+        return f"{(t - t0) * 1000:+.0f}"
+
+    inside = gap["first_seq_after"] - gap["last_seq_before"] - 1  # seqs missing in it
+    lines = [
+        f"  pair {pair[0]}-{pair[1]} ({view.id}): lost {report['lost']} of {report['sent']},"
+        f" {inside} of them in the longest gap, {gap['ms']:.0f} ms from {at(g0)} ms (times"
+        " from the reroute's start)"
+    ]
+    for s in view.steps:
+        if s.started is None:
+            continue
+        end = s.finished or s.started
+        mark = " <- during the gap" if s.started < g1 and end > g0 else ""
+        lines.append(
+            f"    {at(s.started):>6} .. {at(end):>6} ms  {s.phase or '':<12} {s.description}{mark}"
+        )
+    return lines
 
 
 def submit(
@@ -204,6 +244,19 @@ async def _initial_circuits(topo: Topology, fab: Fabric) -> None:
                 await driver.connect(missing)
 
 
+def _explained(
+    racks: Sequence[tuple[int, int]],
+    reports: Sequence[dict[str, Any] | None],
+    views: Sequence[RerouteView],
+) -> list[str]:
+    return [
+        line
+        for pair, report, view in zip(racks, reports, views, strict=True)
+        if report is not None and report["lost"] > 0
+        for line in explain(pair, report, view)
+    ]
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, signals.interrupt)  # unwinds: services and fabric stopped
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -247,20 +300,26 @@ def _rounds(svcs: list[Service], topo: Topology, fab: Fabric, rounds: int, rate:
         reset(svcs, topo, fab)
         drops = fabric_drops(fab)
         probes = Probes(fab, topo, [(1, 2)], rate)
-        span, _ = submit(svcs, [(flow(topo, 1, 2), "r1-2-o2", "r1-2-o3")])
-        lost_alone, drops_alone = probes.lost(), fabric_drops(fab) - drops
+        span, views = submit(svcs, [(flow(topo, 1, 2), "r1-2-o2", "r1-2-o3")])
+        reports = probes.reports()
+        lost_alone, drops_alone = lost(reports), fabric_drops(fab) - drops
+        why = _explained([(1, 2)], reports, views)
         alone.append(span * 1000)
         reset(svcs, topo, fab)
         drops = fabric_drops(fab)
         probes = Probes(fab, topo, pairs(), rate)
         moves = [(flow(topo, a, b), f"r{a}-{b}-{target(a)}", f"r{a}-{b}-o3") for a, b in pairs()]
-        span, _ = submit(svcs, moves)
-        lost, drops_eight = probes.lost(), fabric_drops(fab) - drops
+        span, views = submit(svcs, moves)
+        reports = probes.reports()
+        lost_eight, drops_eight = lost(reports), fabric_drops(fab) - drops
+        why += _explained(pairs(), reports, views)
         eight.append(span * 1000)
         print(
             f"{n:>5} {alone[-1]:>13.0f} {eight[-1]:>17.0f}  alone {lost_alone} "
-            f"(drops {drops_alone}), eight {lost} (drops {drops_eight})"
+            f"(drops {drops_alone}), eight {lost_eight} (drops {drops_eight})"
         )
+        if why:
+            print("\n".join(why), flush=True)
     ratio = statistics.median(eight) / statistics.median(alone)
     print(
         f"median: one alone {statistics.median(alone):.0f} ms, eight at once "

@@ -38,6 +38,8 @@ class StepView:
     ms: float | None
     error: str | None
     phase: str | None = None  # the plan phase (make, shift, park-shift, await-lock, ...)
+    started: float | None = None  # Unix time (None: not started)
+    finished: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -393,6 +395,8 @@ def _reroute(data: Mapping[str, Any], status: int = 200) -> RerouteView:
                 ms=s["ms"],
                 error=s["error"],
                 phase=s.get("phase"),
+                started=s.get("started"),
+                finished=s.get("finished"),
             )
             for s in data["steps"]
         ),
