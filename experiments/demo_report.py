@@ -144,6 +144,7 @@ class RunNumbers:
     tcp: TcpNumbers
     timing: Timing | None
     fabric_drops: int  # packets (UDP and TCP) the fabric's OVS dropped in its receive buffers
+    line_drops: int = 0  # packets a line-rate cap's queue (tbf) dropped: the line was full
 
     def to_dict(self) -> dict[str, Any]:
         """The run's numbers as a JSON-ready dict, derived ones included."""
@@ -272,6 +273,12 @@ def parse_lock_reply(reply: str) -> dict[int, float]:
 def socket_drops(ss_output: str) -> int:
     """The packets dropped by every socket ``ss -a -m`` lists (the ``d`` of ``skmem``)."""
     return sum(int(d) for d in re.findall(r"skmem:\([^)]*\bd(\d+)\)", ss_output))
+
+
+def qdisc_drops(tc_output: str) -> int:
+    """The packets dropped by every queue ``tc -s qdisc show`` lists (``dropped N``): a
+    line-rate cap's tbf when what is sent exceeds the line."""
+    return sum(int(d) for d in re.findall(r"\(dropped (\d+),", tc_output))
 
 
 def explain(results: Results, temporary: str) -> list[str]:

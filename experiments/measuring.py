@@ -296,6 +296,13 @@ def fabric_drops(fab: Fabric) -> int:
     return report.socket_drops(run(["ss", "-0", "-a", "-m"], ns=fab.state.fabric_ns))
 
 
+def line_drops(fab: Fabric) -> int:
+    """Packets the queues of the fabric's links dropped so far (a line-rate cap's tbf, in
+    the fabric's namespace): the streams exceeded the line (TCP's slow start overshoots it,
+    and a probe packet in the same queue goes with TCP's), not a reroute's doing."""
+    return report.qdisc_drops(run(["tc", "-s", "qdisc", "show"], ns=fab.state.fabric_ns))
+
+
 def timing(fab: Fabric, done: Done) -> Timing:
     """The reroute's timings, with the emulator's switching and drawn lock times."""
     return Timing(

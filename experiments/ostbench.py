@@ -219,7 +219,7 @@ def measure(
     short circuit)."""
     move = intent(b, strategy, to=to)
     path = b.topo.paths[frm]
-    drops = measuring.fabric_drops(b.fab)
+    drops, queued = measuring.fabric_drops(b.fab), measuring.line_drops(b.fab)
     traffic = measuring.Traffic(
         b.fab,
         path,
@@ -262,12 +262,14 @@ def measure(
             if all(kept):
                 seen["pcaps"] = kept
     drops = measuring.fabric_drops(b.fab) - drops
+    queued = measuring.line_drops(b.fab) - queued
     numbers = RunNumbers(
         strategy=strategy,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
         tcp=TcpNumbers.from_iperf(tcp, measuring.INTERVAL_S),
         timing=None if done is None else measuring.timing(b.fab, done),
         fabric_drops=drops,
+        line_drops=queued,
     )
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))
