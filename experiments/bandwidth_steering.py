@@ -25,8 +25,8 @@ from experiments import ost_vs_mbb as ost
 from experiments import ostbench, plots
 from experiments.config import Config, typed
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
+from fabric import lines
 from fabric.fabric import veth_name
-from fabric.run import run as run_cmd
 from services.reroute.topology import Endpoint
 
 STRATEGIES = ("bbm", "mbb")
@@ -169,12 +169,9 @@ def _bottlenecked(
     say: Say, seed: int, cfg: SteeringConfig
 ) -> Iterator[tuple[ostbench.Bench, SteeringConfig]]:
     with ostbench.bench(say, seed=seed, congestion=cfg.congestion, line_mbps=cfg.line_mbps) as b:
-        dev = veth_name(BOTTLENECK)
-        tbf = ["rate", f"{cfg.bottleneck_mbps}mbit", "burst", "16kb", "latency", "20ms"]
-        run_cmd(
-            ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", *tbf], ns=b.fab.state.fabric_ns
-        )
-        say(f"bottleneck: {BOTTLENECK} -> br4 at {cfg.bottleneck_mbps} Mbit/s")
+        ns, mbps = b.fab.state.fabric_ns, cfg.bottleneck_mbps
+        packets = lines.cap(ns, veth_name(BOTTLENECK), mbps, burst_kb=16)
+        say(f"bottleneck: {BOTTLENECK} -> br4 at {mbps} Mbit/s (capped queues: {packets} packets)")
         yield b, cfg
 
 

@@ -145,6 +145,9 @@ class RunNumbers:
     timing: Timing | None
     fabric_drops: int  # packets (UDP and TCP) the fabric's OVS dropped in its receive buffers
     line_drops: int = 0  # packets a line-rate cap's queue (tbf) dropped: the line was full
+    # OVS's sends that failed (its log's lines, rate-limited): packets lost uncounted when
+    # its one send socket's buffer was full (fabric.lines); 0 where the fabric is sound
+    send_failures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The run's numbers as a JSON-ready dict, derived ones included."""
@@ -276,9 +279,12 @@ def socket_drops(ss_output: str) -> int:
 
 
 def qdisc_drops(tc_output: str) -> int:
-    """The packets dropped by every queue ``tc -s qdisc show`` lists (``dropped N``): a
-    line-rate cap's tbf when what is sent exceeds the line."""
-    return sum(int(d) for d in re.findall(r"\(dropped (\d+),", tc_output))
+    """The packets dropped by every device's root queue ``tc -s qdisc show`` lists
+    (``dropped N``): a line-rate cap's tbf when what is sent exceeds the line. A root counts
+    its children's drops too (a tbf's fifo), so children are not added again."""
+    blocks = re.split(r"^(?=qdisc )", tc_output, flags=re.MULTILINE)
+    roots = (b for b in blocks if re.match(r"qdisc \S+ \S+ dev \S+ root\b", b))
+    return sum(int(d) for b in roots for d in re.findall(r"\(dropped (\d+),", b))
 
 
 def explain(results: Results, temporary: str) -> list[str]:

@@ -27,6 +27,7 @@ from typing import Any, Self
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
+from fabric import lines
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
@@ -266,7 +267,7 @@ def measured(
 ) -> RunNumbers:
     """Run the traffic, reconfigure under it (nothing if ``intent`` is None), and measure;
     what it does is told to ``say``."""
-    drops = fabric_drops(fab)
+    before = drops(fab)
     with Traffic(fab, topo.paths[LONG], rate=args.rate, tcp_mbps=args.tcp_mbps) as traffic:
         time.sleep(BASELINE_S)  # a baseline: the traffic's rate before the event
         if intent is None:
@@ -280,14 +281,39 @@ def measured(
                 say(line)
         say(f"collecting the traffic reports (probe {PROBE_S} s, TCP {TCP_S} s)")
         probe, tcp = traffic.results()
-    drops = fabric_drops(fab) - drops
+    dropped = drops(fab) - before
     return RunNumbers(
         strategy=name,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
         tcp=TcpNumbers.from_iperf(tcp, INTERVAL_S),
         timing=None if done is None else timing(fab, done),
-        fabric_drops=drops,
+        fabric_drops=dropped.sockets,
+        line_drops=dropped.queues,
+        send_failures=dropped.send_failures,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Drops:
+    """What the fabric dropped by itself so far, by where (see :func:`drops`)."""
+
+    sockets: int  # OVS's receive sockets (its forwarding thread fell behind)
+    queues: int  # the queues of capped links (the line was full)
+    send_failures: int  # OVS's failed sends, from its log (a lower bound; 0: none)
+
+    def __sub__(self, earlier: Drops) -> Drops:
+        return Drops(
+            self.sockets - earlier.sockets,
+            self.queues - earlier.queues,
+            self.send_failures - earlier.send_failures,
+        )
+
+
+def drops(fab: Fabric) -> Drops:
+    """Everything :class:`Drops` counts, read now: one reading before a run and one after
+    give what the fabric itself lost during it."""
+    failures = lines.send_failures(fab.state.ovs_dir / "ovs-vswitchd.log")
+    return Drops(fabric_drops(fab), line_drops(fab), failures)
 
 
 def fabric_drops(fab: Fabric) -> int:
@@ -298,8 +324,9 @@ def fabric_drops(fab: Fabric) -> int:
 
 def line_drops(fab: Fabric) -> int:
     """Packets the queues of the fabric's links dropped so far (a line-rate cap's tbf, in
-    the fabric's namespace): the streams exceeded the line (TCP's slow start overshoots it,
-    and a probe packet in the same queue goes with TCP's), not a reroute's doing."""
+    the fabric's namespace, :mod:`fabric.lines`): the streams exceeded the line (TCP's slow
+    start overshoots it, and a probe packet in the same queue goes with TCP's), not a
+    reroute's doing."""
     return report.qdisc_drops(run(["tc", "-s", "qdisc", "show"], ns=fab.state.fabric_ns))
 
 

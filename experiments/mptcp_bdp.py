@@ -41,10 +41,9 @@ from experiments.mptcp import (
     versus,
 )
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Skipped, Written
-from fabric import fabric
+from fabric import fabric, lines
 from fabric.fabric import Fabric, push_flows, veth_name
 from fabric.forwarding import ofctl_line
-from fabric.run import run as run_cmd
 from fabric.traffic.iperf import IperfResult, Protocol, run_iperf
 from services.reroute.model import FlowSpec
 from services.reroute.rules import path_rules
@@ -263,11 +262,7 @@ def _fabric(say: Say, cfg: BdpConfig) -> Iterator[tuple[Topology, Fabric, BdpCon
     fab = fabric.up(topo)
     try:
         for end in CAPPED:
-            tbf = ["rate", f"{cfg.path_mbps}mbit", "burst", "32kb", "latency", "50ms"]
-            run_cmd(
-                ["tc", "qdisc", "replace", "dev", veth_name(end), "root", "tbf", *tbf],
-                ns=fab.state.fabric_ns,
-            )
+            packets = lines.cap(fab.state.fabric_ns, veth_name(end), cfg.path_mbps, burst_kb=32)
         a, b = topo.paths["a"], topo.paths["b"]
         second_address(fab.host_ns(a.src), fab.host_ns(a.dst), SECOND_ADDRESS)
         flow = FlowSpec.parse(f"{SECOND_ADDRESS}>{b.dst_ip}")
@@ -275,7 +270,8 @@ def _fabric(say: Say, cfg: BdpConfig) -> Iterator[tuple[Topology, Fabric, BdpCon
             push_flows(fab.ovs, bridge, [ofctl_line(r) for r in rules], "OpenFlow13")
         say(
             f"paths and h2's access capped at {cfg.path_mbps} Mbit/s (BDP"
-            f" {bdp_kb(topo, cfg.path_mbps):.0f} kB); {SECOND_ADDRESS} -> {b.dst_ip} on b"
+            f" {bdp_kb(topo, cfg.path_mbps):.0f} kB, queues of {packets} packets);"
+            f" {SECOND_ADDRESS} -> {b.dst_ip} on b"
         )
         yield topo, fab, cfg
     finally:

@@ -56,6 +56,11 @@ def _timing(key: str) -> Get:
     return lambda r: None if r["timing"] is None else r["timing"][key]
 
 
+def _get(key: str) -> Get:
+    """A raw key that older raw files lack (None: not measured by the commit that ran them)."""
+    return lambda r: r.get(key)
+
+
 def _cap(key: str) -> Get:
     return lambda r: (r.get("capture") or {}).get(key)
 
@@ -136,6 +141,13 @@ METRICS: tuple[tuple[str, Get, int, tuple[str, str]], ...] = (
     ("emulator switching + lock time (ms)", _timing("dark_ms"), 0, ("630", "630")),
     ("new path - (switching + lock): engine and backend (ms)", _overhead_ms, 0, (md.NONE, md.NONE)),
     ("dropped by the fabric itself (OVS rx)", lambda r: r["fabric_drops"], 0, (md.NONE, md.NONE)),
+    ("dropped by the capped line's queue (tc)", _get("line_drops"), 0, (md.NONE, md.NONE)),
+    (
+        "OVS sends failed, packets lost uncounted (its log; 0: none)",
+        _get("send_failures"),
+        0,
+        (md.NONE, md.NONE),
+    ),
 )
 
 

@@ -39,7 +39,7 @@ from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
-from fabric import fabric, signals
+from fabric import fabric, lines, signals
 from fabric.errors import FabricError
 from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
@@ -138,11 +138,10 @@ LINE = Endpoint(node="br3", port="p1")  # br3 -> vm3: every path's last link
 def cap_line(b: Bench, mbps: int) -> str:
     """vm3's access link (every path's last) capped at ``mbps`` with tbf, as the seed's
     testbed's links had a line rate (10 Gbit/s): a stream that stalled cannot catch up above
-    it. What was capped, for the log."""
-    tbf = ["rate", f"{mbps}mbit", "burst", "32kb", "latency", "20ms"]
-    run(["tc", "qdisc", "replace", "dev", veth_name(LINE), "root", "tbf", *tbf],
-        ns=b.fab.state.fabric_ns)  # fmt: skip
-    return f"line rate: {LINE} at {mbps} Mbit/s"
+    it (:func:`fabric.lines.cap`: its queue is what drops, counted). What was capped, for
+    the log."""
+    packets = lines.cap(b.fab.state.fabric_ns, veth_name(LINE), mbps, burst_kb=32)
+    return f"line rate: {LINE} at {mbps} Mbit/s (queue {packets} packets)"
 
 
 def intent(b: Bench, strategy: str, *, to: str = measuring.SHORT) -> Intent | None:
@@ -219,7 +218,7 @@ def measure(
     short circuit)."""
     move = intent(b, strategy, to=to)
     path = b.topo.paths[frm]
-    drops, queued = measuring.fabric_drops(b.fab), measuring.line_drops(b.fab)
+    before = measuring.drops(b.fab)
     traffic = measuring.Traffic(
         b.fab,
         path,
@@ -261,15 +260,15 @@ def measure(
             kept = [audit.keep(d.file, h) for d, h in zip(dumps, hosts, strict=True)]
             if all(kept):
                 seen["pcaps"] = kept
-    drops = measuring.fabric_drops(b.fab) - drops
-    queued = measuring.line_drops(b.fab) - queued
+    dropped = measuring.drops(b.fab) - before
     numbers = RunNumbers(
         strategy=strategy,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
         tcp=TcpNumbers.from_iperf(tcp, measuring.INTERVAL_S),
         timing=None if done is None else measuring.timing(b.fab, done),
-        fabric_drops=drops,
-        line_drops=queued,
+        fabric_drops=dropped.sockets,
+        line_drops=dropped.queues,
+        send_failures=dropped.send_failures,
     )
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))

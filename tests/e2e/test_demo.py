@@ -77,12 +77,15 @@ def test_socket_drops_add_up_the_d_of_every_socket() -> None:
     assert socket_drops("") == 0
 
 
-def test_qdisc_drops_add_up_every_queues_dropped() -> None:
+def test_qdisc_drops_add_up_every_root_queues_dropped() -> None:
     tc = (
         "qdisc noqueue 0: dev lo root refcnt 2\n"
         " Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)\n"
         "qdisc tbf 8001: dev br3-p1 root refcnt 2 rate 120Mbit burst 32Kb lat 20ms\n"
         " Sent 31452144 bytes 21035 pkt (dropped 17, overlimits 912 requeues 0)\n"
+        " backlog 0b 0p requeues 0\n"
+        "qdisc pfifo 10: dev br3-p1 parent 1:1 limit 69p\n"
+        " Sent 31452144 bytes 21035 pkt (dropped 17, overlimits 0 requeues 0)\n"
         " backlog 0b 0p requeues 0\n"
         "qdisc tbf 8002: dev br5-p2 root refcnt 2 rate 100Mbit burst 32Kb lat 20ms\n"
         " Sent 100 bytes 1 pkt (dropped 4, overlimits 0 requeues 0)\n"
