@@ -90,8 +90,8 @@ def load_pin(path: Path) -> Pin:
     if commit != PLACEHOLDER and not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise ConfigError(f"{path}: commit: {commit!r} is not a full 40-hex commit id")
     results = _relative(path, "results", doc.get("results", RESULTS))
-    if not results.startswith(f"{RESULTS}"):
-        raise ConfigError(f"{path}: results: {results!r} is not under {RESULTS}*")
+    if not re.fullmatch(rf"{re.escape(str(RESULTS))}(-[a-z0-9][a-z0-9-]*)?", results):
+        raise ConfigError(f"{path}: results: {results!r} is not {RESULTS} or {RESULTS}-NAME")
     parts = doc.get("parts")
     return Pin(
         path=path,

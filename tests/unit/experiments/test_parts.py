@@ -626,7 +626,9 @@ def test_the_cap_rerun_is_the_full_runs_entries_at_the_same_scale() -> None:
     [
         ("results: /tmp/x", "must be a relative path"),
         ("results: experiments/../x", "must be a relative path"),
-        ("results: experiments/other", "not under experiments/results-full"),
+        ("results: experiments/other", "not experiments/results-full or"),
+        ("results: experiments/results-fullX", "not experiments/results-full or"),
+        ("results: experiments/results-full-cap/sub", "not experiments/results-full or"),
         ("plan: ../full.yaml", "must be a relative path"),
         ("colour: blue", "unknown key"),
     ],

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,19 @@ def stored(
     if request.param == "sqlite":
         yield request.getfixturevalue("fabric")
         return
+    with _on_etcd(tmp_path, "/at-once") as served:
+        yield served
+
+
+@contextmanager
+def _on_etcd(tmp_path: Path, prefix: str) -> Iterator[tuple[ServerThread, FakeFabric, Topology]]:
+    """The fabric, its journal and locks in a one-member etcd under ``prefix``."""
     if shutil.which("etcd") is None:
         pytest.skip("etcd is missing (make setup installs etcd-server)")
     topo = _topo(tmp_path)
     fake = FakeFabric(topo)
     with EtcdCluster(tmp_path / "etcd", size=1) as cluster:
-        store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix="/at-once")
+        store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix=prefix)
         config = settings(topo, tmp_path / "journal.sqlite", store=store)
         with ServerThread(config, fake.drivers) as srv:
             yield srv, fake, topo
@@ -120,8 +128,6 @@ def test_two_requests_that_come_together_on_etcd_are_not_both_admitted_holding_e
     long): a second request meanwhile must not find the queue empty too and be admitted
     holding every device, or the two run one after the other (eight that came together on
     one replica took up to 6.4 s instead of ~1.3). It is planned at admission instead."""
-    if shutil.which("etcd") is None:
-        pytest.skip("etcd is missing (make setup installs etcd-server)")
     looks: list[float] = []
     gate = threading.Event()
     look = EtcdJournal.look
@@ -141,24 +147,19 @@ def test_two_requests_that_come_together_on_etcd_are_not_both_admitted_holding_e
 
     monkeypatch.setattr(EtcdJournal, "look", held_look)
     monkeypatch.setattr(EtcdJournal, "enqueue", noted)
-    topo = _topo(tmp_path)
-    with EtcdCluster(tmp_path / "etcd", size=1) as cluster:
-        store = EtcdStore(kind="etcd", endpoints=tuple(cluster.endpoints), prefix="/together")
-        with ServerThread(
-            settings(topo, tmp_path / "journal.sqlite", store=store), FakeFabric(topo).drivers
-        ) as srv, ThreadPoolExecutor(2) as pool:  # fmt: skip
-            first = pool.submit(srv.client().create, [PAIR12], "r1-2-s2", drain_ms=0)
-            deadline = time.monotonic() + 10
-            while not looks and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert looks, "the first request never read the queue"
-            second = pool.submit(srv.client().create, [PAIR34], "r3-4-s4", drain_ms=0)
-            try:
-                b = second.result(timeout=10)  # queued while the first one's read is out
-            finally:
-                gate.set()
-            a = first.result(timeout=10)
-            views = [srv.client().get(v.id, wait_s=10) for v in (a, b)]
+    with _on_etcd(tmp_path, "/together") as (srv, _, _), ThreadPoolExecutor(2) as pool:
+        first = pool.submit(srv.client().create, [PAIR12], "r1-2-s2", drain_ms=0)
+        deadline = time.monotonic() + 10
+        while not looks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert looks, "the first request never read the queue"
+        second = pool.submit(srv.client().create, [PAIR34], "r3-4-s4", drain_ms=0)
+        try:
+            b = second.result(timeout=10)  # queued while the first one's read is out
+        finally:
+            gate.set()
+        a = first.result(timeout=10)
+        views = [srv.client().get(v.id, wait_s=10) for v in (a, b)]
     assert [v.state for v in views] == [RerouteState.DONE] * 2, [v.error for v in views]
     # the first one's keys depend on whether the second still ran when its read came back
     assert EVERYTHING not in admitted[b.id] and admitted[b.id]  # planned at admission
