@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from experiments.demo_report import qdisc_drops
+from experiments.measuring import drops
 from fabric import lines
 from fabric.fabric import Fabric
 from fabric.run import run
@@ -44,17 +44,15 @@ def _fifo_limits(fab: Fabric) -> dict[str, int]:
 def _flood(fab: Fabric, seconds: int = 3) -> tuple[int, int, float]:
     """Unpaced TCP vm2 -> vm3 (through LINE) for ``seconds``: (the queues' drops, OVS's
     failed sends, Mbit/s received)."""
-    ns, log = fab.state.fabric_ns, fab.state.ovs_dir / "ovs-vswitchd.log"
-    queued = qdisc_drops(run(["tc", "-s", "qdisc", "show"], ns=ns))
-    failed = lines.send_failures(log)
+    before = drops(fab)
     got = run_iperf(
         "10.0.0.3",
         duration_s=seconds,
         server_netns=fab.host_ns("vm3"),
         client_netns=fab.host_ns("vm2"),
     )
-    queued = qdisc_drops(run(["tc", "-s", "qdisc", "show"], ns=ns)) - queued
-    return queued, lines.send_failures(log) - failed, got.received_bps / 1e6
+    dropped = drops(fab) - before
+    return dropped.queues, dropped.send_failures, got.received_bps / 1e6
 
 
 def test_capped_queues_share_the_send_buffer_and_a_new_cap_resizes_them(
