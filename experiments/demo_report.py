@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fabric.traffic.iperf import Interval, IperfResult
@@ -148,6 +148,8 @@ class RunNumbers:
     # OVS's sends that failed (its log's lines, rate-limited): packets lost uncounted when
     # its one send socket's buffer was full (fabric.lines); 0 where the fabric is sound
     send_failures: int = 0
+    # every other drop counter that moved during the run (fabric.drops), by name
+    other_drops: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The run's numbers as a JSON-ready dict, derived ones included."""

@@ -14,19 +14,21 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
+from fabric import drops as counters
 from fabric import lines
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
@@ -131,13 +133,14 @@ class Traffic:
     def probe_report(self) -> dict[str, Any]:
         """Wait for the end of the probe: its receiver's report."""
         recv, send = self._procs
-        _, err = send.communicate(timeout=self.probe_s + 15)
+        sent, err = send.communicate(timeout=self.probe_s + 15)
         if send.returncode != 0:
             raise FabricError(f"probe sender failed ({send.returncode}): {err.strip()}")
         out, err = recv.communicate(timeout=15)
         if recv.returncode != 0:
             raise FabricError(f"probe receiver failed ({recv.returncode}): {err.strip()}")
-        return dict(json.loads(out))
+        errors = re.search(r"\bsend_errors=(\d+)", sent)
+        return dict(json.loads(out)) | {"send_errors": int(errors[1]) if errors else None}
 
     def stop(self) -> None:
         """Stop every traffic process."""
@@ -290,7 +293,15 @@ def measured(
         fabric_drops=dropped.sockets,
         line_drops=dropped.queues,
         send_failures=dropped.send_failures,
+        other_drops=other_drops(dropped, probe),
     )
+
+
+def other_drops(dropped: Drops, probe: Mapping[str, Any]) -> dict[str, int]:
+    """The drop counters beyond the fabric's own that moved in a run, and the probe's
+    sends that failed (a datagram counted sent that never left the sender)."""
+    failed = probe.get("send_errors") or 0
+    return dropped.others | ({"probe/send_errors": failed} if failed else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,12 +311,15 @@ class Drops:
     sockets: int  # OVS's receive sockets (its forwarding thread fell behind)
     queues: int  # the queues of capped links (the line was full)
     send_failures: int  # OVS's failed sends, from its log (a lower bound; 0: none)
+    # every other drop counter (fabric.drops): read, then the ones that moved
+    others: dict[str, int] = field(default_factory=dict)
 
     def __sub__(self, earlier: Drops) -> Drops:
         return Drops(
             self.sockets - earlier.sockets,
             self.queues - earlier.queues,
             self.send_failures - earlier.send_failures,
+            counters.moved(earlier.others, self.others),
         )
 
 
@@ -313,7 +327,7 @@ def drops(fab: Fabric) -> Drops:
     """Everything :class:`Drops` counts, read now: one reading before a run and one after
     give what the fabric itself lost during it."""
     failures = lines.send_failures(fab.state.ovs_dir / "ovs-vswitchd.log")
-    return Drops(fabric_drops(fab), line_drops(fab), failures)
+    return Drops(fabric_drops(fab), line_drops(fab), failures, counters.read(fab.state))
 
 
 def fabric_drops(fab: Fabric) -> int:

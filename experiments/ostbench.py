@@ -269,6 +269,7 @@ def measure(
         fabric_drops=dropped.sockets,
         line_drops=dropped.queues,
         send_failures=dropped.send_failures,
+        other_drops=measuring.other_drops(dropped, probe),
     )
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))
