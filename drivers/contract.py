@@ -87,6 +87,38 @@ PortListener = Callable[[int, PortState], None]
 
 
 @runtime_checkable
+class FlowCounters(Protocol):
+    """A switch that counts the packets each flow entry matched. The MBB's drain reads the
+    rules a shift added until they have matched packets: the moved flows are then forwarded
+    by the new rules (an OVS datapath credits them when its revalidator re-translates the
+    cached flows after the change, from when on the old actions are gone)."""
+
+    name: str
+
+    async def flow_packets(self, cookie: int) -> int:
+        """Packets the entries whose cookie is exactly ``cookie`` have matched so far."""
+        ...
+
+
+@runtime_checkable
+class PortCounters(Protocol):
+    """A switch whose port counters are read live from its data plane (OVS's port stats
+    come from the kernel's device counters at each request). The MBB's drain watches the
+    ports that feed a circuit it is about to cut until they stop sending: an OVS datapath
+    may forward by a flow's old actions for tens of ms after the flow-mod was
+    acknowledged and read back (its revalidator threads update the cached datapath flows
+    afterwards), so a fixed margin after the shift is a guess. A device whose counters are
+    a cached poll (OpenDaylight's statistics) must not claim this."""
+
+    name: str
+
+    async def tx_packets(self, ports: Sequence[int] = ()) -> dict[int, int]:
+        """Packets each of ``ports`` (every numbered port: none named) has sent so far;
+        asking for one port asks the switch for that port's counters only."""
+        ...
+
+
+@runtime_checkable
 class MasterElection(Protocol):
     """A device that lets one controller at a time write to it, by generation: OpenFlow
     1.3 ROLE_REQUEST master with ``generation_id``, P4Runtime's election id. The engine of

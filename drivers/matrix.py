@@ -24,7 +24,9 @@ import drivers
 from drivers.base import (
     Capabilities,
     CrossConnectSwitch,
+    FlowCounters,
     FlowProgrammer,
+    PortCounters,
     PortMonitor,
     broken,
     lookup,
@@ -32,7 +34,9 @@ from drivers.base import (
 )
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "drivers.md"
-INTERFACES: tuple[type, ...] = (FlowProgrammer, PortMonitor, CrossConnectSwitch)
+INTERFACES: tuple[type, ...] = (
+    FlowProgrammer, PortMonitor, PortCounters, FlowCounters, CrossConnectSwitch,
+)  # fmt: skip
 HEADER = """\
 # Driver capability matrix
 

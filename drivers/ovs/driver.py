@@ -71,6 +71,7 @@ from drivers.ovs.channel import Channel, OpenFlowError, parse_target, tls_contex
 from drivers.ovs.ofp13 import BundleCtrlType, ErrorMsg
 from drivers.ovs.ofp13_flow import (
     FlowModCommand,
+    decode_flow_stats,
     encode_flow_mod,
     encode_flow_stats_request,
     entry_key,
@@ -85,6 +86,7 @@ from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 from protocols.openflow13.errors import code_name
 
+ALL_ONES = 0xFFFF_FFFF_FFFF_FFFF  # a cookie mask: exactly this cookie
 log = logging.getLogger("reroute.drivers.ovs")
 
 BUNDLE_FLAGS = ofp13.OFPBF_ATOMIC | ofp13.OFPBF_ORDERED
@@ -547,7 +549,7 @@ class OvsDriver(Session):
         return gone
 
     # ----------------------------------------------------------------------------------
-    # PortMonitor, PortEvents
+    # PortMonitor, FlowCounters, PortCounters, PortEvents
 
     async def port_states(self) -> dict[int, PortState]:
         """Link state of every numbered port (reserved ports such as LOCAL left out).
@@ -565,6 +567,28 @@ class OvsDriver(Session):
             for p in ports
             if not p.reserved
         }
+
+    async def flow_packets(self, cookie: int) -> int:
+        """Packets the entries of exactly ``cookie`` matched (``FlowCounters``): their flow
+        statistics, which OVS credits as its datapath's cached flows are revalidated."""
+        chan = await self._channel()
+        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), cookie, ALL_ONES))
+        try:
+            return sum(e.packet_count for part in parts for e in decode_flow_stats(part.body))
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"flow statistics: {exc}") from exc
+
+    async def tx_packets(self, ports: Sequence[int] = ()) -> dict[int, int]:
+        """Packets each port has sent (``PortCounters``): PORT_STATS of the one port asked
+        for, else of every port; OVS reads the device's own counters at each request."""
+        chan = await self._channel()
+        port = ports[0] if len(ports) == 1 else ofp13.OFPP_ANY
+        parts = await chan.multipart(ofp13.encode_port_stats_request(chan.xids(1), port))
+        try:
+            sent = [pair for part in parts for pair in ofp13.parse_port_tx_packets(part.body)]
+        except ofp13.CodecError as exc:
+            raise ProtocolError(self.name, f"port statistics: {exc}") from exc
+        return {port: n for port, n in sent if port <= ofp13.OFPP_MAX}
 
     @contextlib.asynccontextmanager
     async def port_events(self, listener: PortListener) -> AsyncIterator[None]:

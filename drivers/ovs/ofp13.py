@@ -71,6 +71,7 @@ class MsgType(IntEnum):
 
 class MultipartType(IntEnum):
     FLOW = 1
+    PORT_STATS = 4
     PORT_DESC = 13
 
 
@@ -291,6 +292,27 @@ def parse_port_desc(body: bytes) -> Iterator[PortDesc]:
             port_no=port_no, hw_addr=hw_addr, name=name.split(b"\0", 1)[0].decode(),
             config=config, state=state, curr_speed=curr,
         )  # fmt: skip
+
+
+_PORT_STATS_REQUEST = struct.Struct("!I4x")
+# ofp_port_stats: port_no, pad, rx/tx packets, rx/tx bytes, rx/tx dropped, rx/tx errors,
+# frame, over, crc errors, collisions, duration (s, ns): 112 bytes
+_PORT_STATS = struct.Struct("!I4xQQ88x")
+
+
+def encode_port_stats_request(xid: int, port_no: int = OFPP_ANY) -> bytes:
+    """The multipart PORT_STATS request of one port, or of every port (OFPP_ANY)."""
+    return encode_multipart_request(
+        xid, MultipartType.PORT_STATS, _PORT_STATS_REQUEST.pack(port_no)
+    )
+
+
+def parse_port_tx_packets(body: bytes) -> Iterator[tuple[int, int]]:
+    """(port, packets sent) of each ``ofp_port_stats`` entry of one PORT_STATS reply part."""
+    if len(body) % _PORT_STATS.size:
+        raise CodecError(f"PORT_STATS body of {len(body)} bytes is not a list of port stats")
+    for port_no, _rx, tx in _PORT_STATS.iter_unpack(body):
+        yield port_no, tx
 
 
 _PORT_STATUS_HEAD = struct.Struct("!B7x")

@@ -69,6 +69,7 @@ STATS_WAIT_S = 0.98  # Ryu's ofctl_utils.DEFAULT_TIMEOUT (1.0 s, eventlet's time
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
 COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
+ALL_ONES = 0xFFFF_FFFF_FFFF_FFFF  # a cookie mask: exactly this cookie
 READER = foreign.Reader(
     cookie=mapping.flow_cookie,
     rule=mapping.parse_flow,
@@ -146,7 +147,7 @@ class RyuRestDriver(RestFlowDriver):
         return Identity(summary=f"Ryu ofctl_rest, datapath {self.dpid:016x}, {len(numbered)} ports")
 
     # ----------------------------------------------------------------------------------
-    # PortMonitor
+    # PortMonitor, FlowCounters, PortCounters
 
     async def port_states(self) -> dict[int, PortState]:
         """Link state of the switch's numbered ports (DOWN: link down or port down)."""
@@ -161,6 +162,29 @@ class RyuRestDriver(RestFlowDriver):
                 raise ProtocolError(self.name, f"/stats/portdesc entry {desc}: {exc!r}") from exc
             states[number] = PortState.DOWN if down else PortState.UP
         return states
+
+    async def flow_packets(self, cookie: int) -> int:
+        """Packets the entries of exactly ``cookie`` matched (``FlowCounters``): their
+        ``packet_count`` in ``/stats/flow``, asked of the switch at each request."""
+        try:
+            return sum(int(e["packet_count"]) for e in await self._entries(cookie, ALL_ONES))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(self.name, f"/stats/flow entry without a count: {exc!r}") from exc
+
+    async def tx_packets(self, ports: Sequence[int] = ()) -> dict[int, int]:
+        """Packets each port has sent (``PortCounters``): ofctl_rest's /stats/port (of
+        the one port asked for, else of all), which asks the switch at each request."""
+        path = f"/stats/port/{self.dpid}" + (f"/{ports[0]}" if len(ports) == 1 else "")
+        sent: dict[int, int] = {}
+        for entry in await self._stats(Request(method="GET", path=path), "reading port stats"):
+            number = entry.get("port_no")
+            if not isinstance(number, int) or isinstance(number, bool):
+                continue  # LOCAL and other reserved ports come as names
+            try:
+                sent[number] = int(entry["tx_packets"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ProtocolError(self.name, f"/stats/port entry {entry}: {exc!r}") from exc
+        return sent
 
     # ----------------------------------------------------------------------------------
     # ofctl_rest

@@ -82,6 +82,11 @@ class OdlSouthboundApp(app_manager.OSKenApp):  # type: ignore[misc]
         """Hand a port-description reply to the link."""
         self._link().message(ev.msg)
 
+    @on(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def port_stats_reply(self, ev: Any) -> None:
+        """Hand a port-statistics reply to the link."""
+        self._link().message(ev.msg)
+
     @on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def port_status(self, ev: Any) -> None:
         """Hand a PORT_STATUS to the link."""

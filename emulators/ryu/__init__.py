@@ -6,7 +6,8 @@ Ryu's ``ryu.app.ofctl_rest`` for the calls seed 003's scripts made, so the
 ``ryu_rest`` driver can be run and tested against real switches:
 
 - ``rest``: the HTTP side (aiohttp): ``/stats/switches``, ``/stats/flow/<dpid>``,
-  ``/stats/portdesc/<dpid>``, ``/stats/flowentry/<cmd>``, ``/stats/flowentry/clear/<dpid>``,
+  ``/stats/portdesc/<dpid>``, ``/stats/port/<dpid>``,
+  ``/stats/flowentry/<cmd>``, ``/stats/flowentry/clear/<dpid>``,
   with ofctl_rest's status codes and (empty) error bodies; bodies are converted to and
   from OpenFlow 1.3 messages by os-ken's own ``os_ken.lib.ofctl_v1_3``, the module Ryu's
   ofctl_rest uses, so match and action names are exactly Ryu's;

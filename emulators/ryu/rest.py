@@ -3,9 +3,9 @@
 Per request, as ``ryu.app.ofctl_rest`` does it (its ``stats_method`` / ``command_method``):
 
 - stats (``GET /stats/flow/<dpid>``, ``POST`` with a JSON filter; ``GET
-  /stats/portdesc/<dpid>``): a dpid ``int(x, 0)`` cannot read -> 400; no such datapath ->
-  404; a filter that is not JSON or has a bad value (ValueError) -> 400; AttributeError
-  -> 501; else 200 with ``{"<dpid>": [...]}``;
+  /stats/portdesc/<dpid>``, ``GET /stats/port/<dpid>[/<port>]``): a dpid ``int(x, 0)`` cannot read
+  -> 400; no such datapath -> 404; a filter that is not JSON or has a bad value
+  (ValueError) -> 400; AttributeError -> 501; else 200 with ``{"<dpid>": [...]}``;
 - commands (``POST /stats/flowentry/<cmd>``, ``DELETE /stats/flowentry/clear/<dpid>``):
   the body is read with ``ast.literal_eval`` (a SyntaxError -> 400; JSON ``true`` and
   other non-literals raise ValueError, which ofctl_rest does not catch -> 500); the dpid
@@ -68,6 +68,8 @@ def make_app(switches: Switches) -> web.Application:
     app.router.add_route("GET", "/stats/flow/{dpid}", api.flow_stats)
     app.router.add_route("POST", "/stats/flow/{dpid}", api.flow_stats)
     app.router.add_get("/stats/portdesc/{dpid}", api.port_desc)
+    app.router.add_get("/stats/port/{dpid}", api.port_stats)
+    app.router.add_get("/stats/port/{dpid}/{port}", api.port_stats)
     app.router.add_post("/stats/flowentry/{cmd}", api.mod_flow_entry)
     app.router.add_delete("/stats/flowentry/clear/{dpid}", api.clear)
     return app
@@ -140,6 +142,19 @@ class OfctlRest:
         msg = dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0)
         replies = await self._multipart(dp, msg)
         return web.json_response({str(dp.id): [_port(d) for r in replies for d in r.body]})
+
+    async def port_stats(self, request: web.Request) -> web.Response:
+        """GET /stats/port/{dpid}[/{port}]: every port's counters (or one's), asked of the
+        switch now."""
+        dp = self._dp(request.match_info["dpid"])
+        port = request.match_info.get("port")
+        try:
+            number = dp.ofproto.OFPP_ANY if port is None else ofctl.str_to_int(port)
+        except ValueError as exc:
+            raise Status(400, f"Invalid port: {port}") from exc
+        msg = dp.ofproto_parser.OFPPortStatsRequest(dp, 0, number)
+        replies = await self._multipart(dp, msg)
+        return web.json_response({str(dp.id): [_port_stats(s) for r in replies for s in r.body]})
 
     # ----------------------------------------------------------------------------------
     # commands
@@ -246,6 +261,18 @@ def _flow_entry(s: Any) -> dict[str, Any]:
         "match": ofctl.match_to_str(s.match),
         "table_id": ofctl.UTIL.ofp_table_to_user(s.table_id),
     }  # fmt: skip
+
+
+PORT_COUNTERS = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped",
+                 "rx_errors", "tx_errors", "rx_frame_err", "rx_over_err", "rx_crc_err",
+                 "collisions", "duration_sec", "duration_nsec")  # fmt: skip
+
+
+def _port_stats(s: Any) -> dict[str, Any]:
+    """One ``ofp_port_stats`` as ofctl_rest's /stats/port lists it."""
+    return {"port_no": ofctl.UTIL.ofp_port_to_user(s.port_no)} | {
+        k: getattr(s, k) for k in PORT_COUNTERS
+    }
 
 
 def _port(d: Any) -> dict[str, Any]:

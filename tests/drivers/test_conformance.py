@@ -65,6 +65,7 @@ from drivers.base import (
     DeviceUnreachable,
     Expect,
     FlowChange,
+    FlowCounters,
     FlowMatch,
     FlowOp,
     FlowProgrammer,
@@ -72,6 +73,7 @@ from drivers.base import (
     ForeignEntry,
     Output,
     PopVlan,
+    PortCounters,
     PortMonitor,
     PortState,
     Prefix,
@@ -273,6 +275,10 @@ class Peer:
     lab: Callable[[], set[tuple[int, int]]] = lambda: set()
     shadow: Callable[[], object] = lambda: None
     others: Callable[[], int] = lambda: 0
+    # the device itself sends n frames out of a port, or as if they came in on a port
+    # through its table (packet-outs by the peer's own tool)
+    emit: Callable[[int, int], None] = lambda port, n: None
+    inject: Callable[[int, int], None] = lambda port, n: None
     options: Options = dataclasses.field(default_factory=dict)  # the variant's driver options
 
     def make(self) -> Session:
@@ -348,6 +354,8 @@ def ovs_peer(request: pytest.FixtureRequest, kind: str) -> Iterator[Peer]:
         lab=lambda: _add_flows(add, lab),
         shadow=lambda: _add_flows(add, [SHADOW]),
         others=lambda: _others(ofctl("dump-flows")),
+        emit=lambda port, n: _out(site.ovs, BRIDGES[bridge], site.ovs.mgmt(bridge), port, n),
+        inject=lambda port, n: _in(site.ovs, BRIDGES[bridge], site.ovs.mgmt(bridge), port, n),
     )
     site.reset(bridge)
 
@@ -417,6 +425,8 @@ def controller_peer(
             lab=functools.partial(lab, site),
             shadow=lambda: _add_flows(_site_add(site), [SHADOW]),
             others=lambda: _others(site.ofctl("dump-flows")),
+            emit=lambda port, n: _out(site.ovs, "OpenFlow13", _mgmt(site), port, n),
+            inject=lambda port, n: _in(site.ovs, "OpenFlow13", _mgmt(site), port, n),
         )
         site.reset()
 
@@ -476,6 +486,27 @@ def _lab_slots(lines: Sequence[str]) -> set[tuple[int, int]]:
 
 def _add_flow(ovs: OvsInstance, version: str, target: str, line: str) -> None:
     ovs.ofctl("-O", version, "add-flow", target, line)
+
+
+FRAME = "02000000000202000000000188b5" + "00" * 46  # 60 bytes, a local experimental type
+
+
+def _out(ovs: OvsInstance, version: str, target: str, port: int, n: int) -> None:
+    """The bridge sends ``n`` frames out of ``port`` (packet-outs from the controller port)."""
+    for _ in range(n):
+        ovs.ofctl("-O", version, "packet-out", target,
+                  f"in_port=controller,packet={FRAME},actions=output:{port}")  # fmt: skip
+
+
+def _in(ovs: OvsInstance, version: str, target: str, port: int, n: int) -> None:
+    """``n`` frames through the bridge's table as if they came in on ``port``."""
+    for _ in range(n):
+        ovs.ofctl("-O", version, "packet-out", target,
+                  f"in_port={port},packet={FRAME},actions=table")  # fmt: skip
+
+
+def _mgmt(site: OdlSite | RyuSite) -> str:
+    return site.ovs.mgmt(site.layout.bridge)
 
 
 def _site_add(site: OdlSite | RyuSite) -> Callable[[str], None]:
@@ -848,6 +879,40 @@ async def _until(driver: PortMonitor, port: int, state: PortState) -> PortState:
 
 # --------------------------------------------------------------------------------------
 # other writers' entries (issue 22): read around, never fatal, named when they shadow ours
+
+
+def test_port_counters_count_what_the_port_sent(peer: Peer) -> None:
+    """``tx_packets`` read right after the device sent 5 frames out of port 1 counts them,
+    and nothing on port 2 (the table is empty: nothing else goes out); port 1 asked for
+    alone reads the same."""
+
+    async def body(side: Side, driver: Session) -> tuple[dict[int, int], ...]:
+        if not isinstance(driver, PortCounters):
+            pytest.skip("implements no PortCounters")
+        before = await driver.tx_packets()
+        await asyncio.to_thread(peer.emit, 1, 5)
+        return before, await driver.tx_packets(), await driver.tx_packets([1])
+
+    for before, after, alone in peer.run(body):
+        assert after[1] - before[1] == 5 and after[2] == before[2], (before, after)
+        assert alone[1] == after[1], alone
+
+
+def test_flow_counters_count_what_a_rule_matched(peer: Peer) -> None:
+    """``flow_packets`` of a rule's cookie after 4 frames through the table matched it."""
+    counted = FlowRule(match=FlowMatch(in_port=1), priority=300, actions=(Output(2),),
+                       cookie=0xF10)  # fmt: skip
+
+    async def body(side: Side, driver: Session) -> tuple[int, int]:
+        if not isinstance(driver, FlowCounters):
+            pytest.skip("implements no FlowCounters")
+        await _flows_only(driver).apply([FlowChange(op=FlowOp.ADD, rule=counted)])
+        before = await driver.flow_packets(counted.cookie)
+        await asyncio.to_thread(peer.inject, 1, 4)
+        return before, await driver.flow_packets(counted.cookie)
+
+    for before, after in peer.run(body):
+        assert (before, after) == (0, 4)
 
 
 def _flows_only(driver: Session) -> FlowProgrammer:
