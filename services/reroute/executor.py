@@ -41,9 +41,11 @@ from dataclasses import dataclass
 
 from drivers.base import (
     CrossConnectSwitch,
+    FlowCounters,
     FlowProgrammer,
     FlowVerifier,
     MasterElection,
+    PortCounters,
     PortEvents,
     PortListener,
     PortMonitor,
@@ -144,6 +146,10 @@ class LockTimeout(DeviceTimeout):
 
 Driver = FlowProgrammer | CrossConnectSwitch
 LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without events)
+DRAIN_POLL_S = 0.001  # how often a drain reads the counters of the ports it watches
+DRAIN_READ_S = 0.2  # a read of port counters slower than this: the drain's margin alone
+DRAIN_SEEN_S = 0.03  # the rules a shift added counting nothing this long: their flows idle
+DRAIN_WATCH_S = 0.25  # a watched port still sending after this: traffic nobody moved
 LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
 
 
@@ -501,7 +507,9 @@ class Executor:
             since = self._shifted_at if step.kind is StepKind.DRAIN else None
             for circuits in self._read_ahead.get(id(step), ()):
                 self._read_before(circuits)
-            await sleep_until((since or asyncio.get_running_loop().time()) + step.duration_s)
+            start = since or asyncio.get_running_loop().time()
+            quiet = await self._quiet(step, start) if step.ports or step.seen_on else start
+            await sleep_until(quiet + step.duration_s)
             return
         if step.kind is StepKind.AWAIT_LOCK:
             await self._await_lock(step)
@@ -513,6 +521,67 @@ class Executor:
             raise DeviceTimeout(
                 step.device, f"{step.kind} took over {self.step_timeout} s"
             ) from exc
+
+    async def _quiet(self, drain: Step, start: float) -> float:
+        """When the ports ``drain`` watches (they feed a circuit about to be cut) last sent,
+        once the rules the shift added have matched packets: counters are read every
+        ``DRAIN_POLL_S`` until those rules have counted (the data plane forwards by them)
+        and no watched port has moved for the drain's whole duration, so its margin counts
+        from the last packet seen going into the old path, not from the shift. An OVS
+        datapath forwards by a flow's old actions for a while after the shift read back
+        (its revalidators update the cached flows later), and a sender that paused meets
+        quiet ports on a stale datapath: hence both. ``start`` (the shift's end) where no
+        device counts (``PortCounters``, ``FlowCounters``). A rule that counts nothing in
+        ``DRAIN_SEEN_S`` (its flows idle), a port still sending after ``DRAIN_WATCH_S``
+        (traffic nobody moved), or a failed read: the last change seen, logged."""
+        loop = asyncio.get_running_loop()
+        ports: dict[str, PortCounters] = {}
+        flows: dict[str, FlowCounters] = {}
+        for device, _ in drain.ports:
+            if isinstance(driver := self.drivers.get(device), PortCounters):
+                ports[device] = driver
+        for device, _ in drain.seen_on:
+            if isinstance(driver := self.drivers.get(device), FlowCounters):
+                flows[device] = driver
+        watched = sorted((d, p) for d, p in drain.ports if d in ports)
+        unseen = {(d, c) for d, c in drain.seen_on if d in flows}
+        if not watched and not unseen:
+            return start
+        asked = {d: [p for dd, p in watched if dd == d] for d in ports}
+        seen: list[int] | None = None
+        quiet = start
+        while loop.time() < start + DRAIN_WATCH_S:
+            try:
+                async with asyncio.timeout(DRAIN_READ_S):
+                    sent, counted = await asyncio.gather(
+                        asyncio.gather(*(ports[d].tx_packets(asked[d]) for d in ports)),
+                        asyncio.gather(*(flows[d].flow_packets(c) for d, c in sorted(unseen))),
+                    )
+            except (DriverError, TimeoutError) as exc:
+                log.warning("drain: counters not read (%s): the margin alone", exc)
+                return quiet
+            now, by_device = loop.time(), dict(zip(ports, sent, strict=True))
+            if counted and all(counted):
+                # the datapath forwards by the new rules from before this read on: what
+                # entered the old path before then arrives within the drain's margin
+                quiet = max(quiet, now)
+            unseen -= {rule for rule, n in zip(sorted(unseen), counted, strict=True) if n > 0}
+            if not watched and not unseen:
+                return quiet  # nothing left to read: the margin from the last evidence
+            counts = [by_device[d].get(p, 0) for d, p in watched]
+            if seen is not None and counts != seen:
+                quiet = now  # something went out between the last read and this one
+            elif seen is not None and now - quiet >= drain.duration_s:
+                if not unseen:
+                    return quiet
+                if now >= start + DRAIN_SEEN_S:
+                    log.warning("drain: no packet counted on %s (idle flows)", sorted(unseen))
+                    return quiet
+            seen = counts
+            await asyncio.sleep(DRAIN_POLL_S)
+        busy = " ".join(f"{d}:p{p}" for d, p in watched)
+        log.warning("drain: %s still sending after %.0f ms", busy, DRAIN_WATCH_S * 1000)
+        return quiet
 
     async def _claim(self, device: str) -> None:
         """Claim ``device`` as its master (once per run) where it elects one. Refused as

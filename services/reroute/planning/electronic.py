@@ -10,7 +10,9 @@ Ordering policy, make-before-break (MBB), for flows moving from path(s) P to pat
               the forward ingress bridge, one at the reverse ingress bridge
   4. verify   read the ingress rules back
   5. drain    wait ``drain_s`` (default: P's one-way delay + 10 % + 5 ms, ``drain_for``)
-              for packets still tagged for P
+              for packets still tagged for P, counted from when the shift's new rules
+              have matched packets where the switches count them (a datapath that caches
+              flows forwards by the old rules a while after the shift read back: OVS)
   6. clean    remove P's transit rules where no other flow still uses P, upstream-first
 
 Every prefix of an MBB plan leaves every moved flow, in both directions, a complete path
@@ -61,9 +63,14 @@ def drain_for(paths: Iterable[Path]) -> float:
     return delay_s * (1 + DRAIN_JITTER) + DRAIN_MARGIN_S
 
 
-def _drain(intent: Intent, old: Iterable[Path]) -> tuple[Step, ...]:
+def _drain(
+    intent: Intent, old: Iterable[Path], seen_on: Iterable[tuple[str, int]]
+) -> tuple[Step, ...]:
+    """The drain; one that waits at all also waits for the rules the shift added
+    (``seen_on``: ingress bridge, cookie) to count packets (the executor's ``_quiet``)."""
     duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
-    return (Step(kind=StepKind.DRAIN, duration_s=duration),)
+    seen = tuple(sorted(set(seen_on))) if duration > 0 else ()
+    return (Step(kind=StepKind.DRAIN, duration_s=duration, seen_on=seen),)
 
 
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
@@ -122,7 +129,10 @@ def plan_electronic(
             Phase(name="shift", steps=tuple(shift), concurrent=True),
             Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
             # the drain only protects the removal of old rules: nothing to clean, no drain
-            Phase(name="drain", steps=_drain(intent, old_paths) if clean else ()),
+            Phase(
+                name="drain",
+                steps=_drain(intent, old_paths, ((s.device, mine) for s in shift)) if clean else (),
+            ),
             Phase(name="clean", steps=tuple(clean)),
         ]
         disruption = Disruption.HITLESS

@@ -39,6 +39,7 @@ Refused: reconfigurations that would cut a path still carrying flows not in the 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from drivers.base import FlowOp
 from services.reroute.errors import PlanError, option
@@ -99,6 +100,27 @@ def lock_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, 
     return tuple(ports)
 
 
+def feed_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, int], ...]:
+    """The packet-switch ports that send into ``circuits`` (their light's source): what
+    goes out of them once a circuit is cut is lost."""
+    ports = []
+    for c in sorted(circuits):
+        peer = topo.peer(Endpoint(node=c.switch, port=f"p{c.ingress}"))
+        if peer is not None and peer.node in {s.name for s in topo.switches}:
+            ports.append((peer.node, int(peer.port[1:])))
+    return tuple(ports)
+
+
+def _watching(phase: Phase, ports: tuple[tuple[str, int], ...]) -> Phase:
+    """``phase`` with its drains also watching ``ports`` (until they stop sending: the
+    executor's ``_quiet``); a drain of 0 stays one."""
+    steps = tuple(
+        replace(s, ports=ports) if s.kind is StepKind.DRAIN and s.duration_s > 0 else s
+        for s in phase.steps
+    )
+    return replace(phase, steps=steps)
+
+
 def _circuit_steps(needed: frozenset[Circuit], removed: frozenset[Circuit]) -> tuple[Step, ...]:
     switches = sorted({c.switch for c in needed | removed})
     return tuple(
@@ -142,6 +164,8 @@ def _mbb(
     )  # fmt: skip
     rest = ((via.name, intent.flows),)
     park_phases = {p.name: p for p in park.phases}
+    if "drain" in park_phases:  # nothing goes into the circuits to cut once it ends
+        park_phases["drain"] = _watching(park_phases["drain"], feed_ports(topo, removed))
     swap_phases = {p.name: p for p in swap.phases}
     # checkpoint once the flows rest on ``via``: a later failure rolls back to here
     parked_at = "verify-shift" if "verify-shift" in park_phases else "shift"

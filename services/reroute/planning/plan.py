@@ -43,11 +43,20 @@ class Step:
     duration_s: float = 0.0  # DRAIN / WAIT; AWAIT_LOCK: the timeout
     connect: tuple[Circuit, ...] = ()  # CIRCUITS
     disconnect: tuple[Circuit, ...] = ()  # CIRCUITS
-    ports: tuple[tuple[str, int], ...] = ()  # AWAIT_LOCK: (switch, port) that must come up
+    # AWAIT_LOCK: (switch, port) that must come up; DRAIN: that must stop sending first
+    ports: tuple[tuple[str, int], ...] = ()
+    # DRAIN: (switch, cookie) of the rules the shift before it added: they must have
+    # matched packets first (the data plane forwards by them)
+    seen_on: tuple[tuple[str, int], ...] = ()
     circuits: tuple[Circuit, ...] = ()  # AWAIT_LOCK: the new circuits whose lock it awaits
 
     def describe(self) -> str:
         """The step as one line, as ``reroute plan`` prints it."""
+        if self.kind is StepKind.DRAIN and (self.ports or self.seen_on):
+            ports = " ".join(f"{d}:p{p}" for d, p in self.ports) or "nothing"
+            seen = " ".join(sorted({d for d, _ in self.seen_on}))
+            on = f", the moved flows counted on {seen}" if seen else ""
+            return f"{self.kind} {self.duration_s * 1000:.0f} ms after {ports} stop sending{on}"
         if self.kind in (StepKind.DRAIN, StepKind.WAIT):
             return f"{self.kind} {self.duration_s * 1000:.0f} ms"
         if self.kind is StepKind.CIRCUITS:

@@ -1,5 +1,6 @@
 """The drain after a shift counts from the shift's end (its VERIFY runs meanwhile), never
-less than the plan's drain; the guard's undo point of a circuit step that follows a drain
+less than the plan's drain, and from when the ports it watches stop sending where their
+counters can be read; the guard's undo point of a circuit step that follows a drain
 is read during the drain, and still puts the circuits back when the ADD fails.
 
 In-memory devices (tests/unit/services/test_executor_guard.py's); executor, journal and
@@ -13,7 +14,8 @@ import time
 from collections.abc import Sequence
 
 from drivers.base import FlowRule
-from services.reroute.executor import Executor, StepEvent
+from services.reroute.errors import DeviceTimeout
+from services.reroute.executor import DRAIN_SEEN_S, DRAIN_WATCH_S, Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -121,3 +123,123 @@ def test_circuits_after_a_drain_change_only_their_circuits() -> None:
     assert outcome.state is RerouteState.DONE and switch.table == {1: 19, 2: 18}
     assert switch.calls == ["read", "sub", "add"]
     assert switch.drained_by - switch.read_at > 0.01  # read during the drain, not after it
+
+
+class Feeding(OneByOne):
+    """A switch whose port 2 keeps sending until ``stops_at`` (perf_counter), as an OVS
+    datapath that forwards by the old rules a while after the shift was read back; its
+    counters read live (``PortCounters``), or fail to (``broken``)."""
+
+    def __init__(self, *args: object, stops_at: float, broken: bool = False, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.stops_at, self.broken, self.counter_reads = stops_at, broken, 0
+
+    async def tx_packets(self, ports: Sequence[int] = ()) -> dict[int, int]:
+        assert list(ports) == [2]  # only the port watched
+        self.counter_reads += 1
+        if self.broken:
+            raise DeviceTimeout(self.name, "port statistics took too long")
+        now = time.perf_counter()
+        return {1: 7, 2: int(min(now, self.stops_at) * 10_000)}  # 10,000 packets/s
+
+
+def drain_watching(switch: Feeding) -> tuple[Outcome, float]:
+    """A shift, its VERIFY, a drain of ``DRAIN_S`` watching the switch's port 2; the run's
+    outcome and when the drain ended (perf_counter)."""
+    r = rule(2)
+    drain = Step(kind=StepKind.DRAIN, duration_s=DRAIN_S, ports=(("s1", 2),))
+    plan = plan_of(
+        ("shift", (Step(kind=StepKind.SHIFT, device="s1", changes=tuple(add(r))),)),
+        ("verify-shift", (Step(kind=StepKind.VERIFY, device="s1", expect=(r,)),)),
+        ("drain", (drain,)),
+    )
+    ended: dict[int, float] = {}
+
+    def on_event(event: StepEvent) -> None:
+        if event.state is StepState.DONE:
+            ended[event.index] = time.perf_counter()
+
+    outcome = asyncio.run(Executor({"s1": switch}, Journal(None), on_event=on_event).run("r", plan))
+    return outcome, ended[3]
+
+
+def test_a_drain_counts_from_when_the_ports_it_watches_stop_sending() -> None:
+    stops_at = time.perf_counter() + 0.08  # still sending 80 ms on (the shift takes ~0)
+    switch = Feeding("s1", [], capabilities=ATOMIC, stops_at=stops_at)
+    outcome, drained = drain_watching(switch)
+    assert outcome.state is RerouteState.DONE, outcome.describe()
+    assert drained >= stops_at + DRAIN_S  # the whole margin after the last packet
+    assert drained < stops_at + DRAIN_S + 0.03  # and not much more (reads every ms)
+    assert switch.counter_reads > 10
+    assert "after s1:p2 stop sending" in outcome.describe()
+
+
+def test_a_port_that_never_stops_holds_the_drain_back_a_bounded_time() -> None:
+    switch = Feeding("s1", [], capabilities=ATOMIC, stops_at=float("inf"))
+    start = time.perf_counter()
+    outcome, drained = drain_watching(switch)
+    assert outcome.state is RerouteState.DONE, outcome.describe()
+    assert DRAIN_WATCH_S <= drained - start < DRAIN_WATCH_S + DRAIN_S + 0.05
+
+
+def test_counters_that_cannot_be_read_leave_the_margin_after_the_shift() -> None:
+    switch = Feeding("s1", [], capabilities=ATOMIC, stops_at=float("inf"), broken=True)
+    start = time.perf_counter()
+    outcome, drained = drain_watching(switch)
+    assert outcome.state is RerouteState.DONE, outcome.describe()
+    assert switch.counter_reads == 1 and DRAIN_S <= drained - start < DRAIN_S + 0.04
+
+
+SHORT_S = 0.01  # a drain shorter than DRAIN_SEEN_S
+
+
+class Stale(Feeding):
+    """Its port 2 sent nothing since the shift (a sender that paused), and the rule the
+    shift added counts packets only from ``counts_at``: until then its datapath may still
+    forward by the old rules (``FlowCounters``)."""
+
+    def __init__(self, *args: object, counts_at: float, **kw: object) -> None:
+        super().__init__(*args, stops_at=0.0, **kw)  # type: ignore[arg-type]
+        self.counts_at, self.flow_reads = counts_at, 0
+
+    async def flow_packets(self, cookie: int) -> int:
+        assert cookie == rule(2).cookie  # the rule the shift added
+        self.flow_reads += 1
+        return 3 if time.perf_counter() >= self.counts_at else 0
+
+
+def drain_seeing(switch: Stale) -> tuple[Outcome, float]:
+    """As ``drain_watching``, the drain also waiting for the shift's rule to count."""
+    r = rule(2)
+    drain = Step(
+        kind=StepKind.DRAIN, duration_s=SHORT_S, ports=(("s1", 2),), seen_on=(("s1", r.cookie),)
+    )
+    plan = plan_of(
+        ("shift", (Step(kind=StepKind.SHIFT, device="s1", changes=tuple(add(r))),)),
+        ("drain", (drain,)),
+    )
+    ended: dict[int, float] = {}
+
+    def on_event(event: StepEvent) -> None:
+        if event.state is StepState.DONE:
+            ended[event.index] = time.perf_counter()
+
+    outcome = asyncio.run(Executor({"s1": switch}, Journal(None), on_event=on_event).run("r", plan))
+    return outcome, ended[2]
+
+
+def test_quiet_ports_wait_for_the_shifts_rule_to_count_packets() -> None:
+    counts_at = time.perf_counter() + 0.025  # ports quiet all along, the datapath stale
+    switch = Stale("s1", [], capabilities=ATOMIC, counts_at=counts_at)
+    outcome, drained = drain_seeing(switch)
+    assert outcome.state is RerouteState.DONE, outcome.describe()
+    assert counts_at <= drained < counts_at + 0.02  # not the 10 ms after the shift
+    assert "the moved flows counted on s1" in outcome.describe()
+
+
+def test_a_shifts_rule_that_never_counts_holds_the_drain_back_a_bounded_time() -> None:
+    switch = Stale("s1", [], capabilities=ATOMIC, counts_at=float("inf"))  # idle flows
+    start = time.perf_counter()
+    outcome, drained = drain_seeing(switch)
+    assert outcome.state is RerouteState.DONE, outcome.describe()
+    assert DRAIN_SEEN_S <= drained - start < DRAIN_SEEN_S + 0.03

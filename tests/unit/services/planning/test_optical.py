@@ -305,3 +305,38 @@ def test_colliding_circuits_and_lock_ports() -> None:
         Circuit(switch="ost1", ingress=4, egress=19),
     }
     assert lock_ports(NGNCS, new) == (("br3", 2),)
+
+
+def test_the_parks_drain_watches_the_ports_that_feed_the_circuits_it_cuts() -> None:
+    """br1..br4's p2 send into ost1's ingresses 1..4, whose circuits the change removes:
+    the drain before it waits until they stop sending, and until the rules the park's shift
+    added (on br2 and br3, the flows' ingresses) count packets; the swap's drain cuts no
+    circuit: it waits for its own shift's rules only."""
+    p = plan(
+        NGNCS, tables_with([]), Intent(flows=(LONG,), to_path="short", via="temporary"), now=0.0
+    )
+    drains = {ph.name: s for ph in p.phases for s in ph.steps if s.kind is StepKind.DRAIN}
+    park = drains["park-drain"]
+    assert park.ports == (("br1", 2), ("br2", 2), ("br3", 2), ("br4", 2))
+    shifted = {
+        (s.device, c.rule.cookie) for s in p.steps() if s.kind is StepKind.SHIFT for c in s.changes
+    }
+    assert {d for d, _ in park.seen_on} == {"br2", "br3"} and set(park.seen_on) <= shifted
+    assert park.describe() == (
+        "drain 5 ms after br1:p2 br2:p2 br3:p2 br4:p2 stop sending,"
+        " the moved flows counted on br2 br3"
+    )
+    swap = drains["swap-drain"]
+    assert swap.ports == () and {d for d, _ in swap.seen_on} == {"br2", "br3"}
+    assert set(swap.seen_on) <= shifted and not set(swap.seen_on) & set(park.seen_on)
+
+
+def test_an_electronic_drain_waits_for_the_shifts_rules_and_a_zero_drain_for_nothing() -> None:
+    intent = Intent(flows=(LONG,), to_path="temporary")
+    p = plan(NGNCS, tables_with([]), intent, now=0.0)
+    (drain,) = [s for s in p.steps() if s.kind is StepKind.DRAIN]
+    shifts = [s for s in p.steps() if s.kind is StepKind.SHIFT]
+    assert drain.seen_on == tuple(sorted((s.device, s.changes[0].rule.cookie) for s in shifts))
+    assert drain.ports == () and {d for d, _ in drain.seen_on} == {"br2", "br3"}
+    zero = plan(NGNCS, tables_with([]), replace(intent, drain_s=0.0), now=0.0)
+    assert all(s.seen_on == () for s in zero.steps() if s.kind is StepKind.DRAIN)
