@@ -146,8 +146,8 @@ class LockTimeout(DeviceTimeout):
 
 Driver = FlowProgrammer | CrossConnectSwitch
 LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without events)
-DRAIN_POLL_S = 0.001  # how often a drain reads the counters of the ports it watches
-DRAIN_READ_S = 0.2  # a read of port counters slower than this: the drain's margin alone
+DRAIN_POLL_S = 0.001  # how often a drain reads the counters it watches
+DRAIN_READ_S = 0.2  # a read of counters slower than this: the drain's margin alone
 DRAIN_SEEN_S = 0.03  # the rules a shift added counting nothing this long: their flows idle
 DRAIN_WATCH_S = 0.25  # a watched port still sending after this: traffic nobody moved
 LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
@@ -574,8 +574,8 @@ class Executor:
             elif seen is not None and now - quiet >= drain.duration_s:
                 if not unseen:
                     return quiet
-                if now >= start + DRAIN_SEEN_S:
-                    log.warning("drain: no packet counted on %s (idle flows)", sorted(unseen))
+                if now >= start + DRAIN_SEEN_S:  # idle flows: nothing can say it, waited out
+                    log.info("drain: no packet counted on %s (idle flows)", sorted(unseen))
                     return quiet
             seen = counts
             await asyncio.sleep(DRAIN_POLL_S)
