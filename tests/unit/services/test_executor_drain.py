@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from drivers.base import FlowRule
 from services.reroute.errors import DeviceTimeout
@@ -23,6 +24,7 @@ from services.reroute.topology import Circuit
 from tests.unit.services.test_executor_guard import ATOMIC, OneByOne, Optical, add, rule
 
 DRAIN_S = 0.06
+SHORT_S = 0.01  # a drain shorter than DRAIN_SEEN_S
 VERIFY_S = 0.03
 
 
@@ -143,11 +145,14 @@ class Feeding(OneByOne):
         return {1: 7, 2: int(min(now, self.stops_at) * 10_000)}  # 10,000 packets/s
 
 
-def drain_watching(switch: Feeding) -> tuple[Outcome, float]:
-    """A shift, its VERIFY, a drain of ``DRAIN_S`` watching the switch's port 2; the run's
-    outcome and when the drain ended (perf_counter)."""
+def drain_watching(switch: Feeding, *, seen: bool = False) -> tuple[Outcome, float]:
+    """A shift, its VERIFY, a drain watching the switch's port 2 (``DRAIN_S``; ``seen``:
+    ``SHORT_S``, also waiting for the shift's rule to count); the run's outcome and when
+    the drain ended (perf_counter)."""
     r = rule(2)
     drain = Step(kind=StepKind.DRAIN, duration_s=DRAIN_S, ports=(("s1", 2),))
+    if seen:
+        drain = replace(drain, duration_s=SHORT_S, seen_on=(("s1", r.cookie),))
     plan = plan_of(
         ("shift", (Step(kind=StepKind.SHIFT, device="s1", changes=tuple(add(r))),)),
         ("verify-shift", (Step(kind=StepKind.VERIFY, device="s1", expect=(r,)),)),
@@ -190,9 +195,6 @@ def test_counters_that_cannot_be_read_leave_the_margin_after_the_shift() -> None
     assert switch.counter_reads == 1 and DRAIN_S <= drained - start < DRAIN_S + 0.04
 
 
-SHORT_S = 0.01  # a drain shorter than DRAIN_SEEN_S
-
-
 class Stale(Feeding):
     """Its port 2 sent nothing since the shift (a sender that paused), and the rule the
     shift added counts packets only from ``counts_at``: until then its datapath may still
@@ -208,30 +210,10 @@ class Stale(Feeding):
         return 3 if time.perf_counter() >= self.counts_at else 0
 
 
-def drain_seeing(switch: Stale) -> tuple[Outcome, float]:
-    """As ``drain_watching``, the drain also waiting for the shift's rule to count."""
-    r = rule(2)
-    drain = Step(
-        kind=StepKind.DRAIN, duration_s=SHORT_S, ports=(("s1", 2),), seen_on=(("s1", r.cookie),)
-    )
-    plan = plan_of(
-        ("shift", (Step(kind=StepKind.SHIFT, device="s1", changes=tuple(add(r))),)),
-        ("drain", (drain,)),
-    )
-    ended: dict[int, float] = {}
-
-    def on_event(event: StepEvent) -> None:
-        if event.state is StepState.DONE:
-            ended[event.index] = time.perf_counter()
-
-    outcome = asyncio.run(Executor({"s1": switch}, Journal(None), on_event=on_event).run("r", plan))
-    return outcome, ended[2]
-
-
 def test_quiet_ports_wait_for_the_shifts_rule_to_count_packets() -> None:
     counts_at = time.perf_counter() + 0.025  # ports quiet all along, the datapath stale
     switch = Stale("s1", [], capabilities=ATOMIC, counts_at=counts_at)
-    outcome, drained = drain_seeing(switch)
+    outcome, drained = drain_watching(switch, seen=True)
     assert outcome.state is RerouteState.DONE, outcome.describe()
     assert counts_at <= drained < counts_at + 0.02  # not the 10 ms after the shift
     assert "the moved flows counted on s1" in outcome.describe()
@@ -240,6 +222,6 @@ def test_quiet_ports_wait_for_the_shifts_rule_to_count_packets() -> None:
 def test_a_shifts_rule_that_never_counts_holds_the_drain_back_a_bounded_time() -> None:
     switch = Stale("s1", [], capabilities=ATOMIC, counts_at=float("inf"))  # idle flows
     start = time.perf_counter()
-    outcome, drained = drain_seeing(switch)
+    outcome, drained = drain_watching(switch, seen=True)
     assert outcome.state is RerouteState.DONE, outcome.describe()
     assert DRAIN_SEEN_S <= drained - start < DRAIN_SEEN_S + 0.03
