@@ -508,7 +508,7 @@ class Executor:
             for circuits in self._read_ahead.get(id(step), ()):
                 self._read_before(circuits)
             start = since or asyncio.get_running_loop().time()
-            quiet = await self._quiet(step, start) if step.ports or step.seen_on else start
+            quiet = await self._quiet(step, start)  # ``start`` where nothing is watched
             await sleep_until(quiet + step.duration_s)
             return
         if step.kind is StepKind.AWAIT_LOCK:

@@ -90,23 +90,30 @@ def colliding(optics: Iterable[Circuit], needed: Iterable[Circuit]) -> frozenset
 def lock_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, int], ...]:
     """The packet-switch ports that receive the light of ``circuits`` (they come up when
     their transceivers lock)."""
-    ports = []
-    for c in sorted(circuits):
-        node = topo.nodes[c.switch]
-        assert isinstance(node, OpticalSwitch)
-        peer = topo.peer(Endpoint(node=c.switch, port=f"p{node.ingress_of(c.egress)}"))
-        if peer is not None and peer.node in {s.name for s in topo.switches}:
-            ports.append((peer.node, int(peer.port[1:])))
-    return tuple(ports)
+    return _attached(
+        topo, ((c.switch, _optical(topo, c).ingress_of(c.egress)) for c in sorted(circuits))
+    )
 
 
 def feed_ports(topo: Topology, circuits: Iterable[Circuit]) -> tuple[tuple[str, int], ...]:
     """The packet-switch ports that send into ``circuits`` (their light's source): what
     goes out of them once a circuit is cut is lost."""
+    return _attached(topo, ((c.switch, c.ingress) for c in sorted(circuits)))
+
+
+def _optical(topo: Topology, c: Circuit) -> OpticalSwitch:
+    node = topo.nodes[c.switch]
+    assert isinstance(node, OpticalSwitch)
+    return node
+
+
+def _attached(topo: Topology, duplex: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """The packet-switch port linked to each (optical switch, duplex port), where one is."""
+    switches = {s.name for s in topo.switches}
     ports = []
-    for c in sorted(circuits):
-        peer = topo.peer(Endpoint(node=c.switch, port=f"p{c.ingress}"))
-        if peer is not None and peer.node in {s.name for s in topo.switches}:
+    for switch, port in duplex:
+        peer = topo.peer(Endpoint(node=switch, port=f"p{port}"))
+        if peer is not None and peer.node in switches:
             ports.append((peer.node, int(peer.port[1:])))
     return tuple(ports)
 
