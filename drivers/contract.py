@@ -141,6 +141,18 @@ class MasterElection(Protocol):
 
 
 @runtime_checkable
+class ClaimKept(Protocol):
+    """A ``MasterElection`` device whose session tells whether its last claim still
+    stands as far as it can tell: then a holder that no other writer can have claimed the
+    device after (etcd's record of its holders) need not claim it again."""
+
+    def master_generation(self) -> int | None:
+        """The generation this session is the device's master with (None: it never
+        claimed, gave the claim up, or cannot tell)."""
+        ...
+
+
+@runtime_checkable
 class GenerationSeen(Protocol):
     """A ``MasterElection`` device that tells the highest generation it has seen (OpenFlow
     1.3 ROLE_REQUEST NOCHANGE, P4Runtime's arbitration): a replica whose claim was refused

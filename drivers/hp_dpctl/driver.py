@@ -30,15 +30,16 @@ without a tool run: a VERIFY runs inside a reroute that holds the switch's devic
 read the table to plan, so the switch has no other writer meanwhile (the dpctl method has
 no controller). With ``dpctl``, or when the table is not known, it reads back. So a
 failover's MBB is 3 tool runs (the plan's survey, make, shift; the survey is the make's
-undo point), not 5, each after a ``show`` checking the dpid (below).
+undo point), not 5, each with a ``show`` checking the dpid (below).
 
 ``open`` runs ``show`` (the FEATURES_REPLY, which in OpenFlow 1.0 lists the ports; not
 ``dump-ports-desc``, an Open vSwitch extension a real HP answers with BAD_STAT) and
 refuses a switch whose datapath id is not the topology's (``Expect.dpid``), before any
 change. Every tool run is a new connection, and the switch behind the address may have been
 replaced or restarted meanwhile: the datapath id is checked again (one ``show``) before
-every ``apply`` and every ``survey`` (a plan's read), and read from the output of every
-``port_states``; a mismatch is ``DeviceRejected(code="DPID_MISMATCH")`` before any change.
+every ``apply``, beside every ``survey`` (a plan's read: both tools at once, the dump
+discarded on a mismatch), and read from the output of every ``port_states``; a mismatch is
+``DeviceRejected(code="DPID_MISMATCH")`` before any change.
 The undo point (the table last read or left) is refreshed by every ``read`` and ``survey``,
 and forgotten when a run finds the switch unreachable or silent (it may come back empty).
 
@@ -241,10 +242,17 @@ class HpDpctlDriver(Session):
         return ours
 
     async def survey(self, cookie: int, cookie_mask: int) -> Survey:
-        """One dump (after the dpid is checked): entries under the cookie filter as rules,
-        the others as foreign; the table read is the next batch's undo point."""
-        await self._same_switch()
-        entries = await self._dump()
+        """One dump, the dpid checked beside it (a read changes nothing: two tool runs at
+        once, and a mismatch discards what was read): entries under the cookie filter as
+        rules, the others as foreign; the table read is the next batch's undo point."""
+        show = asyncio.create_task(self._run(self.tool.ports(self.target)))
+        try:
+            entries = await self._dump()
+        except BaseException:
+            show.cancel()  # its tool is killed and reaped (``_run``)
+            await asyncio.wait([show])
+            raise
+        self._check_dpid(flowtext.parse_dpid(await show))
         found = foreign.sort(entries, READER, cookie, cookie_mask, self.skips)
         self._known = batch.index(_readable(entries))
         return found

@@ -86,7 +86,6 @@ from drivers.reconnect import Reconnecting
 from drivers.spec import Expect, TlsFiles
 from protocols.openflow13.errors import code_name
 
-ALL_ONES = 0xFFFF_FFFF_FFFF_FFFF  # a cookie mask: exactly this cookie
 log = logging.getLogger("reroute.drivers.ovs")
 
 BUNDLE_FLAGS = ofp13.OFPBF_ATOMIC | ofp13.OFPBF_ORDERED
@@ -270,6 +269,13 @@ class OvsDriver(Session):
         OFPBRC_IS_SLAVE) and refuses an id older than the last it saw (OFPRRFC_STALE)."""
         await self._claim(await self._channel(), generation_id)
         self._generation = generation_id  # claimed again on a new channel (``_connect``)
+
+    def master_generation(self) -> int | None:
+        """The generation last claimed (``ClaimKept``): claimed again on each new channel
+        and given up when the switch refuses it as stale. OpenFlow 1.3 tells a master
+        nothing when a later claim demotes it: whether another claimed since is the
+        caller's to know (etcd's record of the device's holders)."""
+        return self._generation
 
     async def generation_seen(self) -> int:
         """The highest generation id the switch has seen (``GenerationSeen``): a
@@ -572,7 +578,9 @@ class OvsDriver(Session):
         """Packets the entries of exactly ``cookie`` matched (``FlowCounters``): their flow
         statistics, which OVS credits as its datapath's cached flows are revalidated."""
         chan = await self._channel()
-        parts = await chan.multipart(encode_flow_stats_request(chan.xids(1), cookie, ALL_ONES))
+        parts = await chan.multipart(
+            encode_flow_stats_request(chan.xids(1), cookie, ALL_COOKIE_BITS)
+        )
         try:
             return sum(e.packet_count for part in parts for e in decode_flow_stats(part.body))
         except ofp13.CodecError as exc:

@@ -247,6 +247,14 @@ class P4RuntimeDriver(Session):
         await self._session.get()
         await self._arbitration.claim(generation_id << 64 | self.election_id % 2**64)
 
+    def master_generation(self) -> int | None:
+        """The generation this client is the primary with (``ClaimKept``): None while its
+        stream is down or another client is the primary (the server tells every client
+        of a new primary), or before its first claim."""
+        arbitration = self._arbitration
+        generation = arbitration.election_id >> 64
+        return generation if arbitration.primary and arbitration.alive and generation else None
+
     async def generation_seen(self) -> int:
         """The generation of the primary's election id (``GenerationSeen``): the high 64
         bits of the id the server last named as primary (0: none claimed)."""

@@ -36,7 +36,7 @@ request and response is logged at DEBUG on ``reroute.wire.ryu_rest.<name>``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 
@@ -69,7 +69,6 @@ STATS_WAIT_S = 0.98  # Ryu's ofctl_utils.DEFAULT_TIMEOUT (1.0 s, eventlet's time
 OFPPS_LINK_DOWN = 1
 OFPPC_PORT_DOWN = 1
 COMMAND = {FlowOp.ADD: "add", FlowOp.DELETE: "delete_strict"}
-ALL_ONES = 0xFFFF_FFFF_FFFF_FFFF  # a cookie mask: exactly this cookie
 READER = foreign.Reader(
     cookie=mapping.flow_cookie,
     rule=mapping.parse_flow,
@@ -143,7 +142,7 @@ class RyuRestDriver(RestFlowDriver):
     async def identify(self) -> Identity:
         """The switch as the controller sees it: its datapath id and ports."""
         ports = await self._port_descs()
-        numbered = [p for p in ports if isinstance(p.get("port_no"), int)]
+        numbered = list(_numbered(ports))
         return Identity(summary=f"Ryu ofctl_rest, datapath {self.dpid:016x}, {len(numbered)} ports")
 
     # ----------------------------------------------------------------------------------
@@ -152,10 +151,7 @@ class RyuRestDriver(RestFlowDriver):
     async def port_states(self) -> dict[int, PortState]:
         """Link state of the switch's numbered ports (DOWN: link down or port down)."""
         states: dict[int, PortState] = {}
-        for desc in await self._port_descs():
-            number = desc.get("port_no")
-            if not isinstance(number, int) or isinstance(number, bool):
-                continue  # LOCAL and other reserved ports come as names
+        for number, desc in _numbered(await self._port_descs()):
             try:
                 down = int(desc["state"]) & OFPPS_LINK_DOWN or int(desc["config"]) & OFPPC_PORT_DOWN
             except (KeyError, TypeError, ValueError) as exc:
@@ -167,7 +163,9 @@ class RyuRestDriver(RestFlowDriver):
         """Packets the entries of exactly ``cookie`` matched (``FlowCounters``): their
         ``packet_count`` in ``/stats/flow``, asked of the switch at each request."""
         try:
-            return sum(int(e["packet_count"]) for e in await self._entries(cookie, ALL_ONES))
+            return sum(
+                int(e["packet_count"]) for e in await self._entries(cookie, foreign.ALL_COOKIE_BITS)
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(self.name, f"/stats/flow entry without a count: {exc!r}") from exc
 
@@ -176,10 +174,8 @@ class RyuRestDriver(RestFlowDriver):
         the one port asked for, else of all), which asks the switch at each request."""
         path = f"/stats/port/{self.dpid}" + (f"/{ports[0]}" if len(ports) == 1 else "")
         sent: dict[int, int] = {}
-        for entry in await self._stats(Request(method="GET", path=path), "reading port stats"):
-            number = entry.get("port_no")
-            if not isinstance(number, int) or isinstance(number, bool):
-                continue  # LOCAL and other reserved ports come as names
+        entries = await self._stats(Request(method="GET", path=path), "reading port stats")
+        for number, entry in _numbered(entries):
             try:
                 sent[number] = int(entry["tx_packets"])
             except (KeyError, TypeError, ValueError) as exc:
@@ -294,3 +290,12 @@ class RyuRestDriver(RestFlowDriver):
         if 400 <= status < 600:
             return DeviceRejected(self.name, detail, f"http-{status}")
         return ProtocolError(self.name, detail)
+
+
+def _numbered(entries: Iterable[Json]) -> Iterator[tuple[int, Json]]:
+    """The entries of numbered ports, with their number: ofctl_rest gives LOCAL and the
+    other reserved ports as names."""
+    for entry in entries:
+        number = entry.get("port_no")
+        if isinstance(number, int) and not isinstance(number, bool):
+            yield number, entry

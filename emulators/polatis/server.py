@@ -140,7 +140,9 @@ class PolatisEmulator:
             self._worker = asyncio.get_running_loop().create_task(self._layer1_worker())
 
     async def _layer1_worker(self) -> None:
-        """Apply the queued Layer-1 effects, one at a time, in order."""
+        """Apply the queued Layer-1 effects, one at a time, in order. A light whose
+        connection is gone by the time its turn comes is not turned on: the work lags the
+        switch, the physics do not (a receiver is never lit by a connection removed)."""
         while True:
             effect = await self._queue.get()
             try:
@@ -149,6 +151,12 @@ class PolatisEmulator:
                         await self._layer1(self.layer1.patch(i, e), effect)
                     case Unpatch(ingress=i, egress=e):
                         await self._layer1(self.layer1.unpatch(i, e), effect)
+                    case Signal(egress=e, lit=True) if not self.state.lit(e):
+                        log.warning(
+                            "egress %d: its connection went before Layer 1 lit it (the work "
+                            "lags the switch by a lock time): left dark",
+                            e,
+                        )
                     case Signal(egress=e, lit=lit):
                         await self._layer1(self.layer1.signal(e, lit), effect)
             finally:

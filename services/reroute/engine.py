@@ -37,7 +37,15 @@ from services.reroute.errors import (
 from services.reroute.executor import Driver, Executor, Outcome, StepEvent
 from services.reroute.inventory import Inventory
 from services.reroute.journal import Journal, Journaling, Record, RerouteState, offload
-from services.reroute.locks import Held, Locks, Outranking, Universe, file_or_memory, holding
+from services.reroute.locks import (
+    Held,
+    KeepsClaims,
+    Locks,
+    Outranking,
+    Universe,
+    file_or_memory,
+    holding,
+)
 from services.reroute.model import Intent
 from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.electronic import gc_steps
@@ -571,6 +579,7 @@ class Engine:
             lease_step_s=self.lock.step_s,
             generation=None if held is None else held.revision,
             outrank=held.outrank if isinstance(held, Outranking) else None,
+            claims=held if isinstance(held, KeepsClaims) else None,
         )
 
     async def state(self) -> tuple[Tables, frozenset[Circuit]]:

@@ -51,9 +51,10 @@ from drivers.base import (
     PortMonitor,
     PortState,
 )
-from drivers.contract import GenerationSeen
+from drivers.contract import ClaimKept, GenerationSeen
 from drivers.gcpause import gc_paused
 from services.reroute import guard
+from services.reroute.drain import quiet
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
 from services.reroute.guard import VerifyError
 from services.reroute.journal import (
@@ -65,6 +66,7 @@ from services.reroute.journal import (
     StepState,
     offload,
 )
+from services.reroute.locks import KeepsClaims
 from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.resources import EVERYTHING
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
@@ -146,10 +148,6 @@ class LockTimeout(DeviceTimeout):
 
 Driver = FlowProgrammer | CrossConnectSwitch
 LOCK_POLL_S = 0.002  # how often the lock gate reads port state (devices without events)
-DRAIN_POLL_S = 0.001  # how often a drain reads the counters it watches
-DRAIN_READ_S = 0.2  # a read of counters slower than this: the drain's margin alone
-DRAIN_SEEN_S = 0.03  # the rules a shift added counting nothing this long: their flows idle
-DRAIN_WATCH_S = 0.25  # a watched port still sending after this: traffic nobody moved
 LOCK_RECHECK_S = 0.05  # how often it reads port state anyway when it waits for events
 
 
@@ -166,6 +164,9 @@ class LockWatch:
         self.eventful = eventful
         self.events: asyncio.Queue[tuple[str, int, PortState]] = asyncio.Queue()
         self.seen_down: set[tuple[str, int]] = set()
+        self.count = 0  # events so far
+        # each port's latest event: its number (``count`` then) and the state it reported
+        self.latest: dict[tuple[str, int], tuple[int, PortState]] = {}
 
     def note(self, device: str, port: int, state: PortState) -> None:
         """A state read or reported now."""
@@ -176,11 +177,36 @@ class LockWatch:
         """A ``PortListener`` of ``device`` feeding this watch."""
 
         def put(port: int, state: PortState) -> None:
-            """Queue one port-state change of ``device``."""
-            self.note(device, port, state)
+            """Queue one port-state change of ``device`` (noted when it is taken off the
+            queue, in order: ``take``, ``read``)."""
+            self.count += 1
+            self.latest[(device, port)] = (self.count, state)
             self.events.put_nowait((device, port, state))
 
         return put
+
+    async def take(self) -> tuple[str, int, PortState]:
+        """The next event, noted. Downs count only as they are taken, in the order the
+        switch sent them: OVS reports a link going down as an "up" then a "down", both
+        handed on at once, and a "down" noted at once beside a state still "up" would
+        open the gate on a dark circuit (stop 49)."""
+        device, port, state = await self.events.get()
+        self.note(device, port, state)
+        return device, port, state
+
+    def read(self, asked: int, states: dict[tuple[str, int], PortState]) -> None:
+        """Take a read asked for when ``count`` was ``asked``: the events queued so far
+        are noted (a down among them was since the circuits changed), and a port with an
+        event since ``asked`` is as its latest event says, not as the read does (the switch
+        may have answered before the change it then reported, and the reply been looked
+        at after the event: a stale "up" after a seen "down" would open the gate on a
+        dark circuit); the rest is as read, and noted."""
+        while not self.events.empty():
+            self.note(*self.events.get_nowait())
+        for key, state in states.items():
+            n, reported = self.latest.get(key, (0, state))
+            states[key] = reported if n > asked else state
+            self.note(*key, states[key])
 
 
 def _read_ahead(plan: Plan) -> dict[int, tuple[Step, ...]]:
@@ -212,6 +238,16 @@ def _not_locked(
     return text
 
 
+def _stands(claims: KeepsClaims, device: str, driver: object) -> bool:
+    """Whether ``device``'s earlier claim by this owner stands: no other owner held it
+    since (``claims``) and its driver is still its master (``ClaimKept``)."""
+    return (
+        isinstance(driver, ClaimKept)
+        and claims.sole(device)
+        and driver.master_generation() is not None
+    )
+
+
 class Executor:
     def __init__(
         self,
@@ -226,6 +262,7 @@ class Executor:
         lease_step_s: float = 0.0,
         generation: Callable[[str], int] | None = None,
         outrank: Callable[[str, int], Awaitable[int | None]] | None = None,
+        claims: KeepsClaims | None = None,
     ) -> None:
         self.drivers = drivers
         # the generation a device is claimed with before this run first writes to it
@@ -234,6 +271,9 @@ class Executor:
         # raises that generation above what a device saw, while the lock is still ours
         # (``locks.Outranking``); None: a refused claim stands
         self.outrank = outrank
+        # whether an earlier claim of a device still stands (etcd: no other owner held it
+        # since): its driver, still master, is not claimed again; None: always claimed
+        self.claims = claims
         self._claimed: set[str] = set()
         # seconds this replica's lease surely lives (etcd): a step starts only with at
         # least ``lease_needed(lease_step_s)`` left, and times out after ``lease_step_s``
@@ -508,8 +548,8 @@ class Executor:
             for circuits in self._read_ahead.get(id(step), ()):
                 self._read_before(circuits)
             start = since or asyncio.get_running_loop().time()
-            quiet = await self._quiet(step, start)  # ``start`` where nothing is watched
-            await sleep_until(quiet + step.duration_s)
+            settled = await self._quiet(step, start)  # ``start`` where nothing is watched
+            await sleep_until(settled + step.duration_s)
             return
         if step.kind is StepKind.AWAIT_LOCK:
             await self._await_lock(step)
@@ -523,18 +563,8 @@ class Executor:
             ) from exc
 
     async def _quiet(self, drain: Step, start: float) -> float:
-        """When the ports ``drain`` watches (they feed a circuit about to be cut) last sent,
-        once the rules the shift added have matched packets: counters are read every
-        ``DRAIN_POLL_S`` until those rules have counted (the data plane forwards by them)
-        and no watched port has moved for the drain's whole duration, so its margin counts
-        from the last packet seen going into the old path, not from the shift. An OVS
-        datapath forwards by a flow's old actions for a while after the shift read back
-        (its revalidators update the cached flows later), and a sender that paused meets
-        quiet ports on a stale datapath: hence both. ``start`` (the shift's end) where no
-        device counts (``PortCounters``, ``FlowCounters``). A rule that counts nothing in
-        ``DRAIN_SEEN_S`` (its flows idle), a port still sending after ``DRAIN_WATCH_S``
-        (traffic nobody moved), or a failed read: the last change seen, logged."""
-        loop = asyncio.get_running_loop()
+        """When ``drain``'s margin may start counting (``drain.quiet``: the shift's rules
+        counted, the old circuits' feeders quiet), read from the devices that count."""
         ports: dict[str, PortCounters] = {}
         flows: dict[str, FlowCounters] = {}
         for device, _ in drain.ports:
@@ -543,45 +573,7 @@ class Executor:
         for device, _ in drain.seen_on:
             if isinstance(driver := self.drivers.get(device), FlowCounters):
                 flows[device] = driver
-        watched = sorted((d, p) for d, p in drain.ports if d in ports)
-        unseen = {(d, c) for d, c in drain.seen_on if d in flows}
-        if not watched and not unseen:
-            return start
-        asked = {d: [p for dd, p in watched if dd == d] for d in ports}
-        seen: list[int] | None = None
-        quiet = start
-        while loop.time() < start + DRAIN_WATCH_S:
-            try:
-                async with asyncio.timeout(DRAIN_READ_S):
-                    sent, counted = await asyncio.gather(
-                        asyncio.gather(*(ports[d].tx_packets(asked[d]) for d in ports)),
-                        asyncio.gather(*(flows[d].flow_packets(c) for d, c in sorted(unseen))),
-                    )
-            except (DriverError, TimeoutError) as exc:
-                log.warning("drain: counters not read (%s): the margin alone", exc)
-                return quiet
-            now, by_device = loop.time(), dict(zip(ports, sent, strict=True))
-            if counted and all(counted):
-                # the datapath forwards by the new rules from before this read on: what
-                # entered the old path before then arrives within the drain's margin
-                quiet = max(quiet, now)
-            unseen -= {rule for rule, n in zip(sorted(unseen), counted, strict=True) if n > 0}
-            if not watched and not unseen:
-                return quiet  # nothing left to read: the margin from the last evidence
-            counts = [by_device[d].get(p, 0) for d, p in watched]
-            if seen is not None and counts != seen:
-                quiet = now  # something went out between the last read and this one
-            elif seen is not None and now - quiet >= drain.duration_s:
-                if not unseen:
-                    return quiet
-                if now >= start + DRAIN_SEEN_S:  # idle flows: nothing can say it, waited out
-                    log.info("drain: no packet counted on %s (idle flows)", sorted(unseen))
-                    return quiet
-            seen = counts
-            await asyncio.sleep(DRAIN_POLL_S)
-        busy = " ".join(f"{d}:p{p}" for d, p in watched)
-        log.warning("drain: %s still sending after %.0f ms", busy, DRAIN_WATCH_S * 1000)
-        return quiet
+        return await quiet(drain, start, ports, flows)
 
     async def _claim(self, device: str) -> None:
         """Claim ``device`` as its master (once per run) where it elects one. Refused as
@@ -594,6 +586,10 @@ class Executor:
         driver = self.drivers.get(device)
         generation = self.generation(device)
         if isinstance(driver, MasterElection) and generation > 0:
+            if self.claims is not None and _stands(self.claims, device, driver):
+                self.claims.claimed(device, kept=True)
+                self._claimed.add(device)
+                return
             try:
                 await driver.claim_master(generation)
             except DriverError:
@@ -604,6 +600,8 @@ class Executor:
                 if above is None:
                     raise
                 await driver.claim_master(above)
+            if self.claims is not None:
+                self.claims.claimed(device, kept=False)
         self._claimed.add(device)
 
     async def _device_step(self, step: Step) -> None:
@@ -666,14 +664,12 @@ class Executor:
         async with contextlib.AsyncExitStack() as stack:
             watch = self._watch or await self._watch_ports(step.ports, stack)
             while True:
+                asked = watch.count
                 states = await asyncio.gather(*(self._monitor(d).port_states() for d in devices))
                 known = {
                     (d, p): s for d, ps in zip(devices, states, strict=True) for p, s in ps.items()
                 }
-                while not watch.events.empty():  # reported before the read's reply: in the read
-                    watch.events.get_nowait()
-                for (d, p), state in known.items():
-                    watch.note(d, p, state)
+                watch.read(asked, known)
                 if await self._until_up(step, known, watch, deadline):
                     return
 
@@ -718,7 +714,7 @@ class Executor:
                 return False
             try:
                 async with asyncio.timeout(min(recheck, deadline) - now):
-                    d, port, state = await watch.events.get()
+                    d, port, state = await watch.take()
             except TimeoutError:
                 continue
             known[(d, port)] = state

@@ -128,6 +128,20 @@ class Outranking(Protocol):
         ...
 
 
+@runtime_checkable
+class KeepsClaims(Protocol):
+    """Held keys that know whether this owner's earlier claim of a device still stands
+    (etcd: no other owner has held the device since), so it need not be made again."""
+
+    def sole(self, device: str) -> bool:
+        """No other owner held ``device`` since this one last claimed it."""
+        ...
+
+    def claimed(self, device: str, *, kept: bool) -> None:
+        """``device`` was claimed under this hold, or its claim found standing (``kept``)."""
+        ...
+
+
 class Locks(Protocol):
     """Where reroutes hold their resources: files on this machine, or etcd. ``changed``:
     set when another owner may have let something go or queued a reroute (None: no

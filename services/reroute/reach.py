@@ -48,11 +48,15 @@ class Devices(Mapping[str, Driver]):
         self._waiting: dict[str, DriverError] = {}
         self._since: dict[str, float] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._typed: dict[str, Driver] = {}  # checked once: a protocol isinstance is slow
 
     def __getitem__(self, name: str) -> Driver:
-        driver = self._drivers[name]
-        assert isinstance(driver, FlowProgrammer | CrossConnectSwitch), driver
-        return driver
+        typed = self._typed.get(name)
+        if typed is None:
+            driver = self._drivers[name]
+            assert isinstance(driver, FlowProgrammer | CrossConnectSwitch), driver
+            typed = self._typed[name] = driver
+        return typed
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._drivers)

@@ -21,6 +21,11 @@ The row there: the reroute was queued (the request is answered as if it had been
 void key put: it never will be (the request fails, 503). Without an answer to that either,
 the outcome stays unknown (503 all the same, the reroute maybe queued: the admission's
 read before it keeps that window to a quorum lost in between).
+**A change of a running reroute in doubt** (its finish, say: no answer, or "changed"
+answered to a retry) is settled by reading its row: this replica is its only writer, so
+the row holding what the write put means it was applied (the answer it would have had);
+when even that read fails, ``InDoubt``, and the reroute's next change (a rollback's
+finish) settles it first, so the row ends saying what the devices hold.
 A write about a reroute this replica runs also compares that the replica's own key
 ``P/owners/<owner>`` still exists (``fence``): a replica whose lease expired -- paused, or
 cut off from etcd -- has its write-ahead records refused, so it stops before its next step
@@ -160,6 +165,7 @@ class EtcdJournal:
         self._started = 0  # the revision of the latest reroute started here (``create``)
         self._begun: dict[str, bool] = {}  # started by their lock transaction, not planned
         self._holds: dict[str, Any] = {}  # let go by the reroute's finish (``release_with``)
+        self._doubt: dict[str, bytes] = {}  # a running reroute's row as a write in doubt put it
         # the value of a reroute's index keys: the groups of what it holds (``terms.py``)
         self.label: Callable[[frozenset[str]], bytes] = lambda _: b""
         # what a reroute's start marks busy and a narrow guard compares (``terms.units``;
@@ -291,14 +297,16 @@ class EtcdJournal:
         if base is not None and row.state is not RerouteState.PENDING and not mine:
             raise JournalError(f"reroute {reroute_id} exists and is not pending: not run again")
         row.update(started=row.fields["started"] or now, **_planned(plan, owner, resources))
-        compares = [unchanged(self._key("reroutes", reroute_id), base[1] if base else 0)]
+        key = self._key("reroutes", reroute_id)
+        compares = [unchanged(key, base[1] if base else 0)]
         ops = [
             self._put(row),
             delete(self._key("pending", reroute_id)),
             put(self._key("running", reroute_id), self.label(resources)),
             *self._busy(self._units(resources)),
         ]
-        revision = self._fenced(compares, ops, f"reroute {reroute_id} changed meanwhile: not run")
+        changed = f"reroute {reroute_id} changed meanwhile: not run"
+        revision = self._fenced(compares, ops, changed, (key, row.encode()))
         self._started = max(self._started, revision)
         self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = {}
@@ -504,12 +512,20 @@ class EtcdJournal:
             return None, wrote
         steps = self._ends(reroute_id, ended, now)
         row, revision = live
+        key = self._key("reroutes", reroute_id)
+        if doubt := self._doubt.get(reroute_id):  # an earlier change in doubt: did it land?
+            revision = self._landed(key, doubt) or revision
+            del self._doubt[reroute_id]
         row = _Row(**row.fields)
         row.update(**changes)
-        key = self._key("reroutes", reroute_id)
         ops = [self._put(row), self._steps_put(reroute_id, steps), *extra, *lets_ops]
         compares = [unchanged(key, revision), *lets_cmp]
-        revision = self._fenced(compares, ops, f"reroute {reroute_id} changed")
+        value = row.encode()
+        try:
+            revision = self._fenced(compares, ops, f"reroute {reroute_id} changed", (key, value))
+        except InDoubt:
+            self._doubt[reroute_id] = value  # settled by the next change (a rollback's)
+            raise
         self._live[reroute_id] = (row, revision)
         self._steps[reroute_id] = steps
         return row, revision
@@ -790,22 +806,57 @@ class EtcdJournal:
         cmp = [unchanged(kv.key, kv.mod_revision), *(compares or [])]
         ops = [self._put(row), *(extra or [])]
         if fenced:
-            return self._fenced(cmp, ops, f"reroute {reroute_id} changed meanwhile")
+            changed = f"reroute {reroute_id} changed meanwhile"
+            return self._fenced(cmp, ops, changed, (kv.key, row.encode()))
         result = self._txn(cmp, ops)
         return result.revision if result.succeeded else 0
 
-    def _fenced(self, compares: list[Compare], ops: list[Op], changed: str) -> int:
+    def _fenced(
+        self,
+        compares: list[Compare],
+        ops: list[Op],
+        changed: str,
+        wrote: tuple[str, bytes] | None = None,
+    ) -> int:
         """A write about a reroute this replica runs: refused once its lease expired. The
-        revision it made."""
-        result = self._txn([*compares, *self.fence], ops)
+        revision it made. **In doubt** (no answer; or "changed" answered to a retry, after
+        an attempt that may have been applied): when the row (``wrote``: its key and the
+        value this write puts) holds what this write put, it was applied (this replica is
+        the row's only writer while it runs the reroute), and its revision is the one made;
+        when it does not, nothing was; when it cannot be read, ``InDoubt``."""
+        try:
+            result = self._txn([*compares, *self.fence], ops)
+        except JournalError as exc:
+            if wrote is None:
+                raise
+            if landed := self._landed(*wrote, exc):
+                return landed
+            raise
         if result.succeeded:
             return result.revision
+        if result.retried and wrote is not None and (landed := self._landed(*wrote)):
+            return landed
         if self.fence and not self._txn(self.fence, []).succeeded:
             raise LeaseLost(
                 "this replica's lease in etcd expired: its reroutes may have been taken "
                 "over by another replica; stopped"
             )
         raise JournalError(changed or "the journal changed meanwhile")
+
+    def _landed(self, key: str, value: bytes, doubt: JournalError | None = None) -> int:
+        """The mod revision of ``key`` when it holds ``value`` (a write in doubt that was
+        applied), else 0; ``InDoubt`` when it cannot be read."""
+        try:
+            kv = self.etcd.get(key)
+        except StoreUnavailable as exc:
+            raise InDoubt(
+                f"{doubt or 'journal: a write in doubt'}; reading whether it was applied "
+                f"failed too: {exc}"
+            ) from exc
+        if kv is None or kv.value != value:
+            return 0
+        log.warning("journal: a write in doubt was applied (%s, revision %d)", key, kv.mod_revision)
+        return kv.mod_revision
 
     def _txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
         try:

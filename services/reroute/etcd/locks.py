@@ -77,6 +77,21 @@ costs one refusal and one epoch raise. Revisions reach 2**33 only after 8.6e9 wr
 lock transaction is refused before that (from the last revision seen), or, when passed
 meanwhile, what was taken is given back before the error is raised.
 
+**A claim kept.** Claiming a fenced device costs a round trip to it before its first
+write, and each reroute claims with a token of its own. A claim need not be made again
+while it stands: while no other owner has held the device since this one claimed it (only
+a holder claims: its token comes with its lock). Each transaction that takes a fenced
+device whole also reads, then puts, ``P/holder/<device>`` (valued with the owner, under its
+lease): its previous holder. An owner remembers, per device, the revision of its latest
+hold in an unbroken line of its own holds since its last claim (``_sole``); a hold that
+finds the record its own at that revision continues the line (``EtcdHeld.sole``), any
+other finding (another owner, none, a hold settled in doubt) breaks it until the next claim
+(``EtcdHeld.claimed``). The executor skips the claim of a device whose line holds and whose
+driver still holds the master role it claimed (``drivers.contract.ClaimKept``). A deposed
+owner is fenced as before: its successor's hold finds another owner's record and claims.
+Replicas that do not write the record (an older version) must not share a prefix with ones
+that skip claims.
+
 **Lock-delay** (Chubby's). A device with no fencing (``Universe.unfenced``: REST, OpenFlow
 1.0, SCPI) may still receive a deposed holder's last write after its lock went with the
 lease (a REST request already sent, a command thread finishing). Each lock of such a device
@@ -163,9 +178,12 @@ REVISION_BITS = 33  # revisions below 2**33 (8.6e9 writes) fit under an epoch
 REVISION_LIMIT = 1 << REVISION_BITS
 TOKEN_LIMIT = 1 << 64  # OpenFlow's generation_id, the high half of P4Runtime's election id
 MAX_TXN_OPS = 128  # etcd's --max-txn-ops (default): compares, and operations, per transaction
-CHUNK = (MAX_TXN_OPS - 8) // 4  # keys per transaction: up to 4 compares and 2 puts each
+# keys per transaction: up to 4 compares and 3 operations each (a lock, and its marker or
+# its holder's record read and put), within etcd's limit with the start's few
+CHUNK = (MAX_TXN_OPS - 8) // 4
 HELD = "held/"  # lock-delay markers (module docstring)
 VOID = "void/"  # transactions settled as never applied (module docstring, "In doubt")
+HOLDER = "holder/"  # a fenced device's last holder (module docstring, "A claim kept")
 LOCK_DELAY_S = 3.0  # an unfenced device's wait after its holder died (module docstring)
 OUTRANK_TRIES = 5  # epoch raises lost to other raisers before ``outrank`` gives up
 
@@ -253,6 +271,10 @@ class EtcdLocks:
         self.rows: dict[str, list[asyncio.Event]] = {}
         self.nudges = 0  # times ``changed`` was set (``nudge``)
         self.watching = asyncio.Event()  # the watch is up: it tells of every change now
+        # fenced device -> the revision of this owner's latest hold of it in an unbroken
+        # line of its own holds since it claimed the device (module docstring)
+        self._sole: dict[str, int] = {}
+        self.claims = {"made": 0, "kept": 0}  # fenced devices claimed, and found still ours
 
     @property
     def changed(self) -> asyncio.Event:
@@ -498,11 +520,40 @@ class EtcdLocks:
         (module docstring, "In doubt")."""
         return f"{self.owner} {uuid.uuid4().hex[:16]}".encode()
 
+    def _holder(self, device: str) -> str:
+        return f"{self.prefix}{HOLDER}{device}"
+
+    def _whole_fenced(self, keys: list[str]) -> list[str]:
+        """Of ``keys``, the fenced devices taken whole: each gets a token, and a claim."""
+        return [k for k in keys if "/" not in k and not self._unfenced(k)]
+
     def _held_ops(self, keys: list[str], tag: bytes) -> list[Op]:
-        """Put the locks of ``keys`` (and their markers) and read the epoch they are under."""
+        """Put the locks of ``keys`` (and their markers), read then put their fenced
+        devices' holder records, and read the epoch they are under (last)."""
         ops = [put(self._lock(k), tag, self.lease) for k in keys]
         ops += [put(self._marker(k), self.owner.encode()) for k in keys if self._unfenced(k)]
+        fenced = self._whole_fenced(keys)
+        ops += [get_op(self._holder(k)) for k in fenced]
+        ops += [put(self._holder(k), self.owner.encode(), self.lease) for k in fenced]
         return [*ops, get_op(self._epoch_key)]
+
+    def _line(self, keys: list[str], result: TxnResult) -> None:
+        """Go on with the line of this owner's holds of each fenced device of ``keys``
+        taken in ``result`` (module docstring, "A claim kept"), or end it here."""
+        fenced = self._whole_fenced(keys)
+        read = result.ranges[-1 - len(fenced) : -1] if fenced else []
+        if len(read) != len(fenced):  # a result settled in doubt: the records unread
+            read = [[] for _ in fenced]
+        for device, kvs in zip(fenced, read, strict=True):
+            was = kvs[0] if kvs else None
+            if (
+                was is not None
+                and was.value == self.owner.encode()
+                and (self._sole.get(device) == was.mod_revision)
+            ):
+                self._sole[device] = result.revision
+            else:
+                self._sole.pop(device, None)
 
     def _seen(self, result: TxnResult) -> TxnResult:
         self._revision = max(self._revision, result.revision)
@@ -689,6 +740,21 @@ class EtcdHeld:
         taken = self._taken.get(device)
         return 0 if taken is None else taken.token
 
+    def sole(self, device: str) -> bool:
+        """Whether no other owner has held ``device`` since this one last claimed it: that
+        claim stands (``KeepsClaims``; module docstring, "A claim kept"): the owner's line
+        of holds of it reaches this one."""
+        taken = self._taken.get(device)
+        return taken is not None and self._locks._sole.get(device) == taken.revision
+
+    def claimed(self, device: str, *, kept: bool) -> None:
+        """``device`` was claimed under this hold (a line of this owner's holds starts), or
+        its earlier claim found standing (``kept``); counted in ``EtcdLocks.claims``."""
+        self._locks.claims["kept" if kept else "made"] += 1
+        taken = self._taken.get(device)
+        if not kept and taken is not None and self._locks.owner == self._owner:
+            self._locks._sole[device] = taken.revision
+
     async def take(
         self,
         keys: list[str],
@@ -740,6 +806,7 @@ class EtcdHeld:
             revision=result.revision, token=token(self._locks._epoch_in(result), result.revision)
         )
         self._taken |= dict.fromkeys(keys, taken)
+        self._locks._line(keys, result)
 
     async def extend(self, keys: Keys, extra: Sequence[Compare] = ()) -> bool:
         more = [k for k in self._locks._expand(keys) if not covers(self._taken, {k})]

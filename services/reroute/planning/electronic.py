@@ -67,7 +67,7 @@ def _drain(
     intent: Intent, old: Iterable[Path], seen_on: Iterable[tuple[str, int]]
 ) -> tuple[Step, ...]:
     """The drain; one that waits at all also waits for the rules the shift added
-    (``seen_on``: ingress bridge, cookie) to count packets (the executor's ``_quiet``)."""
+    (``seen_on``: ingress bridge, cookie) to count packets (``services.reroute.drain.quiet``)."""
     duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
     seen = tuple(sorted(set(seen_on))) if duration > 0 else ()
     return (Step(kind=StepKind.DRAIN, duration_s=duration, seen_on=seen),)

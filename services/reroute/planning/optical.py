@@ -119,8 +119,8 @@ def _attached(topo: Topology, duplex: Iterable[tuple[str, int]]) -> tuple[tuple[
 
 
 def _watching(phase: Phase, ports: tuple[tuple[str, int], ...]) -> Phase:
-    """``phase`` with its drains also watching ``ports`` (until they stop sending: the
-    executor's ``_quiet``); a drain of 0 stays one."""
+    """``phase`` with its drains also watching ``ports`` (until they stop sending:
+    ``services.reroute.drain.quiet``); a drain of 0 stays one."""
     steps = tuple(
         replace(s, ports=ports) if s.kind is StepKind.DRAIN and s.duration_s > 0 else s
         for s in phase.steps

@@ -134,6 +134,8 @@ class RerouteService:
             able=lambda: not self.draining and not self._lease_lost_s(),
         )
         self.metrics.replica(lambda: self.engine.lock.owner)
+        if isinstance(claims := getattr(engine.lock, "claims", None), dict):
+            self.metrics.claims(claims)
         self._terms: Mastering | None = getattr(engine.lock, "terms", None)
         if self._terms is not None:
             self.metrics.mastering(self._terms.held, self._terms.owners)

@@ -23,6 +23,9 @@
   ``reroute_device_mastered{device}``: 1 for each device it masters (etcd, device ownership,
   ``etcd/terms.py``; exported only there): ``sum by (device)`` is 1 for every device of a
   group while the replicas are balanced, 0 while its group changes hands
+- ``reroute_device_claims_total{how}``: fenced devices' master claims before a run's first
+  write to them: ``made``, or ``kept`` (this replica's earlier claim still stands: no other
+  owner held the device since; ``etcd/locks.py``, "A claim kept"; exported on etcd only)
 
 docs/prometheus/alerts.yml alerts on them, docs/grafana/reroute.json graphs them; both name
 only metrics this module exports (``tests/unit/services/service/test_metrics.py``).
@@ -30,7 +33,7 @@ only metrics this module exports (``tests/unit/services/service/test_metrics.py`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -40,7 +43,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from services.reroute.executor import StepEvent
@@ -153,6 +156,10 @@ class Metrics:
         """Export the groups and devices this replica masters (read at each scrape)."""
         self.registry.register(_Mastering(groups, owners, self._replica))
 
+    def claims(self, counts: Mapping[str, int]) -> None:
+        """Export the master claims made and kept (``counts``, read at each scrape)."""
+        self.registry.register(_Claims(counts))
+
     def replica(self, owner: Callable[[], str]) -> None:
         """Export this replica's owner name (read at each scrape: it changes with a lease)."""
         self._replica = owner
@@ -202,6 +209,22 @@ class _Mastering(Collector):
         for device, owner in self._owners().items():
             mine.add_metric([device], 1.0 if owner == me else 0.0)
         yield mine
+
+
+class _Claims(Collector):
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        claims = CounterMetricFamily(
+            "reroute_device_claims",
+            "Fenced devices' master claims before a reroute's first write: made, or kept"
+            " (this replica's earlier claim still stands: no other held the device since)",
+            labels=["how"],
+        )
+        for how, n in sorted(self._counts.items()):
+            claims.add_metric([how], float(n))
+        yield claims
 
 
 class _Owner(Collector):

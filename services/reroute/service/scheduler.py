@@ -52,7 +52,7 @@ from services.reroute.journal import (
     Retention,
     offload,
 )
-from services.reroute.locks import Held, Outranking
+from services.reroute.locks import Held, KeepsClaims, Outranking
 from services.reroute.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
 from services.reroute.service.metrics import Metrics
@@ -707,6 +707,15 @@ class Waking:
 
     def revision(self, device: str) -> int:
         return self._held.revision(device)
+
+    def sole(self, device: str) -> bool:
+        """``locks.KeepsClaims``: this owner's earlier claim of ``device`` stands (etcd);
+        False where the hold cannot tell (file locks)."""
+        return isinstance(self._held, KeepsClaims) and self._held.sole(device)
+
+    def claimed(self, device: str, *, kept: bool) -> None:
+        if isinstance(self._held, KeepsClaims):
+            self._held.claimed(device, kept=kept)
 
     async def outrank(self, device: str, seen: int) -> int | None:
         """``locks.Outranking``: the held token raised above ``seen`` (etcd); None where

@@ -418,17 +418,19 @@ def test_an_unfenced_device_waits_out_the_lock_delay_after_its_holder_died(
     asyncio.run(main())
 
 
+def replica(address: str, election_id: int) -> P4RuntimeDriver:
+    """br1's P4Runtime driver as one replica of several opens it (a backup until it claims)."""
+    driver = P4RuntimeDriver("br1", address, device_id=1, election_id=election_id)
+    driver.share()
+    return driver
+
+
 def test_a_device_that_saw_more_is_claimed_after_the_epoch_is_raised(cluster: EtcdCluster) -> None:
     """The P4Runtime emulator once had a primary of a generation above every token (a clock
     behind, etcd restored from a snapshot): the executor's claim with the lock's token is
     refused, the epoch raised while the lock is ours, and the claim made again; the writes
     land. A holder whose lease expired then is refused and raises nothing; its successor
     claims at once."""
-
-    def replica(address: str, election_id: int) -> P4RuntimeDriver:
-        driver = P4RuntimeDriver("br1", address, device_id=1, election_id=election_id)
-        driver.share()
-        return driver
 
     async def main() -> None:
         async with (
@@ -461,5 +463,63 @@ def test_a_device_that_saw_more_is_claimed_after_the_epoch_is_raised(cluster: Et
                 )._claim("br1")  # type: ignore[arg-type]
             assert (await etcd.aget("/t/p4/epoch")).value == epoch  # type: ignore[union-attr]
             assert set(await theirs.read()) == {host(1), host(2)}
+
+    asyncio.run(main())
+
+
+def test_a_claim_stands_until_another_owner_holds_the_device(cluster: EtcdCluster) -> None:
+    """A claim is made once while no other owner holds the device (its record of holders):
+    the P4Runtime emulator's primary stays this replica's and its writes land with no claim
+    made again. Another owner's hold, claiming or not, ends that: the next hold claims
+    again. A holder deposed while its claim stood is fenced by its successor's claim."""
+
+    async def claim(held: etcd_locks.EtcdHeld, driver: P4RuntimeDriver) -> int:
+        """Claim br1 as a run on ``held`` does; the claims it did not make again."""
+        run = Executor({"br1": driver}, None, generation=held.revision, claims=held)  # type: ignore[arg-type]
+        kept = held._locks.claims["kept"]
+        await run._claim("br1")
+        return held._locks.claims["kept"] - kept
+
+    async def main() -> None:
+        async with (
+            emulator() as (_, _, address),
+            replicas(cluster, "/t/kept", SMALL) as (etcd, (a, b)),
+            replica(address, 1) as mine,
+            replica(address, 2) as theirs,
+        ):
+            first = await a.acquire(frozenset({"br1"}))
+            assert not first.sole("br1") and await claim(first, mine) == 0
+            token = first.revision("br1")
+            await first.release()
+            for n in range(2):  # a's own holds, one after the other: the claim stands
+                again = await a.acquire(frozenset({"br1", "br2"}))
+                assert again.sole("br1") and await claim(again, mine) == 1
+                await mine.apply([add(host(n + 1))])
+                await again.release()
+            assert mine.master_generation() == token  # the first claim's, still
+            passing = await b.acquire(frozenset({"br1"}))  # b holds it and claims nothing
+            await passing.release()
+            after = await a.acquire(frozenset({"br1"}))
+            assert not after.sole("br1") and await claim(after, mine) == 0
+            await after.release()
+            taken = await b.acquire(frozenset({"br1"}))  # b claims: a's driver a backup
+            assert await claim(taken, theirs) == 0
+            async with asyncio.timeout(5):  # the server tells every client of a new primary
+                while mine.master_generation() is not None:
+                    await asyncio.sleep(0.01)
+            await taken.release()
+            back = await a.acquire(frozenset({"br1"}))
+            assert not back.sole("br1") and await claim(back, mine) == 0
+            await back.release()
+            kept = await a.acquire(frozenset({"br1"}))
+            assert await claim(kept, mine) == 1  # a's claim stands: not made again
+            await etcd.revoke(a.lease)  # a deposed, its claim standing
+            successor = await b.acquire(frozenset({"br1"}))
+            assert not successor.sole("br1") and await claim(successor, theirs) == 0
+            with pytest.raises(DeviceRejected):
+                await mine.apply([add(host(9))])
+            await theirs.apply([add(host(8))])
+            assert set(await theirs.read()) == {host(1), host(2), host(8)}
+            assert (a.claims, b.claims) == ({"made": 3, "kept": 3}, {"made": 2, "kept": 0})
 
     asyncio.run(main())

@@ -6,7 +6,8 @@ start (the claim, the locks), its finish (the state, the plan and every step's r
 locks let go). The step records are not written ahead of each step: recovery plans from
 the devices' own state (``engine.restore``), never from them; meanwhile the replica running
 the reroute shows them from memory. A start whose answer was lost is settled, and its
-reroute runs once (``tests/unit/services/lossy.py``)."""
+reroute runs once (``tests/unit/services/lossy.py``); so is a finish whose answer was lost,
+and the row says what the devices hold."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from fabric.etcdcluster import EtcdCluster
+from services.reroute.etcd.client import KV, StoreUnavailable
 from services.reroute.executor import Driver
 from services.reroute.journal import RerouteState
 from services.reroute.model import FlowSpec
@@ -148,10 +150,57 @@ def test_an_admission_whose_answer_was_lost_is_answered_as_what_it_did() -> None
             assert answer.status_code == 503 and not net.plan, answer.text
             assert "may be done all the same" in answer.json()["detail"], answer.text
             deadline = time.monotonic() + 10
-            while client.flows().get("long") != ("10.0.0.2/32>10.0.0.3/32",):
+            # the flows move before the row says done (its finish is the last write)
+            while (
+                client.flows().get("long") != ("10.0.0.2/32>10.0.0.3/32",)
+                or [r.state for r in client.list()] != [RerouteState.DONE] * 2
+            ):
                 assert time.monotonic() < deadline, [(r.id, r.state) for r in client.list()]
                 time.sleep(0.1)
-            assert [r.state for r in client.list()] == [RerouteState.DONE] * 2
+
+
+def test_a_finish_whose_answer_was_lost_is_settled_as_what_it_did() -> None:
+    """The finish (the state, the steps, the locks let go) applied, its answer lost ("lost"),
+    or applied and answered "changed" to the client's retry ("twice"): the replica reads
+    that its row holds what it wrote and the reroute is DONE, as the devices are. Before,
+    it took the finish for failed and rolled the devices back under a row saying DONE, and
+    then refused the move back ("already on path"). Lost with the read that settles it
+    too: the reroute rolls back, and the rollback's finish, once etcd answers, finds the
+    DONE in doubt applied and writes over it: the row says what the devices hold."""
+    with tempfile.TemporaryDirectory() as tmp, EtcdCluster(Path(tmp) / "etcd", size=1) as c:
+        fake = FakeFabric(TOPO)
+        store = EtcdStore(kind="etcd", endpoints=tuple(c.endpoints), prefix="/finished")
+        with ServerThread(settings(TOPO, Path(tmp) / "x.sqlite", store=store), fake.drivers) as srv:
+            journal = srv.server.app.state.service.journal
+            net = LossySync(journal.etcd, puts_under("/finished/steps/"))  # the finish
+            client = srv.client()
+            for n, (lossy, to) in enumerate((("lost", "temporary"), ("twice", "long"))):
+                net.plan = [lossy]
+                view = client.create([str(FLOW)], to, wait_s=10)
+                assert view.state is RerouteState.DONE and not net.plan, (lossy, view)
+                assert client.flows()[to] == ("10.0.0.2/32>10.0.0.3/32",), lossy  # devices
+                ended = [r.state for r in client.list()]
+                assert ended == [RerouteState.DONE] * (n + 1), (lossy, ended)
+            net.plan = ["lost"]
+            reads = journal.etcd.get
+            unread = iter([StoreUnavailable("etcd at loopback cannot be used: (test)")])
+
+            def get(key: str) -> KV | None:
+                if (exc := next(unread, None)) is not None:
+                    raise exc
+                return reads(key)
+
+            journal.etcd.get = get  # type: ignore[method-assign]
+            view = client.create([str(FLOW)], "temporary", wait_s=10)
+            assert view.state is RerouteState.ROLLED_BACK and not net.plan, view
+            assert "reading whether it was applied failed too" in (view.error or ""), view
+            assert client.flows()["long"] == ("10.0.0.2/32>10.0.0.3/32",)
+            (row,) = [r for r in client.list() if r.id == view.id]
+            assert row.state is RerouteState.ROLLED_BACK, row
+            lock = srv.server.app.state.service.engine.lock
+            assert lock.etcd.get_prefix("/finished/locks/") == []
+            view = client.create([str(FLOW)], "temporary", wait_s=10)  # and on it goes
+            assert view.state is RerouteState.DONE, view
 
 
 def _draining(steps: tuple[StepView, ...]) -> bool:

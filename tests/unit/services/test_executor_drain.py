@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from drivers.base import FlowRule
+from services.reroute.drain import SEEN_S as DRAIN_SEEN_S
+from services.reroute.drain import WATCH_S as DRAIN_WATCH_S
 from services.reroute.errors import DeviceTimeout
-from services.reroute.executor import DRAIN_SEEN_S, DRAIN_WATCH_S, Executor, Outcome, StepEvent
+from services.reroute.executor import Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
@@ -225,3 +227,19 @@ def test_a_shifts_rule_that_never_counts_holds_the_drain_back_a_bounded_time() -
     outcome, drained = drain_watching(switch, seen=True)
     assert outcome.state is RerouteState.DONE, outcome.describe()
     assert DRAIN_SEEN_S <= drained - start < DRAIN_SEEN_S + 0.03
+
+
+def test_a_drain_whose_devices_count_nothing_waits_an_idle_rules_cap() -> None:
+    """Watching ports of a switch that gives no counters (dpctl, ODL, Ryu, P4Runtime), the
+    drain cannot see the datapath act on the shift: its margin starts an idle rule's cap
+    after the shift (a 5 ms margin alone lost packets, dpctl in CI, stop 49); a drain that
+    watches nothing (BBM's gap) is a plain wait from the shift."""
+    from services.reroute.drain import quiet
+
+    blind = Step(kind=StepKind.DRAIN, duration_s=0.005, ports=(("s1", 1),))
+    wait = Step(kind=StepKind.DRAIN, duration_s=0.005)
+
+    async def main() -> tuple[float, float]:
+        return await quiet(blind, 10.0, {}, {}), await quiet(wait, 10.0, {}, {})
+
+    assert asyncio.run(main()) == (10.0 + DRAIN_SEEN_S, 10.0)

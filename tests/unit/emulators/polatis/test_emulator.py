@@ -683,3 +683,27 @@ def test_bad_arguments_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as err:
         main(argv)
     assert err.value.code == 2
+
+
+def test_the_light_of_a_connection_removed_meanwhile_never_shows() -> None:
+    """A connection locks (its timer fires) while Layer 1 still works on earlier commands,
+    and is removed before that work reaches its light: the light is not turned on late
+    for a connection that is gone (stop 49: the fabric's OCS lit a receiver for a few ms
+    after a reroute had removed its connection, and the reroute's lock gate took that
+    light for its new circuit's)."""
+
+    async def main() -> list[tuple[object, ...]]:
+        layer1, schedule = SlowLayer1(), ManualSchedule()
+        emu = PolatisEmulator(EmulatorConfig(lock=FixedLock(ms=LOCK_MS)), layer1, schedule=schedule)
+        await emu.execute(":OXC:SWIT:CONN:ADD (@2),(@18)")  # its patch waits for `go`
+        schedule.fire_all()  # locked, in the emulated time
+        await asyncio.sleep(0)
+        await emu.execute(":OXC:SWIT:CONN:SUB (@2),(@18)")
+        layer1.go.set()
+        await emu.settle()
+        return layer1.calls
+
+    calls = asyncio.run(main())
+    assert ("signal", 18, True) not in calls, calls
+    assert calls == [("signal", 18, False), ("patch", 2, 18), ("signal", 18, False),
+                     ("unpatch", 2, 18)]  # fmt: skip
