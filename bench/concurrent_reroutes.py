@@ -151,7 +151,13 @@ class Probes:
             send.terminate()  # the receiver counts what is missing below the last one seen
             send.wait(timeout=10)
         for recv, _ in self.procs:
-            text, _ = recv.communicate(timeout=30)
+            try:
+                text, _ = recv.communicate(timeout=30)
+            except subprocess.TimeoutExpired:  # it never heard its sender: no report (-1)
+                recv.kill()
+                recv.communicate()
+                out.append(None)
+                continue
             out.append(json.loads(text) if recv.returncode == 0 else None)
         return out
 
@@ -163,9 +169,15 @@ def lost(reports: Sequence[dict[str, Any] | None]) -> list[int]:
 MONO_TO_UNIX = time.time() - time.monotonic()  # the probe stamps CLOCK_MONOTONIC (shared)
 
 
-def explain(pair: tuple[int, int], report: dict[str, Any], view: RerouteView) -> list[str]:
+def explain(
+    pair: tuple[int, int],
+    report: dict[str, Any],
+    view: RerouteView,
+    others: Sequence[RerouteView] = (),
+) -> list[str]:
     """A losing pair's longest gap beside its reroute's steps (Unix times from the service;
-    the probe's monotonic ones moved onto them)."""
+    the probe's monotonic ones moved onto them), and the circuits steps of ``others`` (the
+    round's other reroutes) on the same optical switches from its start to the gap's end."""
     gap = report.get("longest_gap")
     if not gap or view.started is None:
         return [f"  pair {pair[0]}-{pair[1]}: lost {report['lost']}, no gap or start to place"]
@@ -191,7 +203,25 @@ def explain(pair: tuple[int, int], report: dict[str, Any], view: RerouteView) ->
         lines.append(
             f"    {at(s.started):>6} .. {at(end):>6} ms  {s.phase or '':<12} {s.description}{mark}"
         )
+    optical = {_circuits_device(s.description) for s in view.steps} - {None}
+    for other in others:
+        for s in other.steps:
+            if s.started is None or _circuits_device(s.description) not in optical:
+                continue
+            end = s.finished or s.started
+            if t0 <= end and s.started <= g1:
+                mark = " <- during the gap" if s.started < g1 and end > g0 else ""
+                lines.append(
+                    f"    {at(s.started):>6} .. {at(end):>6} ms  (other {other.id}) "
+                    f"{s.description}{mark}"
+                )
     return lines
+
+
+def _circuits_device(description: str) -> str | None:
+    """The optical switch a circuits step's description names ("circuits ocs4: ...")."""
+    head, _, _ = description.partition(":")
+    return head.split()[1] if head.startswith("circuits ") and " " in head else None
 
 
 def submit(
@@ -253,7 +283,7 @@ def _explained(
         line
         for pair, report, view in zip(racks, reports, views, strict=True)
         if report is not None and report["lost"] > 0
-        for line in explain(pair, report, view)
+        for line in explain(pair, report, view, [v for v in views if v is not view])
     ]
 
 

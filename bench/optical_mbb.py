@@ -11,8 +11,10 @@ that switching + lock itself, and the same moves with the previous defaults: a f
 out), and the **floor**: the same moves on the same fabric by the least code that does
 them safely (``floor``: the plan's rules and circuits, taken before its clock starts, as
 raw OpenFlow bundles on one connection per bridge, the SCPI commands on one TCP
-connection, PORT_STATUS on the raw connections; no journal, no verification, no
-planning), timed the same way. Last line: ``overhead X ms, floor Y ms, Z.ZZx`` (medians).
+connection, PORT_STATUS on the raw connections, the drain waiting as the engine's does
+(``services.reroute.drain``: port and flow statistics on the raw connections, so the floor
+is as safe as the engine under traffic); no journal, no verification, no planning), timed
+the same way. Last line: ``overhead X ms, floor Y ms, Z.ZZx`` (medians).
 Numbers, not pass/fail.
 """
 
@@ -32,12 +34,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drivers import foreign
 from drivers.base import FlowChange, FlowOp
 from drivers.gcpause import gc_paused
 from drivers.ovs import ofp13
 from drivers.ovs.driver import OvsDriver
 from drivers.ovs.ofp13 import BundleCtrlType
-from drivers.ovs.ofp13_flow import FlowModCommand, encode_flow_mod
+from drivers.ovs.ofp13_flow import (
+    FlowModCommand,
+    decode_flow_stats,
+    encode_flow_mod,
+    encode_flow_stats_request,
+)
 from drivers.polatis_scpi import scpi as scpi_text
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import measuring
@@ -45,11 +53,12 @@ from fabric import fabric
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from fabric.state import FabricState
+from services.reroute import drain
 from services.reroute.engine import plan_on_devices
 from services.reroute.executor import Executor, StepEvent, sleep_until
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning.plan import Plan, StepKind
+from services.reroute.planning.plan import Plan, Step, StepKind
 from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +155,10 @@ class RawOpenFlow:
     """One OpenFlow 1.3 connection to a bridge, nothing else: HELLO, ECHO answered,
     replies by xid, an ERROR fails what waits, PORT_STATUS handed to ``on_port``."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.name = name
         self.reader, self.writer = reader, writer
         self.xid = 1
         self.waiting: dict[int, asyncio.Future[bytes]] = {}
@@ -154,14 +166,14 @@ class RawOpenFlow:
         self.task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, target: str) -> RawOpenFlow:
+    async def open(cls, name: str, target: str) -> RawOpenFlow:
         kind, _, where = target.partition(":")
         if kind == "unix":
             reader, writer = await asyncio.open_unix_connection(where)
         else:
             host, _, port = where.rpartition(":")
             reader, writer = await asyncio.open_connection(host, int(port))
-        raw = cls(reader, writer)
+        raw = cls(name, reader, writer)
         writer.write(ofp13.encode_hello(raw.next_xid()))
         head = await reader.readexactly(8)
         await reader.readexactly(ofp13.HEADER.unpack(head)[2] - 8)
@@ -224,6 +236,23 @@ class RawOpenFlow:
         commit = BundleCtrlType.COMMIT_REQUEST
         await self.ask(ofp13.encode_bundle_ctrl(self.next_xid(), bundle, commit, flags))
 
+    async def _stats(self, request: bytes) -> bytes:
+        """One multipart reply's payload (the floor asks for a few entries: one part)."""
+        reply = ofp13.parse_multipart_reply(await self.ask(request))
+        if reply.more:
+            raise RuntimeError(f"{self.name}: a statistics reply in several parts")
+        return reply.body
+
+    async def tx_packets(self, ports: Sequence[int] = ()) -> dict[int, int]:
+        """Packets each port sent (PORT_STATS of every port): ``PortCounters``."""
+        body = await self._stats(ofp13.encode_port_stats_request(self.next_xid()))
+        return dict(ofp13.parse_port_tx_packets(body))
+
+    async def flow_packets(self, cookie: int) -> int:
+        """Packets the entries of exactly ``cookie`` matched: ``FlowCounters``."""
+        request = encode_flow_stats_request(self.next_xid(), cookie, foreign.ALL_COOKIE_BITS)
+        return sum(e.packet_count for e in decode_flow_stats(await self._stats(request)))
+
     async def subscribe_ports(self) -> dict[int, bool]:
         """PORT_STATUS from now on (SET_CONFIG + SET_ASYNC + BARRIER); the ports' state."""
         await self.ask(
@@ -277,7 +306,7 @@ class FloorMoves:
 
     park_make: dict[str, tuple[FlowChange, ...]]
     park_shift: dict[str, tuple[FlowChange, ...]]
-    drain_s: float
+    drain: Step  # what the park's drain watches, and its margin
     optical: str
     remove: tuple[int, ...]  # ingress ports whose circuits go
     add: tuple[tuple[int, int], ...]
@@ -292,14 +321,14 @@ def floor_moves(plan: Plan) -> FloorMoves:
     """The plan's writes grouped by stage: one bundle per bridge per stage."""
     stage = "park_make"
     by_stage: dict[str, dict[str, list[FlowChange]]] = {}
-    drains: list[float] = []
+    drains: list[Step] = []
     circuits = lock = None
     for step in plan.steps():
         kind = step.kind
         if kind is StepKind.SHIFT:
             stage = "park_shift" if circuits is None else "swap"
         elif kind is StepKind.DRAIN:
-            drains.append(step.duration_s)
+            drains.append(step)
             continue
         elif kind is StepKind.CIRCUITS:
             circuits, stage = step, "during_lock"
@@ -317,18 +346,19 @@ def floor_moves(plan: Plan) -> FloorMoves:
         return {d: tuple(c) for d, c in by_stage.get(name, {}).items()}
 
     return FloorMoves(
-        park_make=get("park_make"), park_shift=get("park_shift"), drain_s=drains[0],
+        park_make=get("park_make"), park_shift=get("park_shift"), drain=drains[0],
         optical=circuits.device, remove=tuple(c.ingress for c in circuits.disconnect),
         add=tuple((c.ingress, c.egress) for c in circuits.connect),
         during_lock=get("during_lock"), lock_ports=lock.ports, swap=get("swap"),
-        cleanup_drain_s=drains[1], cleanup=get("cleanup"),
+        cleanup_drain_s=drains[1].duration_s, cleanup=get("cleanup"),
     )  # fmt: skip
 
 
 async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False) -> Run:
     """One move by the floor: connections opened and PORT_STATUS asked for before the
     clock (a controller keeps them), then on the clock: park (make, then shift: bundles
-    on every bridge at once), drain, SUB then ADD (each with ``SYST:ERR?``), the old path
+    on every bridge at once), drain (until the shift's rules count and the old circuits'
+    feeders are quiet, then its margin), SUB then ADD (each with ``SYST:ERR?``), the old path
     removed and the new one made while the transceivers lock, every lock port seen down
     then up by PORT_STATUS, swap shift. The cleanup (drain, remove the parking) after."""
     intent = Intent(flows=(FLOW,), to_path=to, via="temporary")
@@ -338,7 +368,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
     moves = floor_moves(plan)
     if verbose:
         print(plan.describe())
-    bridges = {n: await RawOpenFlow.open(t) for n, t in targets.items()}
+    bridges = {n: await RawOpenFlow.open(n, t) for n, t in targets.items()}
     scpi = await RawScpi.open(st.scpi[moves.optical])
     try:
         waiting = set(moves.lock_ports)
@@ -376,7 +406,11 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
             stamps["park made"] = time.perf_counter()
             await at_once(moves.park_shift)
             stamps["parked"] = time.perf_counter()
-            await sleep_until(asyncio.get_running_loop().time() + moves.drain_s)
+            # the engine's wait: the shift's rules counted, the old circuits' feeders quiet
+            quiet = await drain.quiet(
+                moves.drain, asyncio.get_running_loop().time(), bridges, bridges
+            )
+            await sleep_until(quiet + moves.drain.duration_s)
             stamps["drained"] = time.perf_counter()
             await scpi.change(scpi_text.sub_command(moves.remove))
             stamps["SUB"] = time.perf_counter()

@@ -1,9 +1,10 @@
 """Where did the probe's lost datagrams go? ost-vs-mbb at quick scale with tcpdump on every
 port of the fabric and on the probe's two hosts, then each lost datagram's last place.
 
-Run as root: ``.venv/bin/python bench/probe_trace.py [--runs 20] [--backend ovs] [--keep]``.
-It runs ``reroute experiment run ost-vs-mbb --quick --runs N --set tcp_s=5 --set
-line_mbps=null`` (the e2e hitless checks' settings) into a temporary directory; once the
+Run as root: ``.venv/bin/python bench/probe_trace.py [--runs 20] [--backend ovs] [--keep]
+[--capped]``. It runs ``reroute experiment run ost-vs-mbb --quick --runs N --set tcp_s=5
+--set line_mbps=null`` (the e2e hitless checks' settings; ``--capped`` keeps the line-rate
+cap) into a temporary directory; once the
 fabric's namespaces exist it starts tcpdump (the probe's datagrams only, headers only) on
 ``any`` device of the fabric namespace and on vm2's and vm3's ``eth0``. After the run, for
 every MBB repetition that lost datagrams, it prints how many the fabric counted, the drop
@@ -128,12 +129,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20, help="pairs of BBM and MBB repetitions")
     parser.add_argument("--backend", default="ovs", help="as `reroute experiment run` takes it")
     parser.add_argument("--keep", action="store_true", help="keep the captures and raw data")
+    parser.add_argument(
+        "--capped", action="store_true", help="keep the experiment's line-rate cap (br3:p1)"
+    )
     args = parser.parse_args()
     name = "ngncs-ost" if args.backend == "ovs" else f"ngncs-ost-{args.backend}"
     work = Path(tempfile.mkdtemp(prefix="probe-trace-"))
     cmd = [*CLI, "experiment", "run", "ost-vs-mbb", "--quick", "--runs", str(args.runs),
-           "--set", "tcp_s=5", "--set", "line_mbps=null", "--backend", args.backend,
-           "--out", str(work / "out")]  # fmt: skip
+           "--set", "tcp_s=5", *(() if args.capped else ("--set", "line_mbps=null")),
+           "--backend", args.backend, "--out", str(work / "out")]  # fmt: skip
     experiment = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1])
     spots = {"fabric": (fabric_ns(name), "any"), "vm2": (host_ns(name, "vm2"), "eth0"),
              "vm3": (host_ns(name, "vm3"), "eth0")}  # fmt: skip

@@ -57,6 +57,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from fabric import fabric, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
@@ -231,6 +233,16 @@ def proposals(etcd: EtcdCluster) -> int:
     raise SystemExit(f"{url}: no etcd_server_proposals_committed_total")
 
 
+def claims(metrics: str) -> list[float]:
+    """[made, kept]: a service's master claims (``reroute_device_claims_total{how}``)."""
+    found = dict.fromkeys(("made", "kept"), 0.0)
+    for family in text_string_to_metric_families(metrics):
+        for s in family.samples:
+            if s.name == "reroute_device_claims_total":
+                found[s.labels["how"]] = s.value
+    return [found["made"], found["kept"]]
+
+
 def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, list[float]]:
     """ms of each electronic MBB through the API, by store; "floor writes" and "floor read":
     ``etcd_floor`` after each round; "etcd writes": the proposals each etcd move made."""
@@ -239,7 +251,7 @@ def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, 
         "etcd": f"{{kind: etcd, endpoints: [{', '.join(etcd.endpoints)}], prefix: /bench/lat}}",
     }
     out: dict[str, list[float]] = {
-        k: [] for k in [*stores, "floor writes", "floor read", "etcd writes"]
+        k: [] for k in [*stores, "floor writes", "floor read", "etcd writes", "claims"]
     }
     services = {
         k: Serve(config(tmp, fab, f"lat-{k}", v), tmp / f"lat-{k}.log") for k, v in stores.items()
@@ -264,6 +276,7 @@ def latency(fab: Fabric, tmp: Path, etcd: EtcdCluster, moves: int) -> dict[str, 
                 if n:
                     out["floor writes"].append(writes)
                     out["floor read"].append(read)
+        out["claims"] = claims(services["etcd"].client.metrics())
     finally:
         client.close()
         for svc in services.values():
@@ -408,6 +421,9 @@ def ngncs(tmp: Path, etcd: EtcdCluster, parts: set[str], args: argparse.Namespac
                   f"{statistics.median(lat['floor read']):.1f} ms; each etcd move made {made:.2f} "
                   f"durable writes (etcd's count): its cost beyond them "
                   f"{extra - made * floor / 3:+.1f} ms")  # fmt: skip
+            claimed, kept = lat["claims"]
+            print(f"the etcd service's master claims: {claimed:.0f} made, {kept:.0f} kept "
+                  "(an earlier claim standing: not made again)")  # fmt: skip
         if "takeover" in parts:
             times = takeover(fab, tmp, etcd, args.runs)
             print(f"takeover after kill -9 (TTL {TTL_S} s): {statistics.median(times):.0f} ms")

@@ -195,7 +195,8 @@ def conclusions(by: Mapping[str, Sequence[Raw]]) -> str:
         f" the stream that stayed went from {m(before):.0f} to {m(after):.0f} Mbit/s once the"
         " other left the bottleneck"
         if before and after
-        else " the other stream was not moved"
+        else " the rate of the stream that stayed was not read both a second before and"
+        " 1.5-2.5 s after the request (its stream began too late or ended too soon)"
     )
     return (
         f"Steering the stream onto the new circuit by MBB instead of BBM cut its"

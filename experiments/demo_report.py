@@ -62,6 +62,10 @@ class TcpNumbers:
     retransmits: int
     interval_s: float
     series_mbps: tuple[float, ...]
+    # of the retransmissions, segments the receiver had already (it said so: D-SACK), so
+    # not lost: resent on reordering or a late ACK (fabric.drops.needless_resends); None:
+    # not measured
+    needless: int | None = None
 
     @property
     def windows_mbps(self) -> list[float]:
@@ -93,13 +97,17 @@ class TcpNumbers:
         return len(slow) * self.interval_s * 1000
 
     @classmethod
-    def from_iperf(cls, result: IperfResult, interval_s: float) -> TcpNumbers:
-        """The numbers of an iperf3 run with reports every ``interval_s``."""
+    def from_iperf(
+        cls, result: IperfResult, interval_s: float, *, needless: int | None = None
+    ) -> TcpNumbers:
+        """The numbers of an iperf3 run with reports every ``interval_s`` (``needless``:
+        its sender's D-SACKed resends over the run)."""
         whole = whole_intervals(result.intervals, interval_s)
         return cls(
             retransmits=result.retransmits or 0,
             interval_s=interval_s,
             series_mbps=tuple(i.bits_per_second / 1e6 for i in whole),
+            needless=needless,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +193,10 @@ def _gap_at(r: RunNumbers) -> str:
     return f"{r.udp.gap_at_ms:+.0f}"
 
 
+def _or_none(n: int | None) -> str:
+    return NONE if n is None else f"{n}"
+
+
 def _dip(r: RunNumbers) -> str:
     return f"{r.tcp.dip_pct:.0f} % ({r.tcp.min_mbps:.0f}/{r.tcp.median_mbps:.0f} Mb/s)"
 
@@ -200,6 +212,7 @@ ROWS: tuple[tuple[str, Cell, tuple[str, str]], ...] = (
     ("longest gap = unavailability (ms)", _gap, (f"{SEED_BBM_GAP:.0f}", f"{SEED_MBB_GAP:.0f}")),
     ("  it began (ms after the request)", _gap_at, UNMEASURED),
     ("TCP retransmissions", lambda r: f"{r.tcp.retransmits}", UNMEASURED),
+    ("  of them not needed (D-SACK)", lambda r: _or_none(r.tcp.needless), UNMEASURED),
     ("TCP dip: min/median of 200 ms", _dip, SEED_003_DIP),
     ("TCP time below half rate (ms)", lambda r: f"{r.tcp.stalled_ms:.0f}", UNMEASURED),
     ("request -> traffic on new path (ms)", _timed(lambda t: f"{t.new_path_ms:.0f}"), UNMEASURED),
@@ -307,6 +320,14 @@ def explain(results: Results, temporary: str) -> list[str]:
             f" its receive buffers; with nothing moved the probe lost {control.udp.lost}. The"
             " emulated fabric (one userspace OVS thread forwards everything) drops packets by"
             " itself when the CPU is busy."
+        )
+    if mbb.tcp.retransmits and mbb.tcp.needless is not None:
+        counted = mbb.fabric_drops + mbb.line_drops - mbb.udp.lost
+        lines.append(
+            f"MBB's TCP resent {mbb.tcp.retransmits} segment(s): {mbb.tcp.needless} its"
+            " receiver already had (D-SACK: reordered or late at the shift, not lost), and"
+            f" {mbb.tcp.retransmits - mbb.tcp.needless} against {counted} TCP packet(s) the"
+            " fabric dropped by itself."
         )
     if bbm.timing is not None and mbb.timing is not None:
         b, m = bbm.timing, mbb.timing

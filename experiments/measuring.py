@@ -29,7 +29,6 @@ from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric import drops as counters
-from fabric import lines
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
@@ -271,6 +270,8 @@ def measured(
     """Run the traffic, reconfigure under it (nothing if ``intent`` is None), and measure;
     what it does is told to ``say``."""
     before = drops(fab)
+    sender = fab.host_ns(topo.paths[LONG].src)
+    resent = counters.needless_resends(sender)
     with Traffic(fab, topo.paths[LONG], rate=args.rate, tcp_mbps=args.tcp_mbps) as traffic:
         time.sleep(BASELINE_S)  # a baseline: the traffic's rate before the event
         if intent is None:
@@ -285,10 +286,11 @@ def measured(
         say(f"collecting the traffic reports (probe {PROBE_S} s, TCP {TCP_S} s)")
         probe, tcp = traffic.results()
     dropped = drops(fab) - before
+    needless = counters.needless_resends(sender) - resent
     return RunNumbers(
         strategy=name,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
-        tcp=TcpNumbers.from_iperf(tcp, INTERVAL_S),
+        tcp=TcpNumbers.from_iperf(tcp, INTERVAL_S, needless=needless),
         timing=None if done is None else timing(fab, done),
         fabric_drops=dropped.sockets,
         line_drops=dropped.queues,
@@ -326,8 +328,8 @@ class Drops:
 def drops(fab: Fabric) -> Drops:
     """Everything :class:`Drops` counts, read now: one reading before a run and one after
     give what the fabric itself lost during it."""
-    failures = lines.send_failures(fab.state.ovs_dir / "ovs-vswitchd.log")
-    return Drops(fabric_drops(fab), line_drops(fab), failures, counters.read(fab.state))
+    others = counters.read(fab.state)
+    return Drops(fabric_drops(fab), line_drops(fab), counters.send_failures(others), others)
 
 
 def fabric_drops(fab: Fabric) -> int:

@@ -39,7 +39,7 @@ from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
-from fabric import fabric, lines, signals
+from fabric import drops, fabric, lines, signals
 from fabric.errors import FabricError
 from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
@@ -219,6 +219,7 @@ def measure(
     move = intent(b, strategy, to=to)
     path = b.topo.paths[frm]
     before = measuring.drops(b.fab)
+    resent = drops.needless_resends(b.fab.host_ns(path.src))
     traffic = measuring.Traffic(
         b.fab,
         path,
@@ -261,10 +262,11 @@ def measure(
             if all(kept):
                 seen["pcaps"] = kept
     dropped = measuring.drops(b.fab) - before
+    needless = drops.needless_resends(b.fab.host_ns(path.src)) - resent
     numbers = RunNumbers(
         strategy=strategy,
         udp=UdpNumbers.from_probe(probe, request_ns=request_ns),
-        tcp=TcpNumbers.from_iperf(tcp, measuring.INTERVAL_S),
+        tcp=TcpNumbers.from_iperf(tcp, measuring.INTERVAL_S, needless=needless),
         timing=None if done is None else measuring.timing(b.fab, done),
         fabric_drops=dropped.sockets,
         line_drops=dropped.queues,

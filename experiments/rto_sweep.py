@@ -104,7 +104,8 @@ class RtoSweep:
                 " the longest time the sender's sniffer saw no packet of the stream, as the"
                 " seed's. `rto_min` is set on the sender's route to vm3. *TCP resumes* is the"
                 " time from the request until the"
-                " stream is back above half its median rate (100 ms intervals); *model* is"
+                " stream is back above half its median rate (100 ms intervals; the end of the"
+                " slow run the reroute began, later dips not counted); *model* is"
                 " when the circuit broke + `rto_min * (2^k - 1)`: the first retransmission after"
                 " the circuit's dark time (switching + lock), the timeout doubling each"
                 " time. *timeouts* counts how many times it doubled in the model. Seed 003"
@@ -189,14 +190,27 @@ def timeouts(doc: Mapping[str, Any]) -> int | None:
 
 
 def recovery_ms(doc: Mapping[str, Any]) -> float:
-    """From the request until TCP is back above half its median rate (end of the last slow
-    100 ms interval after the request; 0 if it never slowed)."""
+    """From the request until TCP is back above half its median rate: the end of the run of
+    slow 100 ms intervals the reroute began (0 if it slowed none). A slow interval is the
+    reroute's if it starts before the reroute ended (``timing.total_ms``) or continues such
+    a run; a dip after TCP came back is the machine's, not the reroute's (CI once saw a
+    200 ms rto_min "resume" at 1972 ms, its model 1420, on such a dip)."""
     tcp = doc["tcp"]
     step = tcp["interval_s"] * 1000
     half = tcp["median_mbps"] / 2
     offset = doc["tcp_offset_ms"]
-    ends = [(i + 1) * step - offset for i, r in enumerate(tcp["series_mbps"]) if r < half]
-    return max((e for e in ends if e > 0), default=0.0)
+    timing = doc.get("timing") or {}
+    until = float(timing.get("total_ms") or 0.0)
+    end = 0.0
+    for i, rate in enumerate(tcp["series_mbps"]):
+        start = i * step - offset
+        if start + step <= 0 or rate >= half:
+            continue
+        if start < until or start <= end:
+            end = start + step
+        else:
+            break
+    return end
 
 
 def backoff_ms(rto: float, dark_ms: float) -> float:

@@ -17,10 +17,14 @@ them explains is not left to a guess:
 - ``<host>/<Proto>/<counter>``: a host's UDP and TCP drops (``/proc/net/snmp``,
   ``/proc/net/netstat``: a receive or send buffer full, a backlog dropped);
 - ``softnet/dropped``: the machine's per-CPU backlogs (``/proc/net/softnet_stat``).
+
+Beside them, not a drop: the TCP segments a host resent that had arrived all the same
+(``needless_resends``), so that a sender's retransmissions beyond every drop are told apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -39,6 +43,7 @@ HOST_COUNTERS = {
 OVS_DROP = re.compile(r"^((?:datapath_)?drop\w*)\s.*total: (\d+)$", re.MULTILINE)
 FAILED_UPCALL = re.compile(r"miss with failed upcall: (\d+)")
 UNSENT = re.compile(r"error sending Ethernet packet on (\S+): (.+)$", re.MULTILINE)
+BUFFER_ERRORS = ("/resource-temporarily-unavailable", "/no-buffer-space-available")
 SOFTNET = Path("/proc/net/softnet_stat")
 
 Counters = dict[str, int]
@@ -55,7 +60,8 @@ def read(state: FabricState) -> Counters:
     ctl = ["ovs-appctl", "-t", str(state.ovs_dir / "ovs-vswitchd.ctl")]
     counters |= ovs_drops(run([*ctl, "coverage/show"], ns=state.fabric_ns))
     counters |= failed_upcalls(run([*ctl, "dpif-netdev/pmd-stats-show"], ns=state.fabric_ns))
-    counters |= unsent((state.ovs_dir / "ovs-vswitchd.log").read_text(errors="replace"))
+    with contextlib.suppress(FileNotFoundError):  # no log yet: nothing failed
+        counters |= unsent((state.ovs_dir / "ovs-vswitchd.log").read_text(errors="replace"))
     counters["softnet/dropped"] = softnet_dropped(SOFTNET.read_text())
     return counters
 
@@ -81,18 +87,27 @@ def links(ns: str, ip_json: str) -> Counters:
     return {name: n for name, n in pairs if n}
 
 
-def host_drops(proc_net: str) -> Counters:
-    """The drop counters of :data:`HOST_COUNTERS` from ``/proc/net/snmp`` and
-    ``/proc/net/netstat`` (a header line and a value line per protocol)."""
+def host_drops(proc_net: str, counters: Mapping[str, tuple[str, ...]] = HOST_COUNTERS) -> Counters:
+    """The drop counters of :data:`HOST_COUNTERS` (or others: ``counters``) from
+    ``/proc/net/snmp`` and ``/proc/net/netstat`` (a header line and a value line per
+    protocol)."""
     lines = [line.split() for line in proc_net.splitlines() if line.strip()]
-    counters: Counters = {}
+    found: Counters = {}
     for names, values in zip(lines[::2], lines[1::2], strict=False):
         proto = names[0].rstrip(":")
-        wanted = HOST_COUNTERS.get(proto, ())
+        wanted = counters.get(proto, ())
         for name, value in zip(names[1:], values[1:], strict=False):
             if name in wanted:
-                counters[f"{proto}/{name}"] = int(value)
-    return counters
+                found[f"{proto}/{name}"] = int(value)
+    return found
+
+
+def needless_resends(ns: str) -> int:
+    """Segments the TCP senders in netns ``ns`` resent so far that had arrived all the same:
+    their receivers reported them received twice (D-SACK, RFC 2883; Linux's TcpExt
+    ``TCPDSACKRecvSegs``). Not a drop: a resend that reordering or a late ACK caused."""
+    text = run(["cat", "/proc/net/netstat"], ns=ns)
+    return host_drops(text, {"TcpExt": ("TCPDSACKRecvSegs",)}).get("TcpExt/TCPDSACKRecvSegs", 0)
 
 
 def ovs_drops(coverage: str) -> Counters:
@@ -113,6 +128,17 @@ def unsent(ovs_log: str) -> Counters:
         key = f"ovs/unsent/{port}/{error.strip().lower().replace(' ', '-')}"
         counters[key] = counters.get(key, 0) + 1
     return counters
+
+
+def send_failures(counters: Mapping[str, int]) -> int:
+    """Of ``unsent``'s counters, the sends that failed for want of send buffer (a lower
+    bound: the log is rate-limited, and one failure drops a batch); a send into a port
+    that is down ("Network is down": a dark circuit) is not the buffer's doing."""
+    return sum(
+        n
+        for key, n in counters.items()
+        if key.startswith("ovs/unsent/") and key.endswith(BUFFER_ERRORS)
+    )
 
 
 def softnet_dropped(softnet_stat: str) -> int:

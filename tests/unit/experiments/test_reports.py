@@ -163,12 +163,21 @@ def test_tcp_backoff_model() -> None:
     assert model_ms(raw("mbb", "y", gap=3, rto_min_ms=200)) is None
 
 
-def test_tcp_resumes_after_its_last_slow_interval() -> None:
+def test_tcp_resumes_at_the_end_of_the_stall_the_reroute_began() -> None:
     # 20 good intervals, 8 slow ones (2.0 s .. 2.8 s of TCP), the request at 2.0 s
     assert recovery_ms(raw("bbm", "x", gap=800)) == pytest.approx(800)
     quiet = raw("mbb", "y", gap=2)
     quiet["tcp"]["series_mbps"] = [100.0] * 58
     assert recovery_ms(quiet) == 0
+    # a dip 1 s after TCP came back (and 1.1 s after the 700 ms reroute ended) is not the
+    # reroute's; a dip before its end is, with the good interval between
+    later = raw("bbm", "z", gap=800)
+    later["tcp"]["series_mbps"] = [100.0] * 20 + [0.0] * 8 + [100.0] * 10 + [10.0] + [100.0] * 19
+    assert recovery_ms(later) == pytest.approx(800)
+    quiet["tcp"]["series_mbps"] = [100.0] * 38 + [10.0] + [100.0] * 19
+    assert recovery_ms(quiet) == 0
+    quiet["tcp"]["series_mbps"] = [100.0] * 20 + [10.0, 100.0, 100.0, 10.0] + [100.0] * 34
+    assert recovery_ms(quiet) == pytest.approx(400)
 
 
 def test_rto_sweep_report(tmp_path: Path) -> None:

@@ -31,8 +31,8 @@ Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUn
 Ip: 1 64 100 0 0 0 0 2 98 50 1
 Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
 Udp: 900 0 7 10 7 0 0 0 0
-TcpExt: SyncookiesSent PruneCalled TCPBacklogDrop TCPRcvQDrop TCPOFODrop
-TcpExt: 0 4 1 2 0
+TcpExt: SyncookiesSent PruneCalled TCPBacklogDrop TCPRcvQDrop TCPOFODrop TCPDSACKRecvSegs
+TcpExt: 0 4 1 2 0 35
 """  # noqa: E501 (as /proc prints it)
 
 
@@ -42,6 +42,9 @@ def test_a_hosts_udp_ip_and_tcp_drops_are_read_and_nothing_else() -> None:
         "Udp/InErrors": 7, "Udp/RcvbufErrors": 7, "Udp/SndbufErrors": 0, "Udp/MemErrors": 0,
         "TcpExt/TCPBacklogDrop": 1, "TcpExt/TCPRcvQDrop": 2, "TcpExt/TCPOFODrop": 0,
     }  # fmt: skip
+    # the resends D-SACK says were not needed are read apart (not a drop)
+    dsack = {"TcpExt": ("TCPDSACKRecvSegs",)}
+    assert drops.host_drops(PROC_NET, dsack) == {"TcpExt/TCPDSACKRecvSegs": 35}
 
 
 COVERAGE = """\
@@ -90,3 +93,18 @@ def test_only_counters_that_grew_are_drops_of_the_run() -> None:
     before = {"a": 1, "b": 5, "gone": 3}
     after = {"a": 4, "b": 5, "new": 2, "reset": 0}
     assert drops.moved(before, after) == {"a": 3, "new": 2}
+
+
+def test_send_failures_are_the_unsent_for_want_of_buffer() -> None:
+    log = (
+        "2026-11-30T12:16:15.987Z|00146|netdev_linux|WARN|error sending Ethernet packet on"
+        " br3-p1: Resource temporarily unavailable\n"
+        "2026-11-30T12:16:27.756Z|00155|netdev_linux|WARN|Dropped 50 log messages in last 12"
+        " seconds (most recently, 1 seconds ago) due to excessive rate\n"
+        "2026-11-30T12:16:27.756Z|00156|netdev_linux|WARN|error sending Ethernet packet on"
+        " br1-p3: No buffer space available\n"
+        "2026-11-30T12:16:28.001Z|00157|netdev_linux|WARN|error sending Ethernet packet on"
+        " ost1-p2: Network is down\n"  # a dark circuit: not the buffer's doing
+    )
+    assert drops.send_failures(drops.unsent(log)) == 2
+    assert drops.send_failures({}) == 0  # no log yet: nothing failed
