@@ -49,7 +49,7 @@ from drivers.ovs.ofp13_flow import (
 from drivers.polatis_scpi import scpi as scpi_text
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import measuring
-from fabric import fabric
+from fabric import fabric, scpicontrol
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from fabric.state import FabricState
@@ -127,7 +127,7 @@ async def one(
     (lock,) = [i for i, s in steps if s.kind is StepKind.AWAIT_LOCK]
     last_shift = max(ended[i] for i, s in steps if s.kind is StepKind.SHIFT)
     new_path = max(last_shift, ended[lock])
-    drawn = max(_drawn_locks(st.scpi["ost1"]).values())
+    drawn = max(scpicontrol.drawn_locks(st.scpi["ost1"]).values())
     optics = SWITCH_MS + drawn
     return Run(
         overhead_ms=(new_path - t0) * 1000 - optics,
@@ -136,15 +136,6 @@ async def one(
         swap_ms=(new_path - ended[lock]) * 1000,
         optics_ms=optics,
     )
-
-
-def _drawn_locks(port: int) -> dict[int, float]:
-    """The lock times the Polatis emulator last drew, by egress port (emulator-only SCPI)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
-        conn.sendall(b":EMUL:LOCK?\n")
-        reply = conn.makefile().readline().strip()
-    ports, _, times = reply.removeprefix("(@").removesuffix(")").partition("),(")
-    return {int(p): float(t) for p, t in zip(ports.split(","), times.split(","), strict=True)}
 
 
 # --------------------------------------------------------------------------------------
@@ -428,7 +419,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
         for raw in bridges.values():
             await raw.close()
         await scpi.close()
-    drawn = max(_drawn_locks(st.scpi[moves.optical]).values())
+    drawn = max(scpicontrol.drawn_locks(st.scpi[moves.optical]).values())
     optics = SWITCH_MS + drawn
     if verbose:
         marks = " ".join(f"{k} +{(v - t0) * 1000:.1f}" for k, v in stamps.items())

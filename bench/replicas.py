@@ -45,7 +45,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabric import fabric, signals
+from fabric import fabric, scpicontrol, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from services.reroute.etcd.client import Etcd, EtcdSettings, get_op, put
@@ -159,18 +158,13 @@ def config(tmp: Path, fab: Fabric, name: str, store: str) -> Path:
     return path
 
 
-def scpi(fab: Fabric, line: str) -> None:
-    with socket.create_connection(("127.0.0.1", fab.state.scpi["ost1"]), timeout=2) as s:
-        s.sendall(line.encode() + b"\n")
-
-
 def takeover(fab: Fabric, tmp: Path, etcd: EtcdCluster, runs: int) -> list[float]:
     ends = ", ".join(etcd.endpoints)
     store = f"{{kind: etcd, endpoints: [{ends}], prefix: /bench/takeover, lease_ttl_s: {TTL_S}}}"
     replicas = [Serve(config(tmp, fab, f"r{i}", store), tmp / f"r{i}.log") for i in range(3)]
     times = []
     try:
-        scpi(fab, ":EMUL:LOCK 1500")
+        scpicontrol.set_lock(fab.state.scpi["ost1"], 1500)
         to = "short"
         for _ in range(runs):
             alive = [r for r in replicas if r.proc.poll() is None]
@@ -193,7 +187,7 @@ def takeover(fab: Fabric, tmp: Path, etcd: EtcdCluster, runs: int) -> list[float
             if back.state is not RerouteState.DONE and back.error:
                 print(f"  (back to long: {back.state} {back.error})")
     finally:
-        scpi(fab, ":EMUL:LOCK DEFault")
+        scpicontrol.set_lock(fab.state.scpi["ost1"], None)
         for r in replicas:
             r.stop()
     return times

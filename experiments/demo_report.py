@@ -277,17 +277,6 @@ def document(results: Results, *, between_runs: str, wall_s: float) -> dict[str,
     }
 
 
-def parse_lock_reply(reply: str) -> dict[int, float]:
-    """The Polatis emulator's ``:EMUL:LOCK?`` answer ``(@19,18),(612,531)``: the lock time it
-    last drew, by egress port (``INF`` for LOCK NEVer). ValueError if it is not that shape."""
-    ports, sep, times = reply.strip().removeprefix("(@").removesuffix(")").partition("),(")
-    if not sep:
-        raise ValueError(f"unexpected :EMUL:LOCK? reply {reply!r}")
-    if not ports:
-        return {}
-    return {int(p): float(t) for p, t in zip(ports.split(","), times.split(","), strict=True)}
-
-
 def socket_drops(ss_output: str) -> int:
     """The packets dropped by every socket ``ss -a -m`` lists (the ``d`` of ``skmem``)."""
     return sum(int(d) for d in re.findall(r"skmem:\([^)]*\bd(\d+)\)", ss_output))

@@ -15,7 +15,6 @@ import asyncio
 import json
 import random
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric import drops as counters
+from fabric import scpicontrol
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
@@ -243,19 +243,9 @@ def _drawn_lock_ms(fab: Fabric, plan: Plan) -> float:
     times = []
     for step in plan.steps():
         if step.kind is StepKind.CIRCUITS and step.connect:
-            drawn = _emulator_locks(fab.state.scpi[step.device])
+            drawn = scpicontrol.drawn_locks(fab.state.scpi[step.device])
             times += [drawn[c.egress] for c in step.connect]
     return max(times, default=0.0)
-
-
-def _emulator_locks(port: int) -> dict[int, float]:
-    """Ask a Polatis emulator (emulator-only SCPI) what lock times it last drew."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
-            conn.sendall(b":EMUL:LOCK?\n")
-            return report.parse_lock_reply(conn.makefile().readline())
-    except (OSError, ValueError) as exc:
-        raise FabricError(f"cannot read the emulator's lock times on port {port}: {exc}") from exc
 
 
 def measured(

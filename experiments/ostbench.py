@@ -20,7 +20,6 @@ import asyncio
 import random
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -39,7 +38,7 @@ from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
-from fabric import drops, fabric, lines, signals
+from fabric import drops, fabric, lines, scpicontrol, signals
 from fabric.errors import FabricError
 from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
@@ -191,16 +190,8 @@ def paired_lock_ms(seed: int, pair: int) -> float:
 def set_lock(b: Bench, lock: str | float) -> None:
     """The optical emulators' lock model from now on: ``table`` (each connection draws from
     seed 003 Table 4.3) or a fixed time in ms (emulator-only SCPI ``:EMUL:LOCK``)."""
-    command = "DEFault" if lock == "table" else f"{float(lock):g}"
     for port in b.fab.state.scpi.values():
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=3) as conn:
-                conn.sendall(f":EMUL:LOCK {command}\n*OPC?\n".encode())
-                reply = conn.makefile().readline().strip()
-        except OSError as exc:
-            raise FabricError(f"cannot set the emulator's lock time on port {port}: {exc}") from exc
-        if reply != "1":
-            raise FabricError(f":EMUL:LOCK {command} on port {port}: unexpected reply {reply!r}")
+        scpicontrol.set_lock(port, None if lock == "table" else float(lock))
 
 
 def measure(

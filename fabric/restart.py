@@ -14,10 +14,9 @@ until told), puts every packet switch's table back, then lets it go.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 
-from emulators.polatis.emulator import STATE_QUERY, read_connections
+from fabric import scpicontrol
 from fabric.fabric import Fabric, _switch_ends, push_flows, veth_name, wait_links_up
 from fabric.forwarding import patch_lines
 from services.reroute.topology import Topology
@@ -39,7 +38,7 @@ def restart_vswitchd(
         ovs.vsctl("--no-wait", "remove", "Open_vSwitch", ".", "other_config", "flow-restore-wait")
     wait_links_up(ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     for node in topo.optical_switches:
-        pairs = sorted(_connections(fab.state.scpi[node.name]).items())
+        pairs = sorted(scpicontrol.connections(fab.state.scpi[node.name]).items())
         if lines := patch_lines(node, pairs):
             push_flows(ovs, node.name, lines, "OpenFlow13")
 
@@ -62,9 +61,3 @@ def saved_flows(fab: Fabric, topo: Topology) -> dict[str, list[str]]:
 
 def _driver(topo: Topology, bridge: str) -> str:
     return next((s.driver for s in topo.switches if s.name == bridge), "ovs")
-
-
-def _connections(port: int) -> dict[int, int]:
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(f"{STATE_QUERY}\n".encode())
-        return read_connections(s.makefile().readline().strip())

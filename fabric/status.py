@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from fabric import scpicontrol
+from fabric.errors import FabricError
 from fabric.run import run
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
@@ -134,14 +135,10 @@ def _optical(name: str, port: int) -> str:
     """An optical switch's circuits, asked of its emulator over SCPI."""
     where = f"Polatis SCPI emulator 127.0.0.1:{port}"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-            sock.sendall(b":OXC:SWIT:CONN:STAT?\n")
-            reply = sock.makefile().readline().strip()
-    except OSError as exc:
+        pairs = scpicontrol.connections(port)
+    except FabricError as exc:
         return f"  optical {name} ({where}): unreachable ({exc})"
-    ins, _, outs = reply.partition("),(")
-    pairs = zip(ins.strip("(@)").split(","), outs.strip("(@)").split(","), strict=False)
-    circuits = " ".join(f"{i}->{e}" for i, e in pairs if i and e) or "none"
+    circuits = " ".join(f"{i}->{e}" for i, e in sorted(pairs.items())) or "none"
     return f"  optical {name} ({where}): {circuits}"
 
 

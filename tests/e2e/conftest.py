@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fabric import fabric, netns, state
+from fabric import fabric, netns, scpicontrol, state
 from fabric.fabric import Fabric
 from services.reroute.topology import Topology, load_topology
 
@@ -46,10 +45,13 @@ def leftovers(name: str) -> list[str]:
 
 
 def scpi(fab: Fabric, line: str) -> str:
-    """One exchange with the fabric's Polatis emulator (its emulator-only commands too)."""
-    with socket.create_connection(("127.0.0.1", fab.state.scpi["ost1"]), timeout=2) as s:
-        s.sendall(line.encode() + b"\n")
-        return s.makefile().readline().strip() if "?" in line else ""
+    """One exchange with the fabric's Polatis emulator (its emulator-only commands too): a
+    query's answer; a command waited for (``*OPC?``), ``""``."""
+    port = fab.state.scpi["ost1"]
+    if "?" in line:
+        return scpicontrol.ask(port, line)
+    assert scpicontrol.ask(port, f"{line}\n*OPC?") == "1", line
+    return ""
 
 
 def reroute(

@@ -14,7 +14,6 @@ from experiments.demo_report import (
     TcpNumbers,
     Timing,
     UdpNumbers,
-    parse_lock_reply,
     qdisc_drops,
     socket_drops,
     table,
@@ -64,14 +63,6 @@ def test_demo_bbm_loses_mbb_does_not_and_nothing_is_left(tmp_path: Path, topolog
     assert bbm["timing"]["lock_ms"] - 5 <= bbm["udp"]["longest_gap_ms"] <= dark + 150, bbm
     assert mbb["timing"]["new_path_ms"] >= mbb["timing"]["dark_ms"], mbb
     assert bbm["tcp"]["min_mbps"] < 0.5 * bbm["tcp"]["median_mbps"], bbm["tcp"]
-
-
-def test_lock_reply_is_read_by_egress_port() -> None:
-    assert parse_lock_reply("(@19,18),(612,531)\n") == {19: 612.0, 18: 531.0}
-    assert parse_lock_reply("(@),()") == {}
-    assert parse_lock_reply("(@17),(INF)") == {17: float("inf")}
-    with pytest.raises(ValueError):
-        parse_lock_reply("-100,Command error")
 
 
 def test_socket_drops_add_up_the_d_of_every_socket() -> None:
