@@ -2,9 +2,10 @@
 service: concurrency of disjoint reroutes (issue 24, part 1).
 
 Run as root: ``.venv/bin/python bench/concurrent_reroutes.py [--rounds 3] [--rate 1000]
-[--store sqlite|etcd] [--replicas N]``. It builds its own fabric (``bench-conc``: ``reroute
-topo generate leaf-spine --racks 16 --spines 1 --ocs 4``) and starts ``reroute serve`` on it
-(a real process, SQLite journal); with ``--store etcd``, ``--replicas`` of them (1 by
+[--store sqlite|etcd] [--replicas N] [--logs DIR]``. It builds its own fabric
+(``bench-conc``: ``reroute topo generate leaf-spine --racks 16 --spines 1 --ocs 4``) and
+starts ``reroute serve`` on it (a real process, SQLite journal; its config and log kept in
+``--logs``, else deleted); with ``--store etcd``, ``--replicas`` of them (1 by
 default) on a 3-member etcd on loopback (``fabric/etcdcluster.py``), each request sent to
 the next replica in turn (device ownership decides which one runs it).
 Every rack pair's flow first moves from its spine path onto OCS 1 (``r<a>-<b>-o1``). Then,
@@ -83,15 +84,21 @@ def flow(topo: Topology, a: int, b: int) -> str:
 
 class Service:
     """``reroute serve`` on the bench fabric, as a process (``store``: its YAML, SQLite by
-    default; ``name``: its config's and log's)."""
+    default, in ``journal``; ``name``: its config's and log's, in ``into``)."""
 
     def __init__(
-        self, topo_file: Path, fab: Fabric, into: Path, store: str = "", name: str = "serve"
+        self,
+        topo_file: Path,
+        fab: Fabric,
+        into: Path,
+        store: str = "",
+        name: str = "serve",
+        journal: Path | None = None,
     ) -> None:
         config = into / f"{name}.yaml"
         config.write_text(
             f"topology: {topo_file}\ninventory: {fab.state.inventory}\n"
-            f"journal: {into / 'journal.sqlite'}\n"
+            f"journal: {journal or into / 'journal.sqlite'}\n"
             f"tokens: [{{token: {TOKEN}, role: operator}}]\nstep_timeout_s: 5\n"
             + (f"store: {store}\n" if store else "")
         )
@@ -294,6 +301,9 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=200, help="probe datagrams/s per pair")
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--replicas", type=int, default=1, help="with --store etcd")
+    parser.add_argument(
+        "--logs", type=Path, help="keep the services' configs and logs in this directory"
+    )
     args = parser.parse_args()
     if args.replicas != 1 and args.store != "etcd":
         parser.error("--replicas needs --store etcd")
@@ -310,8 +320,11 @@ def main() -> int:
         fab = fabric.up(topo)
         svcs: list[Service] = []
         try:
+            into = args.logs or Path(tmp)
+            into.mkdir(parents=True, exist_ok=True)
             for i in range(args.replicas):
-                svcs.append(Service(topo_file, fab, Path(tmp), store, f"serve{i}"))
+                journal = Path(tmp) / "journal.sqlite"  # not kept: a new run starts afresh
+                svcs.append(Service(topo_file, fab, into, store, f"serve{i}", journal))
             return _rounds(svcs, topo, fab, args.rounds, args.rate)
         finally:
             for svc in svcs:
