@@ -3,7 +3,8 @@
 random replicas, a seeded schedule of faults, the checker over the devices' own write
 history) run for ``--minutes`` with ``--seed``.
 
-Run as root: ``.venv/bin/python bench/chaos.py --minutes 10 --seed 7 [--runs 3]``.
+Run as root: ``.venv/bin/python bench/chaos.py --minutes 10 --seed 7 [--runs 3]
+[--fabric ngncs|pairs|both]``.
 Each run is one pytest process on the service fabric (built and torn down by the test's
 fixtures, under ``/tmp/reroute-fabric.lock``); seed ``S + i`` for run ``i``. It prints
 each run's summary (requests accepted and ended, the fault schedule) and, for a run the
@@ -26,11 +27,16 @@ TEST = "tests/e2e/service/test_replicas_chaos.py"
 LOCK = "/tmp/reroute-fabric.lock"
 
 
-def run(minutes: float, seed: int) -> bool:
-    """One chaos run; True if the checker found nothing."""
+FABRICS = {"ngncs": "finds_nothing", "pairs": "disjoint_pairs", "both": ""}  # -k
+
+
+def run(minutes: float, seed: int, fabric: str = "both") -> bool:
+    """One chaos run (on ``fabric``: the test's ngncs-ost, its disjoint pairs, or one after
+    the other); True if the checker found nothing."""
     env = os.environ | {"CHAOS_SEED": str(seed), "CHAOS_SECONDS": str(minutes * 60)}
     env["PYTHONPATH"] = str(ROOT)
     cmd = ["flock", LOCK, sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:randomly", TEST]
+    cmd += ["-k", FABRICS[fabric]] if FABRICS[fabric] else []
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     lines = done.stdout.splitlines()
     summary = [ln for ln in lines if ln.startswith(("seed ", "  ", "E  "))]
@@ -43,10 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--fabric",
+        choices=sorted(FABRICS),
+        default="both",
+        help="ngncs: one flow, every reroute overlapping; pairs: two disjoint flows; both",
+    )
     args = parser.parse_args(argv)
     failed = 0
     for i in range(args.runs):
-        ok = run(args.minutes, args.seed + i)
+        ok = run(args.minutes, args.seed + i, args.fabric)
         print(f"run {i + 1}/{args.runs} seed {args.seed + i}: {'ok' if ok else 'VIOLATIONS'}")
         failed += not ok
     return failed

@@ -83,8 +83,9 @@ def history(
     logged: Mapping[str, str] | None = None,
 ) -> History:
     """Every device's history so far, writers named by ``pids``: the relays', the Polatis
-    emulator's and ``logged``'s (the write log's device name -> the topology's)."""
-    devices = {f"polatis@127.0.0.1:{fab.state.scpi['ost1']}": "ost1", **(logged or {})}
+    emulators' and ``logged``'s (the write log's device name -> the topology's)."""
+    optical = {f"polatis@127.0.0.1:{port}": name for name, port in fab.state.scpi.items()}
+    devices = {**optical, **(logged or {})}
     logged_ = emulator_writes(fab.state.dir / WRITES, devices, pids)
     return merged(relay_writes(relays, pids), logged_)
 

@@ -13,7 +13,7 @@ from services.reroute.engine import read_optics, read_tables
 from services.reroute.journal import Journal, Record, StepRecord
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, tag_of
 from services.reroute.tables import Packet, Tables, deliver, lookup, tables_from
-from services.reroute.topology import Circuit, Topology
+from services.reroute.topology import Circuit, Endpoint, Host, Topology
 
 VM2, VM3 = IPv4Address("10.0.0.2"), IPv4Address("10.0.0.3")
 
@@ -52,20 +52,26 @@ def optics(topo: Topology, fab: Fabric) -> frozenset[Circuit]:
 
 
 def path_of_flow(
-    topo: Topology, fab: Fabric, t: Tables | None = None, circuits: frozenset[Circuit] | None = None
+    topo: Topology,
+    fab: Fabric,
+    t: Tables | None = None,
+    circuits: frozenset[Circuit] | None = None,
+    hosts: tuple[str, str] = ("vm2", "vm3"),
 ) -> str:
-    """The one path vm2<->vm3 takes, both directions delivered on it (AssertionError if not),
-    through ``circuits`` (default: the topology's initial ones)."""
+    """The one path between ``hosts`` (vm2<->vm3) takes, both directions delivered on it
+    (AssertionError if not), through ``circuits`` (default: the topology's initial ones)."""
     t = tables(topo, fab) if t is None else t
     names = list(topo.paths)
     found = set()
-    for host, at, packet in (
-        ("vm2", "br2", Packet(src=VM2, dst=VM3)),
-        ("vm3", "br3", Packet(src=VM3, dst=VM2)),
-    ):
+    for host, other in (hosts, hosts[::-1]):
+        src, dst = topo.nodes[host], topo.nodes[other]
+        assert isinstance(src, Host) and isinstance(dst, Host)
+        packet = Packet(src=src.address, dst=dst.address)
         walk = deliver(topo, t, host, packet, circuits)
         assert walk.delivered, f"{host}: {walk.reason}"
-        ingress = lookup(t[at], 1, packet)
+        at = topo.peer(Endpoint(node=host, port=src.interfaces[0].name))
+        assert at is not None
+        ingress = lookup(t[at.node], 1, packet)
         assert ingress is not None
         found.add(names[(tag_of(ingress) or 0) - 1])
     assert len(found) == 1, f"the two directions are on different paths: {found}"
