@@ -107,8 +107,9 @@ def logged_devices(inventory: Path) -> dict[str, str]:
     return names
 
 
-def where(topo: Topology, fab: Fabric) -> list[str]:
-    """The one path the flow is on, read back from the switches and ost1 (``[]``: none)."""
+def where(topo: Topology, fab: Fabric, hosts: tuple[str, str] = ("vm2", "vm3")) -> list[str]:
+    """The one path the flow between ``hosts`` is on, read back from the switches and the
+    optical switches (``[]``: none)."""
     names = frozenset(o.name for o in topo.optical_switches)
 
     async def circuits() -> frozenset[Circuit]:
@@ -121,9 +122,9 @@ def where(topo: Topology, fab: Fabric) -> list[str]:
     over_openflow = any(d["driver"] == "p4runtime" for d in devices)
     try:
         t = bridge_tables(topo, fab) if over_openflow else None
-        return [path_of_flow(topo, fab, t, asyncio.run(circuits()))]
+        return [path_of_flow(topo, fab, t, asyncio.run(circuits()), hosts)]
     except AssertionError as exc:
-        print(f"the flow is on no one path: {exc}")
+        print(f"the flow {hosts[0]} -> {hosts[1]} is on no one path: {exc}")
         return []
 
 

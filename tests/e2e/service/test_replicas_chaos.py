@@ -94,7 +94,6 @@ from tests.e2e.service.recorded import (
     where,
 )
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess
-from tests.unit.services.service.fabric_state import optics, path_of_flow, tables
 
 DONE = RerouteState.DONE
 pytestmark = [
@@ -460,15 +459,7 @@ def test_chaos_with_disjoint_pairs_the_checker_finds_nothing(
         return frozenset({f"leaf{a}", f"leaf{b}", *optical})
 
     def found() -> dict[str, list[str]]:
-        t, circuits = tables(topo, fab), optics(topo, fab)
-        paths = {}
-        for (a, b), flow in flows.items():
-            try:
-                paths[flow] = [path_of_flow(topo, fab, t, circuits, (f"h{a}", f"h{b}"))]
-            except AssertionError as exc:
-                print(f"{flow} is on no one path: {exc}")
-                paths[flow] = []
-        return paths
+        return {flow: where(topo, fab, (f"h{a}", f"h{b}")) for (a, b), flow in flows.items()}
 
     probes = [(f"h{a}", f"h{b}", str(_host(topo, f"h{b}").address)) for a, b in PAIRS]
     setup: list[Move] = [(flows[(a, b)], f"r{a}-{b}-o1", None) for a, b in PAIRS]  # off the spine

@@ -101,10 +101,14 @@ class StalePort(EventPort):
         now = asyncio.get_running_loop().time()
         return PortState.DOWN if self.down_at <= now < self.up_at else PortState.UP
 
+    def went_down(self, listener: PortListener) -> None:
+        """Report port 2 going down."""
+        listener(2, PortState.DOWN)
+
     @asynccontextmanager
     async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
-        down = loop.call_later(self.down_at - loop.time(), listener, 2, PortState.DOWN)
+        down = loop.call_later(self.down_at - loop.time(), self.went_down, listener)
         up = loop.call_later(self.up_at - loop.time(), listener, 2, PortState.UP)
         try:
             yield
@@ -163,34 +167,17 @@ def test_a_read_answered_before_the_down_event_is_not_the_lock() -> None:
     assert asyncio.run(main()) <= 0  # it opened once the port came up again, not before
 
 
-class UpThenDown(PolledPort):
+class UpThenDown(StalePort):
     """Port 2 reads up (the old light) until its switch notices the change, 20 ms in, and
     reports it as OVS does: an "up" (another of the port's attributes changed first) and a
     "down", handed to the watch at once; the new circuit's light comes at ``up_after``."""
 
     def __init__(self, name: str, up_after: float) -> None:
-        super().__init__(name, up_after)
-        self.noticed = asyncio.get_running_loop().time() + 0.02
+        super().__init__(name, down_after=0.02, up_after=up_after)
 
-    def state(self) -> PortState:
-        now = asyncio.get_running_loop().time()
-        return PortState.DOWN if self.noticed <= now < self.up_at else PortState.UP
-
-    @asynccontextmanager
-    async def port_events(self, listener: PortListener) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-
-        def burst() -> None:
-            listener(2, PortState.UP)
-            listener(2, PortState.DOWN)
-
-        noticed = loop.call_later(self.noticed - loop.time(), burst)
-        up = loop.call_later(self.up_at - loop.time(), listener, 2, PortState.UP)
-        try:
-            yield
-        finally:
-            noticed.cancel()
-            up.cancel()
+    def went_down(self, listener: PortListener) -> None:
+        listener(2, PortState.UP)
+        listener(2, PortState.DOWN)
 
 
 def test_an_up_and_a_down_handed_on_together_are_taken_in_order() -> None:
