@@ -206,7 +206,10 @@ class Done:
         """The shifts, circuit changes and lock waits, in the order they ended."""
         named = [(p.name, s) for p in self.plan.phases for s in p.steps]
         marks = [
-            (self.ended_ms[i], f"{'' if phase == step.kind else phase + ': '}{step.describe()}")
+            (
+                self.ended_ms[i],
+                f"{'' if phase.value == step.kind.value else phase + ': '}{step.describe()}",
+            )
             for i, (phase, step) in enumerate(named, start=1)
             if step.kind in KEY_STEPS
         ]

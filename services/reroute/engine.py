@@ -49,7 +49,8 @@ from services.reroute.locks import (
 from services.reroute.model import Intent
 from services.reroute.planning import capable, foreign, plan
 from services.reroute.planning.electronic import gc_steps
-from services.reroute.planning.plan import Disruption, Phase, Plan, StepKind
+from services.reroute.planning.order import Order, PhaseName
+from services.reroute.planning.plan import Disruption, Plan, StepKind, laid_out
 from services.reroute.planning.restore import found_on, moved_any, plan_restore
 from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
 from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
@@ -748,7 +749,7 @@ class Engine:
             from_paths=(),
             to_path="",
             disruption=Disruption.HITLESS,
-            phases=(Phase(name="clean", steps=tuple(steps)),),
+            phases=laid_out(Order.CLEANUP, {PhaseName.CLEAN: steps}),
             planned_at=time.time(),
         )
         scratch = Journal(None)

@@ -30,7 +30,9 @@ from services.reroute.executor import Driver, Executor, Outcome
 from services.reroute.journal import Journal, Journaling, RerouteState
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import install_step
-from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.planning.order import Order
+from services.reroute.planning.order import PhaseName as P
+from services.reroute.planning.plan import Disruption, Plan, Step, StepKind, laid_out
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, host_flow, path_rules
 from services.reroute.tables import RuleKey, Tables
 from services.reroute.topology import Topology
@@ -95,11 +97,7 @@ def plan_resync(
             changes = tuple(FlowChange(op=FlowOp.DELETE, rule=r) for r in extra)
             undo = tuple(FlowChange(op=FlowOp.ADD, rule=r) for r in extra)
             clean.append(Step(kind=StepKind.REMOVE, device=bridge, changes=changes, undo=undo))
-    phases = tuple(
-        Phase(name=name, steps=tuple(steps), concurrent=True)
-        for name, steps in (("make", make), ("shift", shift), ("clean", clean))
-        if steps
-    )
+    phases = laid_out(Order.RESYNC, {P.MAKE: make, P.SHIFT: shift, P.CLEAN: clean})
     if not phases:
         return None
     flows = tuple(f for fs in placement.values() for f in fs)

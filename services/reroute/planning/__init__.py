@@ -4,7 +4,9 @@
 flows between electrical paths (``electronic``); one that needs new cross-connects
 reconfigures an optical switch (``optical``, built on ``electronic``): make-before-break
 from where the flows are when the change leaves their path, else parked on ``via``.
-``restore`` plans recoveries; ``plan`` (the module) holds the types every planner returns.
+``restore`` plans recoveries; ``plan`` (the module) holds the types every planner returns;
+``order`` is the ordering table every planner lays its steps out by (phases, concurrency,
+checkpoints, one row per kind of plan).
 
 The package attribute ``plan`` is the function (defined after the submodule is imported):
 take the types with ``from services.reroute.planning.plan import Plan``, not with

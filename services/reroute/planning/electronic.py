@@ -1,6 +1,8 @@
 """The electronic planner: flows move between electrical paths (``plan_electronic``).
 
-Ordering policy, make-before-break (MBB), for flows moving from path(s) P to path Q:
+Ordering policy (its phases' order and concurrency are rows of ``planning.order``; this
+module computes their steps), make-before-break (MBB), for flows moving from path(s) P to
+path Q:
 
   1. make     install Q's missing transit/egress rules, one atomic batch per bridge,
               listed downstream-first along the forward direction, run at once (they
@@ -32,7 +34,9 @@ from operator import attrgetter
 from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix, new_change, new_rule
 from services.reroute.errors import PlanError, option
 from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.planning.order import Order
+from services.reroute.planning.order import PhaseName as P
+from services.reroute.planning.plan import Disruption, Plan, Step, StepKind, laid_out
 from services.reroute.rules import (
     DEFAULT_SPACE,
     INGRESS_PRIORITY,
@@ -63,14 +67,12 @@ def drain_for(paths: Iterable[Path]) -> float:
     return delay_s * (1 + DRAIN_JITTER) + DRAIN_MARGIN_S
 
 
-def _drain(
-    intent: Intent, old: Iterable[Path], seen_on: Iterable[tuple[str, int]]
-) -> tuple[Step, ...]:
+def _drain(intent: Intent, old: Iterable[Path], seen_on: Iterable[tuple[str, int]]) -> list[Step]:
     """The drain; one that waits at all also waits for the rules the shift added
     (``seen_on``: ingress bridge, cookie) to count packets (``services.reroute.drain.quiet``)."""
     duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
     seen = tuple(sorted(set(seen_on))) if duration > 0 else ()
-    return (Step(kind=StepKind.DRAIN, duration_s=duration, seen_on=seen),)
+    return [Step(kind=StepKind.DRAIN, duration_s=duration, seen_on=seen)]
 
 
 def initial_optics(topo: Topology) -> frozenset[Circuit]:
@@ -122,30 +124,17 @@ def plan_electronic(
     shift_verify = [_verify(s) for s in shift]
     verify = make_verify + shift_verify
     if intent.strategy is Strategy.MBB:
-        phases = [
-            # tagged rules no packet carries before the shift: all bridges at once
-            Phase(name="make", steps=tuple(make), concurrent=True),
-            Phase(name="verify-make", steps=tuple(make_verify), concurrent=True),
-            Phase(name="shift", steps=tuple(shift), concurrent=True),
-            Phase(name="verify-shift", steps=tuple(shift_verify), concurrent=True),
-            # the drain only protects the removal of old rules: nothing to clean, no drain
-            Phase(
-                name="drain",
-                steps=_drain(intent, old_paths, ((s.device, mine) for s in shift)) if clean else (),
-            ),
-            Phase(name="clean", steps=tuple(clean)),
-        ]
+        # the drain only protects the removal of old rules: nothing to clean, no drain
+        drain = _drain(intent, old_paths, ((s.device, mine) for s in shift)) if clean else []
+        steps = {P.MAKE: make, P.VERIFY_MAKE: make_verify, P.SHIFT: shift,
+                 P.VERIFY_SHIFT: shift_verify, P.DRAIN: drain, P.CLEAN: clean}  # fmt: skip
+        phases = laid_out(Order.ELECTRONIC_MBB, steps)
         disruption = Disruption.HITLESS
     else:
-        breaks = _break_steps(moving)
-        gap = (Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s),) if intent.bbm_gap_s else ()
-        phases = [
-            Phase(name="break", steps=tuple(breaks)),
-            Phase(name="gap", steps=gap),
-            Phase(name="make", steps=tuple(make + shift)),
-            Phase(name="verify", steps=tuple(verify), concurrent=True),
-            Phase(name="clean", steps=tuple(clean)),
-        ]
+        gap = [Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s)] if intent.bbm_gap_s else []
+        steps = {P.BREAK: _break_steps(moving), P.GAP: gap, P.MAKE: make + shift,
+                 P.VERIFY: verify, P.CLEAN: clean}  # fmt: skip
+        phases = laid_out(Order.ELECTRONIC_BBM, steps)
         disruption = Disruption.OUTAGE
     by_origin: dict[str, list[FlowSpec]] = {}
     for flow, t in zip(intent.flows, origin_tags, strict=True):
@@ -155,7 +144,7 @@ def plan_electronic(
         from_paths=tuple(names[t - 1] for t in from_tags if t != tag),
         to_path=to.name,
         disruption=disruption,
-        phases=tuple(p for p in phases if p.steps),
+        phases=phases,
         planned_at=now,
         flow_count=len(intent.flows),
         origins=tuple((p, tuple(f)) for p, f in by_origin.items()),

@@ -4,7 +4,8 @@ break-before-make (Table 4.2) around an optical switch.
 A target path that needs cross-connects not present means reconfiguring the switch: the
 new circuits are added (and the circuits they collide with, same ingress or egress,
 removed), then the new circuit is dark for the switching time plus the transceivers' lock
-time. Ordering policy:
+time. Ordering policy (the phases' order, concurrency and checkpoint are rows of
+``planning.order``; this module computes their steps):
 
 MBB from where the flows are (no ``intent.via``, or it names the path they are on: a
 path the change does not cut, e.g. after a failover parked them there)
@@ -45,7 +46,17 @@ from drivers.base import FlowOp
 from services.reroute.errors import PlanError, option
 from services.reroute.model import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
 from services.reroute.planning.electronic import all_on, plan_electronic
-from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.planning.order import Leg, Order
+from services.reroute.planning.order import PhaseName as P
+from services.reroute.planning.plan import (
+    Disruption,
+    Phase,
+    Plan,
+    Step,
+    StepKind,
+    as_leg,
+    laid_out,
+)
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.tables import Tables
 from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
@@ -118,14 +129,10 @@ def _attached(topo: Topology, duplex: Iterable[tuple[str, int]]) -> tuple[tuple[
     return tuple(ports)
 
 
-def _watching(phase: Phase, ports: tuple[tuple[str, int], ...]) -> Phase:
-    """``phase`` with its drains also watching ``ports`` (until they stop sending:
+def _watching(drain: tuple[Step, ...], ports: tuple[tuple[str, int], ...]) -> tuple[Step, ...]:
+    """The ``drain`` steps also watching ``ports`` (until they stop sending:
     ``services.reroute.drain.quiet``); a drain of 0 stays one."""
-    steps = tuple(
-        replace(s, ports=ports) if s.kind is StepKind.DRAIN and s.duration_s > 0 else s
-        for s in phase.steps
-    )
-    return replace(phase, steps=steps)
+    return tuple(replace(s, ports=ports) if s.duration_s > 0 else s for s in drain)
 
 
 def _circuit_steps(needed: frozenset[Circuit], removed: frozenset[Circuit]) -> tuple[Step, ...]:
@@ -169,24 +176,12 @@ def _mbb(
         topo, parked, Intent(flows=intent.flows, to_path=intent.to_path, drain_s=intent.drain_s),
         now, partial_ok=False, made=made, space=space,
     )  # fmt: skip
-    rest = ((via.name, intent.flows),)
-    park_phases = {p.name: p for p in park.phases}
-    if "drain" in park_phases:  # nothing goes into the circuits to cut once it ends
-        park_phases["drain"] = _watching(park_phases["drain"], feed_ports(topo, removed))
-    swap_phases = {p.name: p for p in swap.phases}
-    # checkpoint once the flows rest on ``via``: a later failure rolls back to here
-    parked_at = "verify-shift" if "verify-shift" in park_phases else "shift"
-    phases = [
-        *_renamed("park", park_phases, ("make", "verify-make", "shift", "verify-shift"),
-                  rest_at=parked_at, rest=rest),
-        *_renamed("park", park_phases, ("drain",)),  # in flight on the old path: arrived
-        Phase(name="circuits", steps=circuits, concurrent=True),
-        # staged while the new circuit's transceivers lock: off the critical path
-        *_renamed("park", park_phases, ("clean",)),
-        *_renamed("swap", swap_phases, ("make", "verify-make")),
-        Phase(name="await-lock", steps=(lock,)),
-        *_renamed("swap", swap_phases, ("shift", "verify-shift", "drain", "clean")),
-    ]  # fmt: skip
+    steps = {**as_leg(Leg.PARK, park), P.CIRCUITS: circuits, **as_leg(Leg.SWAP, swap),
+             P.AWAIT_LOCK: (lock,)}  # fmt: skip
+    # nothing goes into the circuits to cut once the park's drain ends
+    steps[P.PARK_DRAIN] = _watching(steps.get(P.PARK_DRAIN, ()), feed_ports(topo, removed))
+    # a checkpoint once the flows rest on ``via``: a later failure rolls back to there
+    phases = laid_out(Order.OPTICAL_MBB_PARKED, steps, rest=((via.name, intent.flows),))
     return _optical_plan(intent, (park, swap), Disruption.HITLESS, phases, now)
 
 
@@ -212,14 +207,8 @@ def _from_here(
         what = f"the reconfiguration cuts path {', '.join(cut)}, where the flows are"
         raise PlanError(_needs_parking(topo, optics, removed, intent, what))
     _refuse_cut(topo, tables, removed, intent.flows, space)
-    moves = {p.name: p for p in move.phases}
-    phases = [
-        Phase(name="circuits", steps=circuits, concurrent=True),
-        # staged while the transceivers lock: tagged rules no packet uses yet
-        *_renamed("move", moves, ("make", "verify-make")),
-        Phase(name="await-lock", steps=(lock,)),
-        *_renamed("move", moves, ("shift", "verify-shift", "drain", "clean")),
-    ]
+    steps = {P.CIRCUITS: circuits, **as_leg(Leg.MOVE, move), P.AWAIT_LOCK: (lock,)}
+    phases = laid_out(Order.OPTICAL_MBB_FROM_HERE, steps)
     return _optical_plan(intent, (move,), Disruption.HITLESS, phases, now)
 
 
@@ -271,12 +260,9 @@ def _bbm(
         now, partial_ok=False, space=space,
     )  # fmt: skip
     gap = (Step(kind=StepKind.WAIT, duration_s=intent.bbm_gap_s),) if intent.bbm_gap_s else ()
-    phases = [
-        Phase(name="circuits", steps=circuits, concurrent=True),
-        *([Phase(name="gap", steps=gap)] if gap else []),
-        *(p for p in move.phases if p.name != "drain"),
-        Phase(name="await-lock", steps=(lock,)),
-    ]
+    steps: dict[P, tuple[Step, ...]] = {P.CIRCUITS: circuits, P.GAP: gap}
+    steps.update((p.name, p.steps) for p in move.phases if p.name != P.DRAIN)  # none: drain 0
+    phases = laid_out(Order.OPTICAL_BBM, {**steps, P.AWAIT_LOCK: (lock,)})
     return _optical_plan(intent, (move,), Disruption.OUTAGE, phases, now)
 
 
@@ -284,7 +270,7 @@ def _optical_plan(
     intent: Intent,
     moves: tuple[Plan, ...],
     disruption: Disruption,
-    phases: list[Phase],
+    phases: tuple[Phase, ...],
     now: float,
 ) -> Plan:
     """The plan of ``intent`` made of ``phases`` from the electronic ``moves``: the flows
@@ -295,34 +281,12 @@ def _optical_plan(
         from_paths=first.from_paths,
         to_path=intent.to_path,
         disruption=disruption,
-        phases=tuple(phases),
+        phases=phases,
         planned_at=now,
         flow_count=len(intent.flows),
         origins=first.origins,
         undo_drain_s=max(m.undo_drain_s for m in moves),
     )
-
-
-def _renamed(
-    prefix: str,
-    phases: dict[str, Phase],
-    names: tuple[str, ...],
-    *,
-    rest_at: str = "",
-    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = (),
-) -> list[Phase]:
-    """The phases called ``names`` (those present), renamed ``prefix-name``; the one called
-    ``rest_at`` becomes a checkpoint with ``rest``."""
-    return [
-        Phase(
-            name=f"{prefix}-{n}",
-            steps=phases[n].steps,
-            concurrent=phases[n].concurrent,
-            rest=rest if n == rest_at else (),
-        )
-        for n in names
-        if n in phases
-    ]
 
 
 def _path(topo: Topology, name: str) -> Path:

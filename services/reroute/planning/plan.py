@@ -5,13 +5,17 @@ Plans are data: the executor runs them, ``reroute plan`` prints them, the tests 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from operator import attrgetter
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning.order import ORDER, Leg, Order, PhaseName, leg_phase
 from services.reroute.topology import Circuit
+
+Rest = tuple[tuple[str, tuple[FlowSpec, ...]], ...]  # (path, forward flows) on each path
 
 
 class StepKind(StrEnum):
@@ -78,12 +82,38 @@ class Phase:
     """Steps run in order; ``concurrent`` phases run their steps at once (any subset of a
     concurrent phase may have happened when something fails: the tests check them all)."""
 
-    name: str
+    name: PhaseName
     steps: tuple[Step, ...]
     concurrent: bool = False
     # a checkpoint: after this phase every flow rests on a working path, placed like this
     # (path, forward flows); a later failure rolls back to here, not to the start
-    rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...] = ()
+    rest: Rest = ()
+
+
+def laid_out(
+    order: Order, steps: Mapping[PhaseName, Sequence[Step]], rest: Rest = ()
+) -> tuple[Phase, ...]:
+    """``steps`` as the phases of ``order`` (``planning.order.ORDER``): in its rows' order,
+    concurrent where a row says, a phase with no step left out. ``rest`` goes to the
+    checkpoint row, or to the phase before it when it has no step (nothing ran between).
+    A phase the order has no row for is a ValueError (a planner's bug)."""
+    rows = ORDER[order]
+    stray = sorted(set(steps) - {r.phase for r in rows})
+    if stray:
+        raise ValueError(f"the {order} order has no phase {', '.join(stray)}")
+    out: list[Phase] = []
+    for row in rows:
+        got = tuple(steps.get(row.phase, ()))
+        if got:
+            out.append(Phase(name=row.phase, steps=got, concurrent=row.concurrent))
+        if row.checkpoint and rest and out:
+            out[-1] = replace(out[-1], rest=rest)
+    return tuple(out)
+
+
+def as_leg(leg: Leg, plan: Plan) -> dict[PhaseName, tuple[Step, ...]]:
+    """The steps of ``plan`` (an electronic MBB) by phase, as phases of ``leg``."""
+    return {leg_phase(leg, p.name): p.steps for p in plan.phases}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,9 @@ from services.reroute.planning.electronic import (
     plan_electronic,
     scoped_directions,
 )
-from services.reroute.planning.plan import Disruption, Phase, Plan
+from services.reroute.planning.order import Order
+from services.reroute.planning.order import PhaseName as P
+from services.reroute.planning.plan import Disruption, Plan, laid_out
 from services.reroute.rules import (
     DEFAULT_SPACE,
     INGRESS_PRIORITY,
@@ -69,7 +71,7 @@ def plan_restore(
                 from_paths=tuple(touched),
                 to_path="",
                 disruption=Disruption.HITLESS,
-                phases=(Phase(name="clean", steps=tuple(gc)),),
+                phases=laid_out(Order.CLEANUP, {P.CLEAN: gc}),
                 planned_at=now,
             )
         )

@@ -28,6 +28,7 @@ import httpx
 
 from services.reroute.errors import ApiError
 from services.reroute.journal import RerouteState
+from services.reroute.planning.order import PhaseName, Stage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +38,8 @@ class StepView:
     state: str  # planned | started | done | failed | undone
     ms: float | None
     error: str | None
-    phase: str | None = None  # the plan phase (make, shift, park-shift, await-lock, ...)
+    phase: PhaseName | None = None  # the plan phase (``planning.order``)
+    stage: Stage | None = None  # how an operator reads it (park, staged, swap, ...)
     started: float | None = None  # Unix time (None: not started)
     finished: float | None = None
 
@@ -394,7 +396,8 @@ def _reroute(data: Mapping[str, Any], status: int = 200) -> RerouteView:
                 state=s["state"],
                 ms=s["ms"],
                 error=s["error"],
-                phase=s.get("phase"),
+                phase=PhaseName(s["phase"]) if s.get("phase") else None,
+                stage=Stage(s["stage"]) if s.get("stage") else None,
                 started=s.get("started"),
                 finished=s.get("finished"),
             )

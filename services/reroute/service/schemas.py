@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Stric
 from services.reroute.errors import PlanError
 from services.reroute.journal import RerouteState, StepState
 from services.reroute.model import ANY_HOST, FlowSpec, Intent, Strategy
+from services.reroute.planning.order import PhaseName, Stage
 from services.reroute.planning.plan import Disruption
 
 MAX_MS = 600_000.0
@@ -92,7 +93,10 @@ class IntentView(BaseModel):
 
 class StepView(BaseModel):
     index: int = Field(description="1-based, in plan order")
-    phase: str | None = Field(default=None, description="the plan phase it belongs to")
+    phase: PhaseName | None = Field(default=None, description="the plan phase it belongs to")
+    stage: Stage | None = Field(
+        default=None, description="how an operator reads its phase (the page groups by it)"
+    )
     description: str
     state: StepState | Literal["planned"]
     started: float | None = Field(description="Unix time")
@@ -126,7 +130,8 @@ class RerouteList(BaseModel):
 
 class PlanStepView(BaseModel):
     index: int
-    phase: str
+    phase: PhaseName
+    stage: Stage
     kind: str
     device: str
     description: str

@@ -9,6 +9,7 @@ from drivers.base import FlowRule
 from services.reroute.journal import Record, RerouteState, StepRecord
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning.electronic import scoped_directions
+from services.reroute.planning.order import STAGE, PhaseName
 from services.reroute.planning.plan import Plan
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.service.schemas import (
@@ -64,21 +65,31 @@ def reroute_view(
     )
 
 
-def step_phases(plan_text: str) -> list[str]:
+def step_phases(plan_text: str) -> list[PhaseName | None]:
     """The phase of each step, in plan order, read from the plan's text (``Plan.describe``:
-    a line ``  phase NAME ...`` heads the numbered lines of its steps)."""
-    phases: list[str] = []
-    current = ""
+    a line ``  phase NAME ...`` heads the numbered lines of its steps); None where the name
+    is none of ``PhaseName`` (a record written before a phase was renamed)."""
+    phases: list[PhaseName | None] = []
+    current: PhaseName | None = None
     for line in plan_text.splitlines():
         if heading := _PHASE.match(line):
-            current = heading.group(1)
+            current = _phase(heading.group(1))
         elif _STEP.match(line):
             phases.append(current)
     return phases
 
 
+def _phase(name: str) -> PhaseName | None:
+    try:
+        return PhaseName(name)
+    except ValueError:
+        return None
+
+
 def step_views(
-    names: tuple[str, ...], steps: list[StepRecord], phases: list[str] | None = None
+    names: tuple[str, ...],
+    steps: list[StepRecord],
+    phases: list[PhaseName | None] | None = None,
 ) -> list[StepView]:
     """The plan's step names with their journal state, in plan order."""
     by_index = {s.index: s for s in steps}
@@ -87,10 +98,12 @@ def step_views(
     for i, name in enumerate(names):
         s = by_index.get(i)
         ms = (s.finished - s.started) * 1000 if s and s.finished is not None else None
+        phase = known[i] if known else None
         views.append(
             StepView(
                 index=i + 1,
-                phase=known[i] if known else None,
+                phase=phase,
+                stage=STAGE[phase] if phase else None,
                 description=name,
                 state=s.state if s else "planned",
                 started=s.started if s else None,
@@ -106,7 +119,14 @@ def plan_view(plan: Plan) -> PlanView:
     """A plan as the API shows it (dry run)."""
     rows = [(phase.name, step) for phase in plan.phases for step in phase.steps]
     steps = [
-        PlanStepView(index=i, phase=name, kind=s.kind, device=s.device, description=s.describe())
+        PlanStepView(
+            index=i,
+            phase=name,
+            stage=STAGE[name],
+            kind=s.kind,
+            device=s.device,
+            description=s.describe(),
+        )
         for i, (name, s) in enumerate(rows, start=1)
     ]
     return PlanView(

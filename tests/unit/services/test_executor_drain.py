@@ -21,6 +21,7 @@ from services.reroute.errors import DeviceTimeout
 from services.reroute.executor import Executor, Outcome, StepEvent
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.topology import Circuit
 from tests.unit.services.test_executor_guard import ATOMIC, OneByOne, Optical, add, rule
@@ -62,10 +63,11 @@ class CountedOptical(Optical):
 
 
 def plan_of(*phases: tuple[str, tuple[Step, ...]]) -> Plan:
+    """A plan of ``phases`` (name: a ``PhaseName`` value)."""
     return Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=tuple(Phase(name=n, steps=s) for n, s in phases), planned_at=0.0,
+        phases=tuple(Phase(name=PhaseName(n), steps=s) for n, s in phases), planned_at=0.0,
     )  # fmt: skip
 
 
@@ -91,7 +93,7 @@ def test_the_drain_counts_from_the_shift_and_is_never_shorter() -> None:
 
 
 def test_a_drain_not_right_after_a_shift_is_whole() -> None:
-    plan = plan_of(("wait", (Step(kind=StepKind.DRAIN, duration_s=DRAIN_S),)))
+    plan = plan_of(("drain", (Step(kind=StepKind.DRAIN, duration_s=DRAIN_S),)))
     outcome = asyncio.run(Executor({}, Journal(None)).run("r", plan))
     assert outcome.timings[-1].ms >= DRAIN_S * 1000
 

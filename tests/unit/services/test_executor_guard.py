@@ -27,6 +27,7 @@ from drivers.base import (
 from services.reroute.executor import Executor, Outcome
 from services.reroute.journal import Journal, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from services.reroute.topology import Circuit
 
@@ -103,7 +104,7 @@ def run(
     plan = Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=(Phase(name="install", steps=(step,)),), planned_at=0.0,
+        phases=(Phase(name=PhaseName.MAKE, steps=(step,)),), planned_at=0.0,
     )  # fmt: skip
     journal = Journal(None)
     outcome = asyncio.run(Executor({switch.name: switch}, journal).run("r1", plan))
@@ -210,7 +211,7 @@ def run_circuits(switch: Optical, remove: Sequence[Circuit], add: Sequence[Circu
     plan = Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=(Phase(name="circuits", steps=(step,)),), planned_at=0.0,
+        phases=(Phase(name=PhaseName.CIRCUITS, steps=(step,)),), planned_at=0.0,
     )  # fmt: skip
     return asyncio.run(Executor({switch.name: switch}, Journal(None)).run("r1", plan))
 
@@ -283,7 +284,8 @@ def test_a_step_on_a_device_without_a_driver_is_refused_and_the_rest_undone() ->
     plan = Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=(Phase(name="install", steps=steps[:1]), Phase(name="more", steps=steps[1:])),
+        phases=(Phase(name=PhaseName.MAKE, steps=steps[:1]),
+                Phase(name=PhaseName.SHIFT, steps=steps[1:])),
         planned_at=0.0,
     )  # fmt: skip
     outcome = asyncio.run(Executor({"s1": switch}, Journal(None)).run("r1", plan))
@@ -304,7 +306,7 @@ def test_each_step_ends_before_the_next_starts_and_the_last_before_the_reroute()
     plan = Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=tuple(Phase(name=f"p{i}", steps=(s,)) for i, s in enumerate(steps)),
+        phases=tuple(Phase(name=list(PhaseName)[i], steps=(s,)) for i, s in enumerate(steps)),
         planned_at=0.0,
     )  # fmt: skip
     journal = Journal(None)
@@ -341,7 +343,7 @@ def test_an_undo_that_times_out_says_which_device_and_how_long() -> None:
     plan = Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=(Phase(name="install", steps=steps),), planned_at=0.0,
+        phases=(Phase(name=PhaseName.MAKE, steps=steps),), planned_at=0.0,
     )  # fmt: skip
     executor = Executor({"s1": s1, "s2": s2}, Journal(None), step_timeout=0.2)
     outcome = asyncio.run(executor.run("r1", plan))

@@ -16,6 +16,7 @@ import pytest
 from services.reroute.executor import Executor
 from services.reroute.journal import Journal, JournalError, RerouteState, StepState
 from services.reroute.model import FlowSpec, Intent
+from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
 from tests.unit.services.test_executor_guard import ATOMIC, BEFORE, OneByOne, add, delete, rule
 
@@ -47,7 +48,8 @@ def two_step_plan(s1: OneByOne, s2: OneByOne) -> Plan:
     return Plan(
         intent=Intent(flows=(FlowSpec.parse("10.0.0.1>10.0.0.2"),), to_path="p"),
         from_paths=("q",), to_path="p", disruption=Disruption.HITLESS,
-        phases=(Phase(name="make", steps=(make,)), Phase(name="shift", steps=(shift,))),
+        phases=(Phase(name=PhaseName.MAKE, steps=(make,)),
+                Phase(name=PhaseName.SHIFT, steps=(shift,))),
         planned_at=0.0,
     )  # fmt: skip
 

@@ -7,7 +7,7 @@
 import { ApiError, call, openEvents, randomKey, readEvents } from "./api.js";
 import { $, clock, el } from "./dom.js";
 import { drawTopology, flowsOn, highlightPath, pathColor, pathNodes } from "./drawing.js";
-import { phaseGroup, renderHistory, renderTimeline } from "./timeline.js";
+import { renderHistory, renderTimeline, stageOf } from "./timeline.js";
 
 const TOKEN_KEY = "reroute.token";
 
@@ -395,7 +395,7 @@ function showPlan(plan) {
   $("plan-summary").dataset.disruption = plan.disruption;
   $("plan-steps").replaceChildren(
     ...plan.steps.map((s) =>
-      el("li", { "data-phase": s.phase }, el("span", { class: "phase-name" }, phaseGroup(s.phase)), ` ${s.description}`),
+      el("li", { "data-phase": s.phase }, el("span", { class: "phase-name" }, stageOf(s)), ` ${s.description}`),
     ),
   );
   $("plan").hidden = false;

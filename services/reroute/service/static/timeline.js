@@ -4,24 +4,21 @@
 import { clock, el, ms } from "./dom.js";
 
 const DEFAULT_LOCK_TIMEOUT_MS = 3000; // services/reroute/model.py DEFAULT_LOCK_TIMEOUT_S
-const STAGED = new Set(["park-clean", "swap-make", "swap-verify-make"]);
+// the stage whose steps wait for the new circuit to lock (a Stage of the API's schema:
+// services/reroute/planning/order.py; tests/unit/services/service/test_ui.py checks it)
+const LOCK_STAGE = "await-lock";
 
-export function phaseGroup(phase) {
-  // park (all of the move onto the temporary path), circuits, staged (what runs while the
-  // transceivers lock: the old path's removal, the new path's make), await-lock, swap,
-  // clean: how an operator reads an optical MBB; an electronic one reads make, shift, clean
-  if (!phase) return "steps";
-  if (STAGED.has(phase)) return "staged";
-  if (phase.startsWith("park-")) return "park";
-  const name = phase.replace(/^swap-/, "").replace(/^verify-/, "");
-  if (name === "drain" || name === "clean") return "clean";
-  return phase.startsWith("swap-") ? "swap" : name;
+export function stageOf(step) {
+  // the API's stage of a step (park, circuits, staged, await-lock, swap, clean; make,
+  // shift, clean for an electronic move: planning/order.py STAGE); "steps" for a record
+  // whose plan names no phase
+  return step.stage ?? "steps";
 }
 
 function groups(steps) {
   const out = [];
   for (const step of steps) {
-    const name = phaseGroup(step.phase);
+    const name = stageOf(step);
     if (!out.length || out[out.length - 1].name !== name) out.push({ name, steps: [] });
     out[out.length - 1].steps.push(step);
   }
@@ -62,7 +59,7 @@ export function renderTimeline(box, badge, live, started) {
     const done = took(group.steps);
     const running = group.steps.map((s) => elapsed(s, started)).find((v) => v !== null);
     let time = done ? ms(done) : "";
-    const lock = group.name === "await-lock" && intent;
+    const lock = group.name === LOCK_STAGE && intent;
     if (running !== undefined) time = `${ms(running)} elapsed`;
     const timeout = intent?.lock_timeout_ms ?? DEFAULT_LOCK_TIMEOUT_MS; // null: the default
     if (lock) time = `${time || "–"} / timeout ${ms(timeout)}`;

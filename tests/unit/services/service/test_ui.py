@@ -10,6 +10,7 @@ tests/e2e/service/test_ui_fabric.py.
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ from drivers.errors import DeviceUnreachable
 from services.reroute.executor import Driver
 from services.reroute.model import FlowSpec, Intent
 from services.reroute.planning import plan
+from services.reroute.planning.order import STAGE, PhaseName, Stage
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import Settings
 from services.reroute.service.views import step_phases
@@ -35,6 +37,8 @@ from tests.unit.services.service.conftest import (
     settings,
 )
 from tests.unit.services.service.fakes import FakeFabric
+
+ROOT = Path(__file__).resolve().parents[4]
 
 FLOW = "10.0.0.2/32>10.0.0.3/32"  # as GET /v1/flows and the page write it
 BRIDGES = ("br1", "br2", "br3", "br4")
@@ -171,6 +175,22 @@ def test_every_step_names_its_phase(fake_server: ServerThread, topo: Topology) -
     expected = [phase.name for phase in optical.phases for _ in phase.steps]
     assert step_phases(optical.describe()) == expected
     assert {"circuits", "await-lock"} <= set(expected)
+    # each step's stage is its phase's (planning.order.STAGE), read and dry run alike
+    for steps in (done["steps"], dry["steps"]):
+        assert [s["stage"] for s in steps] == [STAGE[PhaseName(s["phase"])] for s in steps]
+    assert [s.stage for s in again.steps] == [s["stage"] for s in done["steps"]]
+
+
+def test_the_pages_stage_names_are_the_schemas(fake_server: ServerThread) -> None:
+    """The page groups steps by the API's ``stage`` and names one stage itself (the lock
+    wait): that name is one of the schema's, so a renamed stage fails here, not on the page."""
+    schema = fake_server.http().get("/openapi.json").json()["components"]["schemas"]
+    stages = set(schema["Stage"]["enum"])
+    assert stages == set(Stage)
+    script = (ROOT / "services" / "reroute" / "service" / "static" / "timeline.js").read_text()
+    named = re.findall(r'const LOCK_STAGE = "([^"]+)"', script)
+    assert named and set(named) <= stages
+    assert "phaseGroup" not in script  # no grouping by matching phase names
 
 
 # ---------------------------------------------------------------- in a browser
