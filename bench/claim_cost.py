@@ -1,5 +1,5 @@
 """What a master claim costs: the round trip a replica's run saves on each fenced device
-whose earlier claim still stands (``services/reroute/etcd/locks.py``, "A claim kept").
+whose earlier claim still stands (``services/reroute/store/etcd/locks.py``, "A claim kept").
 
 Run as root: ``.venv/bin/python bench/claim_cost.py [--claims 400]``. It builds its own
 fabric (``bench-claim``: seed 003's testbed, ``ngncs-ost``), opens br1's OpenFlow 1.3
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from drivers.ovs.driver import OvsDriver
 from fabric import fabric
 from fabric.fabric import Fabric
-from services.reroute.inventory import load_inventory, open_drivers
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.inventory import load_inventory, open_drivers
+from services.reroute.model.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "bench-claim"

@@ -53,10 +53,10 @@ from fabric import fabric, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import RerouteState
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.service.client import RerouteClient, RerouteView
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]

@@ -40,12 +40,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric import fabric
-from services.reroute.engine import Engine
+from services.reroute.engine.engine import Engine
 from services.reroute.errors import PlanError
-from services.reroute.inventory import Inventory, load_inventory, open_drivers
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.inventory import Inventory, load_inventory, open_drivers
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOW = FlowSpec.parse("10.0.0.1>10.0.0.2")

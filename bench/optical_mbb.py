@@ -12,7 +12,7 @@ out), and the **floor**: the same moves on the same fabric by the least code tha
 them safely (``floor``: the plan's rules and circuits, taken before its clock starts, as
 raw OpenFlow bundles on one connection per bridge, the SCPI commands on one TCP
 connection, PORT_STATUS on the raw connections, the drain waiting as the engine's does
-(``services.reroute.drain``: port and flow statistics on the raw connections, so the floor
+(``services.reroute.engine.drain``: port and flow statistics on the raw connections, so the floor
 is as safe as the engine under traffic); no journal, no verification, no planning), timed
 the same way. Last line: ``overhead X ms, floor Y ms, Z.ZZx`` (medians).
 Numbers, not pass/fail.
@@ -53,13 +53,14 @@ from fabric import fabric, scpicontrol
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
 from fabric.state import FabricState
-from services.reroute import drain
-from services.reroute.engine import plan_on_devices
-from services.reroute.executor import Executor, StepEvent, sleep_until
-from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine import drain
+from services.reroute.engine.engine import plan_on_devices
+from services.reroute.engine.executor import Executor, StepEvent, sleep_until
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning.plan import Plan, Step, StepKind
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 SWITCH_MS = EmulatorConfig().switch_ms

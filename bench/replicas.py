@@ -61,11 +61,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from fabric import fabric, scpicontrol, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
-from services.reroute.etcd.client import Etcd, EtcdSettings, get_op, put
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import RerouteState
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.service.client import RerouteClient
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.etcd.client import Etcd, EtcdSettings, get_op, put
+from services.reroute.store.records import RerouteState
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]

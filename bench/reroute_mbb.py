@@ -25,13 +25,13 @@ from drivers.base import FlowChange, FlowOp, FlowProgrammer
 from fabric import fabric
 from fabric.forwarding import ofctl_line
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_tables
-from services.reroute.executor import Executor
-from services.reroute.journal import Journal
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import read_tables
+from services.reroute.engine.executor import Executor
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.rules import directions, ingress_rule, path_tag
-from services.reroute.topology import load_topology
+from services.reroute.store.sqlite import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,11 +43,11 @@ from fabric import fabric
 from fabric.forwarding import ofctl_line
 from fabric.inventory import fabric_drivers
 from fabric.state import FabricState, load
-from services.reroute.engine import read_tables
-from services.reroute.executor import Executor
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import Journal
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import read_tables
+from services.reroute.engine.executor import Executor
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning import plan
 from services.reroute.rules import (
     ROLE_INGRESS,
@@ -57,7 +57,7 @@ from services.reroute.rules import (
     path_rules,
     path_tag,
 )
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.sqlite import Journal
 
 NAME = "bench-ls"
 FROM, TO = "r1-2-s1", "r1-2-s2"

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, parse_topology
 from services.reroute.planning import plan
 from services.reroute.rules import initial_rules, path_rules
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Topology, parse_topology
 
 MOVES = {
     "spine": Intent(flows=(), to_path="r1-2-s2"),

@@ -32,9 +32,9 @@ from experiments import demo_report
 from fabric import fabric, signals
 from fabric.fabric import Fabric
 from fabric.run import run
-from services.reroute.journal import RerouteState
+from services.reroute.model.topology import load_topology
 from services.reroute.service.client import RerouteClient
-from services.reroute.topology import load_topology
+from services.reroute.store.records import RerouteState
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import backends as bk
 from experiments.twosite import run_failover
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 # each way of driving the switches once (experiments/backends.py's table; not its variants

@@ -30,7 +30,7 @@ from drivers.values import FlowChange, FlowRule, PortState, Survey
 class Capabilities:
     """What a driver can do; read by the planner and executor, never probed at run time:
     ``atomic_batch``, ``self_undoing`` and ``max_batch`` by the executor's batches
-    (``services.reroute.guard``), ``read_back``, ``port_state`` and ``optical_power`` by
+    (``services.reroute.engine.guard``), ``read_back``, ``port_state`` and ``optical_power`` by
     the plan's fitting (``services.reroute.planning.capable``: lock gates, read-back) and
     by the preflight (``port_state``). A session may declare less than its class (a
     switch without bundles, a Polatis without power monitors)."""
@@ -43,7 +43,7 @@ class Capabilities:
     notes: str = ""  # for people: docs/drivers.md
     # not atomic, but the driver itself confirms every batch (the device's acknowledgement
     # or its own read-back) and undoes the applied part of a failed one before raising:
-    # the executor need not read the table around the batch (services/reroute/guard.py)
+    # the executor need not read the table around the batch (services/reroute/engine/guard.py)
     self_undoing: bool = False
 
 

@@ -2,7 +2,7 @@
 
 Every driver kind declares a ``DeviceSpec`` subclass (``driver: Literal["<kind>"]``, its
 ``target`` format, its options) and registers it with its class (``drivers.base.register``);
-the inventory loader (``services.reroute.inventory``) validates each device against the
+the inventory loader (``services.reroute.model.inventory``) validates each device against the
 model of its kind, and the registry builds the driver from (name, spec, expectations).
 
 Secrets are never inline: a spec names an environment variable or a file, and

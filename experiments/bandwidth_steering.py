@@ -27,7 +27,7 @@ from experiments.config import Config, typed
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from fabric import lines
 from fabric.fabric import veth_name
-from services.reroute.topology import Endpoint
+from services.reroute.model.topology import Endpoint
 
 STRATEGIES = ("bbm", "mbb")
 BOTTLENECK = Endpoint(node="br1", port="p3")  # egress towards br4

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.reroute.errors import ConfigError
-from services.reroute.yamlfile import YAMLError, strict_yaml
+from services.reroute.model.yamlfile import YAMLError, strict_yaml
 
 DIR = Path(__file__).resolve().parent / "configs"
 QUICK = "quick"

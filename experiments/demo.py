@@ -35,10 +35,10 @@ from fabric import fabric, signals
 from fabric import state as fabric_state
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
-from services.reroute.inventory import Inventory, load_inventory
-from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.topology import Path as TopoPath
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.inventory import Inventory, load_inventory
+from services.reroute.model.topology import Path as TopoPath
+from services.reroute.model.topology import Topology, load_topology
 
 STEPS = 7
 

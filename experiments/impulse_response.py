@@ -35,7 +35,7 @@ from experiments.config import Config, typed
 from experiments.impulse_train import Train, run_train
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import mean_band
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 DEGRADATIONS = ("path", "rtt")

@@ -41,13 +41,14 @@ from fabric import fabric, longhaul
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from fabric.traffic.iperf import IperfResult, IperfServer, run_client
-from services.reroute.engine import Engine
+from services.reroute.engine.engine import Engine
 from services.reroute.errors import RerouteError
-from services.reroute.inventory import Inventory, load_inventory, open_drivers
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.inventory import Inventory, load_inventory, open_drivers
+from services.reroute.model.topology import Topology
 from services.reroute.rules import path_rules
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 
 DEGRADATIONS = ("path", "rtt")
 INTERVAL_S = 0.1  # iperf3's reporting interval: the throughput samples

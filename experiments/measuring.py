@@ -33,14 +33,15 @@ from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
-from services.reroute.engine import Engine
-from services.reroute.executor import StepEvent
-from services.reroute.inventory import Inventory, open_drivers
-from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import Engine
+from services.reroute.engine.executor import StepEvent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.inventory import Inventory, open_drivers
+from services.reroute.model.topology import Path as TopoPath
+from services.reroute.model.topology import Topology
 from services.reroute.planning.plan import Plan, StepKind
-from services.reroute.topology import Path as TopoPath
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG, SHORT, TEMPORARY = "long", "short", "temporary"

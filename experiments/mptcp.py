@@ -40,9 +40,9 @@ from fabric.forwarding import ofctl_line
 from fabric.run import in_netns
 from fabric.run import run as run_cmd
 from services.reroute.errors import ConfigError
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Endpoint
 from services.reroute.rules import path_rules
-from services.reroute.topology import Endpoint
 
 PROTOS = ("mptcp", "tcp")
 SECOND_ADDRESS = "10.0.0.12"

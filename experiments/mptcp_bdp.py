@@ -45,9 +45,9 @@ from fabric import fabric, lines
 from fabric.fabric import Fabric, push_flows, veth_name
 from fabric.forwarding import ofctl_line
 from fabric.traffic.iperf import IperfResult, Protocol, run_iperf
-from services.reroute.model import FlowSpec
+from services.reroute.model.intent import FlowSpec
+from services.reroute.model.topology import Endpoint, Topology, load_topology
 from services.reroute.rules import path_rules
-from services.reroute.topology import Endpoint, Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = ROOT / "topologies" / "mptcp-bdp.yaml"

@@ -28,7 +28,7 @@ from experiments.impulse_response import SEED_N, SEED_RELATIVE, ImpulseConfig
 from experiments.impulse_train import Train, run_train
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import difference_ci
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,10 +43,10 @@ from fabric.errors import FabricError
 from fabric.fabric import Fabric, veth_name
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
-from services.reroute.inventory import Inventory, load_inventory
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.inventory import Inventory, load_inventory
+from services.reroute.model.topology import Endpoint, Topology, load_topology
 from services.reroute.planning.plan import StepKind
-from services.reroute.topology import Endpoint, Topology, load_topology
 
 TOPOLOGY = measuring.ROOT / "topologies" / "ngncs-ost.yaml"
 STRATEGIES = ("bbm", "mbb", "control")

@@ -30,7 +30,7 @@ from experiments.config import Config, typed
 from experiments.demo_report import UdpNumbers
 from experiments.runner import Options, Raw, Rep, Say, SeedRow, Written
 from experiments.stats import percentile
-from services.reroute.model import Intent
+from services.reroute.model.intent import Intent
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_TABLE_4_5 = {

@@ -33,11 +33,12 @@ from typing import Any
 from fabric import fabric, longhaul, odlsite
 from fabric.errors import FabricError
 from fabric.state import FabricState
-from services.reroute.engine import Engine
-from services.reroute.inventory import load_inventory, open_drivers
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.topology import Topology
+from services.reroute.engine.engine import Engine
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.inventory import load_inventory, open_drivers
+from services.reroute.model.topology import Topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.reroute.cli"]

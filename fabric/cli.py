@@ -20,7 +20,7 @@ from fabric.player import Peers
 from fabric.run import in_netns
 from fabric.status import render
 from fabric.vswitch import OvsInstance
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 
 
 def _progress(message: str) -> None:

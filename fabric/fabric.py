@@ -26,8 +26,8 @@ from fabric.player import Build, Peers
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
 from fabric.vswitch import OvsInstance
+from services.reroute.model.topology import Endpoint, Host, LongHaul, Switch, Topology
 from services.reroute.runtime import run_dir
-from services.reroute.topology import Endpoint, Host, LongHaul, Switch, Topology
 
 Progress = Callable[[str], None]
 TOOLS = ("ip", "ethtool", "ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-ofctl")

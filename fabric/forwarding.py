@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from drivers.base import FlowRule, Output, PopVlan, PushVlan
+from services.reroute.model.topology import OpticalSwitch, Topology
 from services.reroute.rules import initial_rules
-from services.reroute.topology import OpticalSwitch, Topology
 
 PATCH_PRIORITY = 100
 

@@ -20,7 +20,7 @@ from fabric import mgmt, peers
 from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
-from services.reroute.topology import Switch
+from services.reroute.model.topology import Switch
 
 HP_LISTEN_PORT = 6633
 

@@ -1,7 +1,7 @@
 """The inventory of an emulated fabric's own devices, written by ``fabric up``.
 
 The engine, the service and the monitors reach the emulated devices exactly as they reach
-real ones: through an inventory (``services.reroute.inventory``). Each switch is listed with
+real ones: through an inventory (``services.reroute.model.inventory``). Each switch is listed with
 the driver the topology chose for it and the target the fabric made for it, as the
 player of its kind writes it (``fabric.kinds``: ``ovs`` the bridge's management socket,
 ``odl`` the northbound emulator's URL, node and password file, ...); any other kind, the
@@ -26,8 +26,8 @@ from fabric.kinds import PLAYERS
 from fabric.player import recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
-from services.reroute.inventory import load_inventory, open_drivers
-from services.reroute.topology import Switch, Topology
+from services.reroute.model.inventory import load_inventory, open_drivers
+from services.reroute.model.topology import Switch, Topology
 
 HEADER = """\
 # The inventory of emulated fabric {name} (written by `reroute fabric up`; removed by

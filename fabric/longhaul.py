@@ -9,7 +9,7 @@ from fabric import daemons
 from fabric.delaycontrol import DelayControl
 from fabric.errors import FabricError
 from fabric.state import FabricState
-from services.reroute.topology import LongHaul, Topology
+from services.reroute.model.topology import LongHaul, Topology
 
 MODULE = "emulators.delayline"
 

@@ -25,8 +25,8 @@ from fabric.errors import FabricError
 from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
+from services.reroute.model.topology import Switch, Topology
 from services.reroute.rules import initial_rules
-from services.reroute.topology import Switch, Topology
 
 MODULE = "emulators.odl"
 STATS_INTERVAL_S = 3.0

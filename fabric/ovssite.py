@@ -9,7 +9,7 @@ from typing import Any
 from fabric.player import Build, Started
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
-from services.reroute.topology import Switch
+from services.reroute.model.topology import Switch
 
 
 class OvsPlayer:

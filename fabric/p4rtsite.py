@@ -23,8 +23,8 @@ from fabric import daemons
 from fabric.player import Build, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance, alive
+from services.reroute.model.topology import Switch, Topology
 from services.reroute.rules import initial_rules
-from services.reroute.topology import Switch, Topology
 
 MODULE = "emulators.p4rt"
 WAIT_S = 15.0  # an emulator's start (gRPC and the P4Runtime protos to import)

@@ -24,7 +24,7 @@ from fabric.forwarding import PATCH_PRIORITY
 from fabric.netlink import Links
 from fabric.state import FabricState, load
 from fabric.vswitch import OvsInstance
-from services.reroute.topology import OpticalSwitch, Topology, load_topology
+from services.reroute.model.topology import OpticalSwitch, Topology, load_topology
 
 log = logging.getLogger("reroute.fabric.patchpanel")
 MODULE = "fabric.patchpanel"

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from fabric.errors import FabricError
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
-from services.reroute.topology import Switch, Topology
+from services.reroute.model.topology import Switch, Topology
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

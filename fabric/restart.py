@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from fabric import scpicontrol
 from fabric.fabric import Fabric, _switch_ends, push_flows, veth_name, wait_links_up
 from fabric.forwarding import patch_lines
-from services.reroute.topology import Topology
+from services.reroute.model.topology import Topology
 
 
 def restart_vswitchd(

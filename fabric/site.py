@@ -28,8 +28,8 @@ from fabric.forwarding import baseline_flows
 from fabric.kinds import PLAYERS, player
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
-from services.reroute.inventory import load_inventory
-from services.reroute.topology import Endpoint, Host, Link, Switch, Topology
+from services.reroute.model.inventory import load_inventory
+from services.reroute.model.topology import Endpoint, Host, Link, Switch, Topology
 
 __all__ = ["down", "external_ports", "up"]
 

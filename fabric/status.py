@@ -99,8 +99,8 @@ def _devices(state: FabricState) -> list[str]:
     """Each device of the fabric's inventory: up, down, hung, no_pipeline, out_of_sync
     (against the journal in the inventory's state directory), since when, the error."""
     from services.reroute import devicecheck
-    from services.reroute.inventory import load_inventory
-    from services.reroute.topology import load_topology
+    from services.reroute.model.inventory import load_inventory
+    from services.reroute.model.topology import load_topology
 
     try:
         inv = load_inventory(state.inventory)  # written by ``fabric up`` for this topology

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 DEBS=(openvswitch-switch iproute2 ethtool iperf3 tcpdump iputils-ping procps psmisc
       chromium chromium-driver  # the browser test of the web page (tests/unit/services/service/test_ui.py)
       iptables  # the fault harness cuts a device off (tests/e2e/faults: packets dropped)
-      etcd-server  # the replicas' store (services/reroute/etcd); tests run their own members
+      etcd-server  # the replicas' store (services/reroute/store/etcd); tests run their own members
       systemd openssl  # systemd-analyze checks the unit, openssl makes the TLS tests' CA
       prometheus)  # its promtool checks /metrics, the alert rules and the dashboard's queries
 

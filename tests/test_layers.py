@@ -9,6 +9,12 @@ that never import each other, and both may import protocols/, which imports noth
 above it. An EMULATOR imports no driver (one process helper aside: ``NEUTRAL``), so it
 never reuses the code of the driver it is tested against (``EMULATORS`` names those).
 
+Inside services/reroute, the rooms import downward too: service/, cli/ and monitor/ may use
+any room; engine/ (reroutes run) uses store/, planning/ and model/; store/ (journal and
+locks) uses planning/ and model/; planning/ (pure) uses model/; model/ none (``ROOMS``).
+The loose modules beside them (rules, tables, errors, reach, runtime, devicestate, ...) are
+shared: any room may import them.
+
 Every ``import`` and ``from ... import`` in the source tree is read (with ``ast``, so an
 import inside a function counts too) and checked against the allowed direction.
 """
@@ -43,6 +49,14 @@ EMULATORS = {
     "emulators/delayline": ("fabric.delaycontrol",),  # the delay line's client is the fabric's
     "emulators/ofrelay.py": ("drivers.ovs", "drivers.hp_dpctl"),  # a switch without extensions
 }
+# services/reroute's rooms -> the rooms each may import (beside itself and loose modules)
+ROOMS = {
+    "engine": {"store", "planning", "model"},
+    "store": {"planning", "model"},
+    "planning": {"model"},
+    "model": set(),
+}
+TOP_ROOMS = {"service", "cli", "monitor"}  # may import every room
 # not emulators: their common parts (the daemon protocol, the write log)
 SHARED = {"emulators/__init__.py", "emulators/daemon.py", "emulators/writelog.py"}
 
@@ -77,6 +91,21 @@ def violations(package: str, root: Path = ROOT) -> list[str]:
     return bad
 
 
+def room_violations(root: Path = ROOT) -> list[str]:
+    """Imports by a room of services/reroute of a room it may not use (``ROOMS``)."""
+    base = root / "services" / "reroute"
+    rooms = set(ROOMS) | TOP_ROOMS
+    bad = []
+    for room, may in sorted(ROOMS.items()):
+        for path in sorted((base / room).rglob("*.py")):
+            for line, module in imported(path):
+                parts = module.split(".")
+                used = parts[2] if parts[:2] == ["services", "reroute"] and len(parts) > 2 else ""
+                if used in rooms and used != room and used not in may:
+                    bad.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return bad
+
+
 def played(emulator: str, root: Path = ROOT) -> list[str]:
     """Imports in ``emulator`` of the driver packages it is tested against."""
     path = root / emulator
@@ -93,6 +122,12 @@ def played(emulator: str, root: Path = ROOT) -> list[str]:
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_imports_go_only_downward(package: str) -> None:
     assert violations(package) == []
+
+
+def test_the_services_rooms_import_downward() -> None:
+    assert room_violations() == []
+    present = {p.name for p in (ROOT / "services" / "reroute").iterdir() if p.is_dir()}
+    assert set(ROOMS) | TOP_ROOMS <= present
 
 
 @pytest.mark.parametrize("emulator", sorted(EMULATORS))
@@ -124,6 +159,8 @@ def test_the_checks_fail_on_a_bad_import(tmp_path: Path) -> None:
         "drivers/ovs/m.py": "from emulators.ofrelay import Relay\nfrom protocols import x\n",
         "protocols/openflow13/m.py": "from drivers.base import FlowRule\n",
         "services/m.py": "from emulators.p4rt import bridge\n",
+        "services/reroute/store/m.py": "from services.reroute.engine import executor\n"
+        "from services.reroute.model import topology\nfrom services.reroute import rules\n",
     }  # fmt: skip
     for name, source in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -136,6 +173,9 @@ def test_the_checks_fail_on_a_bad_import(tmp_path: Path) -> None:
         "emulators/polatis/m.py:1 imports fabric.daemons.start",
         "protocols/openflow13/m.py:1 imports drivers.base.FlowRule",
         "services/m.py:1 imports emulators.p4rt.bridge",
+    ]
+    assert room_violations(tmp_path) == [
+        "services/reroute/store/m.py:1 imports services.reroute.engine.executor"
     ]
     assert played("emulators/p4rt", tmp_path) == [
         "emulators/p4rt/m.py:1 imports drivers.p4runtime.rpc"

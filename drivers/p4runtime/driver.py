@@ -135,7 +135,7 @@ class P4RuntimeDriver(Session):
     ) -> None:
         self.name = name
         self.names = dict(names or {})  # our P4 names -> the device's (``program``)
-        if max_batch:  # the executor splits larger batches (services.reroute.guard)
+        if max_batch:  # the executor splits larger batches (services.reroute.engine.guard)
             self.capabilities = replace(type(self).capabilities, max_batch=max_batch)
         self.address = address
         self.device_id = device_id

@@ -18,7 +18,7 @@ answers first) or answered with errors queued raises ``DeviceRejected`` (chained
 rejects a command whole; that a real unit does too is unverified: read back
 (``connections()``) when it matters. A circuit change is SUB then ADD, two commands, so
 ``atomic_batch`` is False: the executor reads the connections back and puts removed
-circuits back when the ADD fails (``services.reroute.guard``).
+circuits back when the ADD fails (``services.reroute.engine.guard``).
 
 Power monitors are known, not guessed: the inventory says so (``power_monitors: yes|no``)
 or, by default, ``open`` finds out: a product code of a family without them (I-OST) has

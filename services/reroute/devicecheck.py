@@ -13,11 +13,11 @@ from collections.abc import Iterable
 
 from drivers.base import FlowRule, Session
 from services.reroute.devicestate import DeviceStatus, DeviceTracker, classify
-from services.reroute.inventory import Inventory, build_drivers
-from services.reroute.journal import Journal
-from services.reroute.resync import intended, wanted
+from services.reroute.engine.resync import intended, wanted
+from services.reroute.model.inventory import Inventory, build_drivers
+from services.reroute.model.topology import Topology
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import RuleKey
-from services.reroute.topology import Topology
 
 
 async def check_devices(

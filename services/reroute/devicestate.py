@@ -45,8 +45,8 @@ from typing import Any
 
 from drivers.base import CrossConnectSwitch, FlowProgrammer, FlowRule
 from drivers.errors import DeviceRejected, DeviceTimeout, DeviceUnreachable, DriverError
+from services.reroute.engine.executor import Driver
 from services.reroute.errors import RerouteError
-from services.reroute.executor import Driver
 from services.reroute.reach import unready
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.tables import RuleKey, tables_from

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from drivers.base import DeviceSpec, FlowProgrammer, PortMonitor, Session
 from drivers.errors import ConfigError, DriverError
-from services.reroute.inventory import Inventory, build_drivers
-from services.reroute.topology import OpticalSwitch, Switch, Topology
+from services.reroute.model.inventory import Inventory, build_drivers
+from services.reroute.model.topology import OpticalSwitch, Switch, Topology
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,9 +34,9 @@ from operator import attrgetter
 
 from drivers.base import ETH_IPV4, Action, FlowMatch, FlowRule, Output, PopVlan, Prefix, PushVlan
 from services.reroute.errors import PlanError
-from services.reroute.model import FlowSpec
+from services.reroute.model.intent import FlowSpec
+from services.reroute.model.topology import Hop, Path, Topology
 from services.reroute.tables import Tables
-from services.reroute.topology import Hop, Path, Topology
 
 INGRESS_PRIORITY = 200
 TRANSIT_PRIORITY = 300

@@ -24,7 +24,7 @@ from drivers.base import (
     PopVlan,
     PushVlan,
 )
-from services.reroute.topology import (
+from services.reroute.model.topology import (
     Circuit,
     Endpoint,
     Host,

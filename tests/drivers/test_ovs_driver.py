@@ -575,7 +575,7 @@ def test_error_names() -> None:
 def test_a_later_master_fences_the_earlier_one(sw: Switch) -> None:
     """OpenFlow 1.3 roles on the real OVS: a master claimed with a higher generation id
     demotes the earlier one, whose flow-mods the switch then refuses; re-claiming with its
-    older id is refused as stale. (How replicas fence a device: services/reroute/etcd.)"""
+    older id is refused as stale. (How replicas fence a device: services/reroute/store/etcd.)"""
 
     async def main() -> tuple[str, str, list[FlowRule]]:
         async with (

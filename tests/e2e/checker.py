@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from services.reroute.journal import RerouteState
+from services.reroute.store.records import RerouteState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

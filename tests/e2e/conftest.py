@@ -18,7 +18,7 @@ import pytest
 
 from fabric import fabric, netns, scpicontrol, state
 from fabric.fabric import Fabric
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 NGNCS = ROOT / "topologies" / "ngncs-ost.yaml"

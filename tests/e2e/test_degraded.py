@@ -28,12 +28,13 @@ import yaml
 
 from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
-from services.reroute.engine import Engine
+from services.reroute.engine.engine import Engine
 from services.reroute.errors import PlanError
-from services.reroute.inventory import Inventory, load_inventory, open_drivers
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.inventory import Inventory, load_inventory, open_drivers
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.e2e.conftest import Probe, running, wait_arriving
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.faultrelay import FaultRelay

@@ -16,12 +16,13 @@ from drivers.hp_dpctl import cookies
 from fabric import state
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
-from services.reroute.engine import reroute
-from services.reroute.executor import Outcome
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import reroute
+from services.reroute.engine.executor import Outcome
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.rules import ROLE_INGRESS, cookie, path_tag
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests import peers as need
 from tests.e2e.conftest import RATE, ROOT, during, leftovers
 from tests.e2e.conftest import reroute as reroute_cli

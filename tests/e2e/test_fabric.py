@@ -18,7 +18,7 @@ from fabric.errors import FabricError
 from fabric.fabric import Fabric
 from fabric.status import port_counters, ports
 from fabric.traffic.iperf import run_iperf
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.topology import Topology, load_topology
 from tests.e2e.conftest import NGNCS, ROOT, TWO_SITE, leftovers, reroute, running
 
 pytestmark = pytest.mark.fabric

@@ -24,13 +24,14 @@ from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
 from fabric.restart import restart_vswitchd
 from fabric.vswitch import alive
-from services.reroute.engine import read_tables, reroute
-from services.reroute.executor import Outcome, StepEvent
-from services.reroute.journal import Journal, JournalError, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import read_tables, reroute
+from services.reroute.engine.executor import Outcome, StepEvent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning.electronic import all_on, initial_optics
 from services.reroute.rules import path_tag
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.records import JournalError, RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 from tests.e2e.conftest import (
     CLI,
     NGNCS,

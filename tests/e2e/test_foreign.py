@@ -22,11 +22,11 @@ from drivers.base import FlowChange, FlowOp, FlowProgrammer, FlowRule, ForeignEn
 from drivers.errors import DriverError
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import survey_tables
-from services.reroute.model import FlowSpec
+from services.reroute.engine.engine import survey_tables
+from services.reroute.model.intent import FlowSpec
+from services.reroute.model.topology import Topology
 from services.reroute.rules import CookieSpace, directions, ingress_rule, path_rules, path_tag
 from services.reroute.tables import Tables
-from services.reroute.topology import Topology
 from tests.e2e.conftest import NGNCS, RATE, during
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.test_optical import _nothing

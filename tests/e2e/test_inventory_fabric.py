@@ -24,7 +24,7 @@ import yaml
 
 from fabric import mgmt
 from fabric.fabric import Fabric
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import CLI, NGNCS, RATE, ROOT, Probe, reroute, running
 from tests.pki import Pki
 

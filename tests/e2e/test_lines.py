@@ -13,7 +13,7 @@ from fabric import lines
 from fabric.fabric import Fabric
 from fabric.run import run
 from fabric.traffic.iperf import run_iperf
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import NGNCS, running
 
 pytestmark = pytest.mark.fabric

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fabric.fabric import Fabric
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import NGNCS, reroute, running, scpi
 
 pytestmark = pytest.mark.fabric

@@ -18,13 +18,14 @@ from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
 from fabric.status import port_counters
-from services.reroute.engine import read_optics, read_tables, reroute
-from services.reroute.executor import Outcome
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.engine.engine import read_optics, read_tables, reroute
+from services.reroute.engine.executor import Outcome
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Topology
 from services.reroute.planning.electronic import initial_optics
 from services.reroute.rules import ROLE_INGRESS, tag_of
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.e2e.conftest import CLI, NGNCS, RATE, ROOT, during, scpi
 from tests.e2e.conftest import reroute as reroute_cli
 

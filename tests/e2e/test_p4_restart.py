@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from fabric import p4rtsite
-from services.reroute.journal import RerouteState
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.conftest import NGNCS, running
 from tests.unit.services.service.conftest import OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import bridge_tables, path_of_flow

@@ -16,11 +16,12 @@ import pytest
 
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
-from services.reroute.engine import read_tables, reroute
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.engine.engine import read_tables, reroute
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Topology
 from services.reroute.rules import ROLE_INGRESS, tag_of
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.e2e.conftest import NGNCS, RATE, ROOT, during
 from tests.e2e.conftest import reroute as reroute_cli
 

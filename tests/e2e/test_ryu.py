@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fabric import ryupeer, ryusite, state
-from services.reroute.inventory import load_inventory
+from services.reroute.model.inventory import load_inventory
 from tests import peers as need
 from tests.e2e.conftest import RATE, ROOT, leftovers, reroute
 

@@ -19,7 +19,7 @@ import yaml
 
 from fabric import fabric
 from fabric.fabric import Fabric
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import CLI, ROOT, leftovers, reroute
 
 pytestmark = pytest.mark.fabric

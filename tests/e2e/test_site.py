@@ -13,7 +13,7 @@ import yaml
 from fabric import fabric, site
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import TWO_SITE, leftovers
 
 pytestmark = pytest.mark.fabric

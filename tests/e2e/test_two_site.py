@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.twosite import run_failover
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.e2e.conftest import ROOT, leftovers
 
 pytestmark = pytest.mark.fabric

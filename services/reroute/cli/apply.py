@@ -13,17 +13,18 @@ from pathlib import Path
 from services.reroute import runtime
 from services.reroute.cli import flowarg
 from services.reroute.cli.flowarg import parse_flows
-from services.reroute.engine import Engine, plan_on_devices
+from services.reroute.engine.engine import Engine, plan_on_devices
+from services.reroute.engine.executor import Outcome
 from services.reroute.errors import PlanError
-from services.reroute.executor import Outcome
-from services.reroute.inventory import Inventory, open_drivers, resolve
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import Intent, Strategy
+from services.reroute.model.intent import Intent, Strategy
+from services.reroute.model.inventory import Inventory, open_drivers, resolve
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.plan import Plan
 from services.reroute.rules import initial_rules
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Topology, load_topology
 
 FLAGS = {
     "flows": "--flow",

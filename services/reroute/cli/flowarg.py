@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from services.reroute.errors import ConfigError, PlanError
-from services.reroute.model import FlowSpec, lacks_destination
+from services.reroute.model.intent import FlowSpec, lacks_destination
 
 METAVAR = "'SRC>DST[,tcp|udp|icmp][,sport=N][,dport=N]'"
 HELP = (

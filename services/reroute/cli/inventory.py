@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from drivers import base
-from services.reroute import devicecheck, inventory, preflight
-from services.reroute.topology import load_topology
+from services.reroute import devicecheck, preflight
+from services.reroute.model import inventory
+from services.reroute.model.topology import load_topology
 
 SCHEMA = Path(__file__).resolve().parents[3] / "topologies" / "inventory.schema.json"
 

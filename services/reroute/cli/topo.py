@@ -7,9 +7,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.topofile import TopologyFile
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.topofile import TopologyFile
+from services.reroute.model.topology import Topology, load_topology
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "topologies" / "topology.schema.json"
 

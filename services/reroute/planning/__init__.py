@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from drivers.gcpause import gc_paused
 from services.reroute.errors import PlanError, option
-from services.reroute.model import Intent, Strategy
+from services.reroute.model.intent import Intent, Strategy
+from services.reroute.model.topology import Circuit, Topology
 from services.reroute.planning.electronic import initial_optics, plan_electronic
 from services.reroute.planning.optical import plan_optical
 from services.reroute.planning.plan import Plan
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.tables import Tables
-from services.reroute.topology import Circuit, Topology
 
 __all__ = ["no_lock_to_wait", "plan"]
 

@@ -12,7 +12,7 @@ refused before anything moves. Pure.
   back: a switch that declares no ``read_back`` cannot take part.
 
 ``atomic_batch``, ``self_undoing`` and ``max_batch`` are honoured by the executor
-(``services.reroute.guard``).
+(``services.reroute.engine.guard``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import replace
 
 from drivers.base import Capabilities
 from services.reroute.errors import PlanError
+from services.reroute.model.topology import Circuit, Topology
 from services.reroute.planning.optical import lock_ports
 from services.reroute.planning.plan import Phase, Plan, Step, StepKind
-from services.reroute.topology import Circuit, Topology
 
 WRITES = (StepKind.INSTALL, StepKind.SHIFT, StepKind.REMOVE, StepKind.VERIFY)
 

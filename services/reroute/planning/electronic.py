@@ -33,7 +33,8 @@ from operator import attrgetter
 
 from drivers.base import ETH_IPV4, FlowChange, FlowOp, FlowRule, Prefix, new_change, new_rule
 from services.reroute.errors import PlanError, option
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Circuit, Path, Topology
 from services.reroute.planning.order import Order
 from services.reroute.planning.order import PhaseName as P
 from services.reroute.planning.plan import Disruption, Plan, Step, StepKind, laid_out
@@ -53,7 +54,6 @@ from services.reroute.rules import (
     transit_rules,
 )
 from services.reroute.tables import RuleKey, Tables
-from services.reroute.topology import Circuit, Path, Topology
 
 DRAIN_MARGIN_S = 0.005  # beyond the old path's propagation delay: queues in the switches
 DRAIN_JITTER = 0.1  # and this share of the delay (a long-haul line's delay varies)
@@ -69,7 +69,7 @@ def drain_for(paths: Iterable[Path]) -> float:
 
 def _drain(intent: Intent, old: Iterable[Path], seen_on: Iterable[tuple[str, int]]) -> list[Step]:
     """The drain; one that waits at all also waits for the rules the shift added
-    (``seen_on``: ingress bridge, cookie) to count packets (``services.reroute.drain.quiet``)."""
+    (``seen_on``: ingress bridge, cookie) to count packets (``engine.drain.quiet``)."""
     duration = intent.drain_s if intent.drain_s is not None else drain_for(old)
     seen = tuple(sorted(set(seen_on))) if duration > 0 else ()
     return [Step(kind=StepKind.DRAIN, duration_s=duration, seen_on=seen)]

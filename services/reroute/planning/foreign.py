@@ -33,6 +33,7 @@ from operator import attrgetter
 
 from drivers.base import FlowMatch, FlowOp, FlowRule, ForeignEntry, Prefix
 from services.reroute.errors import PlanError
+from services.reroute.model.topology import Topology
 from services.reroute.planning.plan import Plan, StepKind
 from services.reroute.rules import (
     DEFAULT_SPACE,
@@ -46,7 +47,6 @@ from services.reroute.rules import (
     path_tag,
     transit_rules,
 )
-from services.reroute.topology import Topology
 
 SHOWN = 3  # conflicts named in the error
 LOWEST = min(INGRESS_PRIORITY, TRANSIT_PRIORITY)  # an entry below every rule of ours: no conflict

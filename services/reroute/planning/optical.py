@@ -44,7 +44,8 @@ from dataclasses import replace
 
 from drivers.base import FlowOp
 from services.reroute.errors import PlanError, option
-from services.reroute.model import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
+from services.reroute.model.intent import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 from services.reroute.planning.electronic import all_on, plan_electronic
 from services.reroute.planning.order import Leg, Order
 from services.reroute.planning.order import PhaseName as P
@@ -59,7 +60,6 @@ from services.reroute.planning.plan import (
 )
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, path_tag, tag_of
 from services.reroute.tables import Tables
-from services.reroute.topology import Circuit, Endpoint, OpticalSwitch, Path, Topology
 
 
 def plan_optical(
@@ -131,7 +131,7 @@ def _attached(topo: Topology, duplex: Iterable[tuple[str, int]]) -> tuple[tuple[
 
 def _watching(drain: tuple[Step, ...], ports: tuple[tuple[str, int], ...]) -> tuple[Step, ...]:
     """The ``drain`` steps also watching ``ports`` (until they stop sending:
-    ``services.reroute.drain.quiet``); a drain of 0 stays one."""
+    ``services.reroute.engine.drain.quiet``); a drain of 0 stays one."""
     return tuple(replace(s, ports=ports) if s.duration_s > 0 else s for s in drain)
 
 

@@ -11,9 +11,9 @@ from enum import StrEnum
 from operator import attrgetter
 
 from drivers.base import FlowChange, FlowOp, FlowRule
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Circuit
 from services.reroute.planning.order import ORDER, Leg, Order, PhaseName, leg_phase
-from services.reroute.topology import Circuit
 
 Rest = tuple[tuple[str, tuple[FlowSpec, ...]], ...]  # (path, forward flows) on each path
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology
 from services.reroute.planning.electronic import (
     all_on,
     gc_steps,
@@ -31,7 +32,6 @@ from services.reroute.rules import (
     tag_of,
 )
 from services.reroute.tables import Tables, apply_changes
-from services.reroute.topology import Topology
 
 
 def plan_restore(

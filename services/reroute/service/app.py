@@ -30,13 +30,10 @@ from fastapi.staticfiles import StaticFiles
 
 from drivers.base import MasterElection
 from services.reroute import __version__
-from services.reroute.engine import Engine
+from services.reroute.engine.engine import Engine
+from services.reroute.engine.executor import Driver
 from services.reroute.errors import ApiError, ConfigError, DriverError, PlanError, RerouteError
-from services.reroute.executor import Driver
-from services.reroute.inventory import open_drivers
-from services.reroute.journal import InDoubt, JournalError
-from services.reroute.locks import Universe
-from services.reroute.ownership import device_groups
+from services.reroute.model.inventory import open_drivers
 from services.reroute.reach import DEVICE_TIMEOUT_S
 from services.reroute.rules import DEFAULT_SPACE, CookieSpace
 from services.reroute.service.auth import PUBLIC, BearerAuth
@@ -45,7 +42,10 @@ from services.reroute.service.core import FieldError, RerouteService
 from services.reroute.service.oplog import RequestLog, log_reroutes
 from services.reroute.service.routes import router
 from services.reroute.service.ui import FrontDoor, mount_ui
-from services.reroute.store import EtcdStore, SqliteStore, open_store
+from services.reroute.store.config import EtcdStore, SqliteStore, open_store
+from services.reroute.store.locks import Universe
+from services.reroute.store.ownership import device_groups
+from services.reroute.store.records import InDoubt, JournalError
 
 DriverFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[str, Driver]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]

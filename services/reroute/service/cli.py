@@ -65,7 +65,7 @@ class _HelpWithKeys(argparse._HelpAction):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        from services.reroute.modeldoc import keys_help
+        from services.reroute.model.modeldoc import keys_help
         from services.reroute.service.config import ServiceConfig
 
         parser.epilog = keys_help(ServiceConfig)

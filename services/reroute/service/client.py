@@ -27,8 +27,8 @@ from typing import Any, Literal, overload
 import httpx
 
 from services.reroute.errors import ApiError
-from services.reroute.journal import RerouteState
 from services.reroute.planning.order import PhaseName, Stage
+from services.reroute.store.records import RerouteState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

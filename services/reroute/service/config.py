@@ -42,19 +42,19 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from services.reroute import runtime
 from services.reroute.errors import ConfigError, RerouteError
-from services.reroute.inventory import Inventory, check, load_inventory
-from services.reroute.journal import Retention
-from services.reroute.problems import report, validation_problems
-from services.reroute.service.auth import Role, TokenTable
-from services.reroute.store import STEP_SHARE, EtcdStore, SqliteStore, StoreSpec
-from services.reroute.topology import Topology, load_topology
-from services.reroute.yamlfile import (
+from services.reroute.model.inventory import Inventory, check, load_inventory
+from services.reroute.model.problems import report, validation_problems
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.model.yamlfile import (
     Document,
     YAMLError,
     strict_document,
     yaml_error_line,
     yaml_error_text,
 )
+from services.reroute.service.auth import Role, TokenTable
+from services.reroute.store.config import STEP_SHARE, EtcdStore, SqliteStore, StoreSpec
+from services.reroute.store.records import Retention
 
 MIN_TOKEN = 16
 STEP_MARGIN_S = 0.5  # a verified step's requests beside its device's read-back lag

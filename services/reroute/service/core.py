@@ -51,14 +51,13 @@ from prometheus_client import Gauge
 
 from drivers.base import CrossConnectSwitch, FlowRule
 from services.reroute.devicestate import DeviceStatus, DeviceTracker, State, Transition
-from services.reroute.engine import Engine, read_optics, read_some
+from services.reroute.engine.engine import Engine, read_optics, read_some
+from services.reroute.engine.resync import intended, wanted
 from services.reroute.errors import ApiError, DriverError, PlanError, RerouteError
-from services.reroute.journal import JournalError, Journaling, Record, RerouteState, offload
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
 from services.reroute.planning import no_lock_to_wait
 from services.reroute.planning.plan import Plan
-from services.reroute.resources import EVERYTHING, Keys
-from services.reroute.resync import intended, wanted
+from services.reroute.planning.resources import EVERYTHING, Keys
 from services.reroute.rules import path_tag
 from services.reroute.service.config import Settings
 from services.reroute.service.events import EventBus
@@ -75,6 +74,8 @@ from services.reroute.service.schemas import (
     RerouteView,
 )
 from services.reroute.service.views import flows_view, optics_view, plan_view, reroute_view
+from services.reroute.store.journaling import Journaling, offload
+from services.reroute.store.records import JournalError, Record, RerouteState
 from services.reroute.tables import RuleKey
 
 _P = ParamSpec("_P")

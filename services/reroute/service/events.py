@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 
-from services.reroute.executor import StepEvent
+from services.reroute.engine.executor import StepEvent
 
 KEEPALIVE_S = 15.0
 

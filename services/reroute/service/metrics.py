@@ -46,9 +46,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from services.reroute.executor import StepEvent
-from services.reroute.journal import RerouteState, StepState
+from services.reroute.engine.executor import StepEvent
 from services.reroute.planning.plan import StepKind
+from services.reroute.store.records import RerouteState, StepState
 
 STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 REROUTE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

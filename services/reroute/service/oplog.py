@@ -25,8 +25,8 @@ from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.reroute.journal import RerouteState
 from services.reroute.service.events import Subscription
+from services.reroute.store.records import RerouteState
 
 requests_log = logging.getLogger("reroute.requests")
 reroutes_log = logging.getLogger("reroute.reroutes")

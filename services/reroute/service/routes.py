@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from services.reroute.journal import RerouteState
 from services.reroute.service.core import RerouteService
 from services.reroute.service.schemas import (
     DevicesHealth,
@@ -31,6 +30,7 @@ from services.reroute.service.schemas import (
     WhoAmI,
 )
 from services.reroute.service.views import plan_view, topology_view
+from services.reroute.store.records import RerouteState
 
 MAX_WAIT_S = 300.0
 router = APIRouter()

@@ -41,21 +41,15 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
-from services.reroute.engine import Engine, NeedMore
+from services.reroute.engine.engine import Engine, NeedMore
+from services.reroute.engine.executor import Outcome, StepEvent
 from services.reroute.errors import PlanError, RerouteError
-from services.reroute.executor import Outcome, StepEvent, lease_needed
-from services.reroute.journal import (
-    Journaling,
-    Queue,
-    Record,
-    RerouteState,
-    Retention,
-    offload,
-)
-from services.reroute.locks import Held, KeepsClaims, Outranking
-from services.reroute.resources import Keys, overlap
+from services.reroute.planning.resources import Keys, overlap
 from services.reroute.service.events import EventBus, step_data
 from services.reroute.service.metrics import Metrics
+from services.reroute.store.journaling import Journaling, offload
+from services.reroute.store.locks import Held, KeepsClaims, Outranking, lease_needed
+from services.reroute.store.records import Queue, Record, RerouteState, Retention
 
 log = logging.getLogger("reroute.service")
 RETRY_S = 0.02  # a reroute found its resources held by another process: try again after

@@ -13,10 +13,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool
 
 from services.reroute.errors import PlanError
-from services.reroute.journal import RerouteState, StepState
-from services.reroute.model import ANY_HOST, FlowSpec, Intent, Strategy
+from services.reroute.model.intent import ANY_HOST, FlowSpec, Intent, Strategy
 from services.reroute.planning.order import PhaseName, Stage
 from services.reroute.planning.plan import Disruption
+from services.reroute.store.records import RerouteState, StepState
 
 MAX_MS = 600_000.0
 

@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping
 
 from drivers.base import FlowRule
-from services.reroute.journal import Record, RerouteState, StepRecord
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Circuit, Path, Topology
 from services.reroute.planning.electronic import scoped_directions
 from services.reroute.planning.order import STAGE, PhaseName
 from services.reroute.planning.plan import Plan
@@ -26,8 +26,8 @@ from services.reroute.service.schemas import (
     StepView,
     TopologyView,
 )
+from services.reroute.store.records import Record, RerouteState, StepRecord
 from services.reroute.tables import Tables
-from services.reroute.topology import Circuit, Path, Topology
 
 _PHASE = re.compile(r"^  phase (\S+)")
 _STEP = re.compile(r"^    +\d+\. ")

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.reroute.journal import RerouteState
 from services.reroute.service.client import RerouteClient
+from services.reroute.store.records import RerouteState
 from tests.e2e.containers.deployment import (
     FLOW,
     PROJECT,

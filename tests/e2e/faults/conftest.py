@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fabric.fabric import Fabric
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.topology import Topology, load_topology
 from tests.e2e.conftest import running
 from tests.e2e.faults.harness import Service, serving
 

@@ -30,11 +30,11 @@ import yaml
 from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_optics
-from services.reroute.inventory import load_inventory
-from services.reroute.journal import RerouteState
+from services.reroute.engine.engine import read_optics
+from services.reroute.model.inventory import load_inventory
+from services.reroute.model.topology import Circuit, Topology
 from services.reroute.service.client import RerouteClient, RerouteView
-from services.reroute.topology import Circuit, Topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.conftest import Probe, wait_arriving
 from tests.unit.services.service.conftest import OPERATOR, ServeProcess
 from tests.unit.services.service.fabric_state import bridge_tables, path_of_flow

@@ -15,8 +15,8 @@ from fabric import fabric
 from fabric import state as fabric_state
 from fabric.fabric import Fabric
 from fabric.player import Peers
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.runtime import run_dir
-from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.conftest import FABRIC, NGNCS
 
 

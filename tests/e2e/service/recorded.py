@@ -14,9 +14,9 @@ import yaml
 
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_optics
-from services.reroute.journal import RerouteState
-from services.reroute.topology import Circuit, Topology
+from services.reroute.engine.engine import read_optics
+from services.reroute.model.topology import Circuit, Topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.checker import History
 from tests.e2e.history import emulator_writes, merged, relay_writes
 from tests.e2e.recording import RecordingRelay

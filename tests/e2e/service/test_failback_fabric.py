@@ -13,8 +13,8 @@ import pytest
 
 from experiments.measuring import fabric_drops
 from fabric.fabric import Fabric
-from services.reroute.journal import RerouteState
-from services.reroute.topology import Topology
+from services.reroute.model.topology import Topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.conftest import Probe, wait_arriving
 from tests.unit.services.service.conftest import ServerThread, settings
 from tests.unit.services.service.fabric_state import optics, path_of_flow

@@ -65,10 +65,10 @@ from experiments.measuring import fabric_drops
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from services.reroute.errors import ApiError
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import RerouteState
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.topology import Host, Topology, load_topology
 from services.reroute.service.client import RerouteClient, RerouteView
-from services.reroute.topology import Host, Topology, load_topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.checker import (
     History,
     Span,

@@ -66,8 +66,8 @@ import pytest
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
 from fabric.player import Peers
+from services.reroute.model.topology import Topology
 from services.reroute.service.client import RerouteView
-from services.reroute.topology import Topology
 from tests.e2e.checker import (
     History,
     after_takeover,

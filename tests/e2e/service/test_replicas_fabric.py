@@ -16,8 +16,8 @@ import pytest
 from experiments.measuring import fabric_drops
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
-from services.reroute.journal import RerouteState
-from services.reroute.topology import Topology
+from services.reroute.model.topology import Topology
+from services.reroute.store.records import RerouteState
 from tests.e2e.conftest import Probe, scpi, wait_arriving
 from tests.e2e.service.conftest import serve_yaml
 from tests.e2e.service.partition import Partition, partitionable

@@ -14,9 +14,9 @@ import pytest
 
 from fabric.fabric import Fabric
 from services.reroute.errors import ApiError
-from services.reroute.journal import RerouteState
+from services.reroute.model.topology import Topology
 from services.reroute.service.client import Event, RerouteView
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState
 from tests.unit.services.service.conftest import READER, ServerThread, settings
 from tests.unit.services.service.fabric_state import journal_records, path_of_flow, tables
 

@@ -18,11 +18,11 @@ from fabric.fabric import Fabric
 from fabric.restart import restart_vswitchd, saved_flows
 from fabric.vswitch import alive
 from services.reroute.errors import ApiError
-from services.reroute.journal import RerouteState
+from services.reroute.model.topology import Topology
 from services.reroute.rules import path_tag, tag_of
 from services.reroute.service.client import RerouteClient
+from services.reroute.store.records import RerouteState
 from services.reroute.tables import Tables
-from services.reroute.topology import Topology
 from tests.e2e.conftest import reroute as reroute_cli
 from tests.e2e.service.conftest import serve_yaml
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, ServeProcess

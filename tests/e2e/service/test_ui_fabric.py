@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fabric.fabric import Fabric
-from services.reroute.topology import Topology
+from services.reroute.model.topology import Topology
 from tests.e2e.conftest import scpi
 from tests.e2e.service.conftest import serve_yaml
 from tests.unit.services.service.browser import Browser

@@ -15,7 +15,7 @@ from drivers.errors import ConfigError
 from drivers.ryu_rest import RyuRestDriver
 from drivers.ryu_rest.spec import RyuRestSpec
 from drivers.spec import Expect, SecretRef
-from services.reroute.inventory import load_inventory
+from services.reroute.model.inventory import load_inventory
 
 SECRET = "s3cr3t-not-for-logs"
 INVENTORY = """\

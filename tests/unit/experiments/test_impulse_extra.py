@@ -22,9 +22,9 @@ from experiments.impulse_train import (
     injector_inventory,
     missing_rules,
 )
-from services.reroute.inventory import Inventory
-from services.reroute.model import FlowSpec
-from services.reroute.topology import load_topology
+from services.reroute.model.intent import FlowSpec
+from services.reroute.model.inventory import Inventory
+from services.reroute.model.topology import load_topology
 from tests.unit.experiments.helpers import opts, report_text
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,7 @@ from experiments import cwnd, mptcp, mptcp_bdp
 from experiments.config import resolve
 from experiments.mptcp import Mptcp, phase_mbps, stalled_ms
 from experiments.runner import Skipped, every_raw
-from services.reroute.topology import load_topology
+from services.reroute.model.topology import load_topology
 from tests.unit.experiments.helpers import opts, report_text
 from tests.unit.experiments.test_rerender import FIXTURES
 

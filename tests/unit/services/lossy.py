@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from services.reroute.etcd.client import Etcd, StoreUnavailable, TxnResult
+from services.reroute.store.etcd.client import Etcd, StoreUnavailable, TxnResult
 
 UNSENT = "etcd at loopback cannot be used: unreachable (Lossy)"
 LOST = "etcd at loopback cannot be used: no answer (Lossy)"

@@ -13,14 +13,15 @@ import pytest
 
 from drivers.base import Session
 from drivers.errors import DeviceTimeout, DeviceUnreachable, DriverError
-from services.reroute.engine import Engine, needs, plan_on_devices, reroute
+from services.reroute.engine.engine import Engine, needs, plan_on_devices, reroute
+from services.reroute.engine.executor import Driver
 from services.reroute.errors import PlanError
-from services.reroute.executor import Driver
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning.electronic import initial_optics
 from services.reroute.reach import Devices, ask, what_it_did
-from services.reroute.topology import load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.fakes import FakeFabric, FakeOptical
 
 ROOT = Path(__file__).resolve().parents[3]

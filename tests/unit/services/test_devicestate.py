@@ -22,11 +22,11 @@ from services.reroute.devicestate import (
     missing,
     unknown,
 )
-from services.reroute.journal import JournalError
-from services.reroute.resync import wanted
+from services.reroute.engine.resync import wanted
+from services.reroute.model.topology import load_topology
 from services.reroute.rules import host_flow, initial_rules
+from services.reroute.store.records import JournalError
 from services.reroute.tables import RuleKey, tables_from
-from services.reroute.topology import load_topology
 from tests.unit.services.test_resync import NGNCS
 
 TOPO = load_topology(NGNCS)

@@ -21,19 +21,20 @@ import pytest
 
 from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.etcd import follow
-from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, put
-from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.executor import Executor, Outcome, StepEvent
-from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.locks import Universe
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.executor import Executor, Outcome, StepEvent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.rules import initial_rules
-from services.reroute.store import EtcdStore
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd import follow
+from services.reroute.store.etcd.client import Etcd, EtcdSettings, StoreUnavailable, put
+from services.reroute.store.etcd.journal import EtcdJournal
+from services.reroute.store.etcd.locks import EtcdLocks
+from services.reroute.store.locks import Universe
+from services.reroute.store.records import RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import load_topology
 from tests.e2e.service.partition import Partition, partitionable
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric

@@ -1,4 +1,4 @@
-"""Locks in etcd (services/reroute/etcd/locks.py) against real etcd members on loopback: a
+"""Locks in etcd (services/reroute/store/etcd/locks.py) against real etcd members on loopback: a
 replica lets go only of what is still its own, any number of keys is taken all or nothing,
 a lock transaction whose answer was lost leaks nothing, fencing tokens outgrow what a
 device saw (and a superseded holder raises nothing), and a device with no fencing waits
@@ -18,15 +18,15 @@ import pytest
 from drivers.errors import DeviceRejected
 from drivers.p4runtime import P4RuntimeDriver
 from fabric.etcdcluster import EtcdCluster
+from services.reroute.engine.executor import Executor
 from services.reroute.errors import DriverError
-from services.reroute.etcd import locks as etcd_locks
-from services.reroute.etcd.client import Etcd, EtcdSettings, StoreUnavailable, get_op, put
-from services.reroute.etcd.locks import REVISION_BITS, EtcdLocks
-from services.reroute.executor import Executor
-from services.reroute.journal import Journaling
-from services.reroute.locks import Universe
-from services.reroute.resources import EVERYTHING
+from services.reroute.planning.resources import EVERYTHING
 from services.reroute.service.scheduler import Waking
+from services.reroute.store.etcd import locks as etcd_locks
+from services.reroute.store.etcd.client import Etcd, EtcdSettings, StoreUnavailable, get_op, put
+from services.reroute.store.etcd.locks import REVISION_BITS, EtcdLocks
+from services.reroute.store.journaling import Journaling
+from services.reroute.store.locks import Universe
 from tests.drivers.test_p4runtime import add, emulator, host
 from tests.unit.services.lossy import Lossy
 

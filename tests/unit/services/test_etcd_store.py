@@ -16,11 +16,18 @@ import pytest
 
 from drivers.base import FlowChange
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.etcd import follow
-from services.reroute.etcd.client import Etcd, EtcdSettings
-from services.reroute.etcd.journal import VOID_KEPT_S, EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks, holder
-from services.reroute.journal import (
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.planning import plan
+from services.reroute.planning.resources import EVERYTHING
+from services.reroute.rules import initial_rules
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd import follow
+from services.reroute.store.etcd.client import Etcd, EtcdSettings
+from services.reroute.store.etcd.journal import VOID_KEPT_S, EtcdJournal
+from services.reroute.store.etcd.locks import EtcdLocks, holder
+from services.reroute.store.locks import Universe
+from services.reroute.store.records import (
     InDoubt,
     JournalError,
     LeaseLost,
@@ -29,14 +36,7 @@ from services.reroute.journal import (
     Retention,
     StepState,
 )
-from services.reroute.locks import Universe
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning import plan
-from services.reroute.resources import EVERYTHING
-from services.reroute.rules import initial_rules
-from services.reroute.store import EtcdStore
 from services.reroute.tables import tables_from
-from services.reroute.topology import Topology, load_topology
 from tests.unit.services.lossy import LossySync
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeSwitch

@@ -23,27 +23,30 @@ from aetcd import rpc
 
 from drivers.base import FlowRule, Survey
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.engine import Engine, reroute
-from services.reroute.etcd.client import Etcd, EtcdSettings
-from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.journal import Journal, Journaling, Record, RerouteState
-from services.reroute.locks import FileLocks, Universe
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import Engine, reroute
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
-from services.reroute.resources import Keys
+from services.reroute.planning.resources import Keys
 from services.reroute.service.events import EventBus
 from services.reroute.service.metrics import Metrics
 from services.reroute.service.scheduler import Scheduler
 from services.reroute.service.views import flows_view
-from services.reroute.store import EtcdStore
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd.client import Etcd, EtcdSettings
+from services.reroute.store.etcd.journal import EtcdJournal
+from services.reroute.store.etcd.locks import EtcdLocks
+from services.reroute.store.flock import FileLocks
+from services.reroute.store.journaling import Journaling
+from services.reroute.store.locks import Universe
+from services.reroute.store.records import Record, RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import load_topology
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeSwitch
 
 if TYPE_CHECKING:
-    from services.reroute.journal import Queue
+    from services.reroute.store.records import Queue
 
 pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="etcd is missing (make setup installs etcd-server)"

@@ -1,4 +1,4 @@
-"""Device ownership in etcd (services/reroute/etcd/terms.py) against a real etcd member on
+"""Device ownership in etcd (services/reroute/store/etcd/terms.py) against a real etcd member on
 loopback: groups are balanced across the live replicas, a dead master's groups are taken
 by the others, a master that gave a group up starts nothing more of it (its term is
 compared), only the master of a queued reroute's group is woken for it, and a start on
@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.etcd import follow
-from services.reroute.etcd.client import Etcd, EtcdSettings, put
-from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import EtcdLocks
-from services.reroute.etcd.terms import UNIT_KEYS, Terms
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import RerouteState
-from services.reroute.locks import Universe
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.store import EtcdStore
-from services.reroute.topology import parse_topology
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import parse_topology
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd import follow
+from services.reroute.store.etcd.client import Etcd, EtcdSettings, put
+from services.reroute.store.etcd.journal import EtcdJournal
+from services.reroute.store.etcd.locks import EtcdLocks
+from services.reroute.store.etcd.terms import UNIT_KEYS, Terms
+from services.reroute.store.locks import Universe
+from services.reroute.store.records import RerouteState
 from tests.unit.services.service.conftest import ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 from tests.unit.services.test_etcd_lease import until

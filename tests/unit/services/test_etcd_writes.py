@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.etcd.client import KV, StoreUnavailable
-from services.reroute.executor import Driver
-from services.reroute.journal import RerouteState
-from services.reroute.model import FlowSpec
+from services.reroute.engine.executor import Driver
+from services.reroute.model.intent import FlowSpec
+from services.reroute.model.topology import load_topology
 from services.reroute.planning.electronic import initial_optics
 from services.reroute.service.client import StepView
 from services.reroute.service.config import Settings
-from services.reroute.store import EtcdStore
-from services.reroute.topology import load_topology
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd.client import KV, StoreUnavailable
+from services.reroute.store.records import RerouteState
 from tests.unit.services.lossy import Lossy, LossySync, puts_under
 from tests.unit.services.service.conftest import NGNCS, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric, FakeOptical

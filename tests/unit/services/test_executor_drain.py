@@ -15,15 +15,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from drivers.base import FlowRule
-from services.reroute.drain import SEEN_S as DRAIN_SEEN_S
-from services.reroute.drain import WATCH_S as DRAIN_WATCH_S
+from services.reroute.engine.drain import SEEN_S as DRAIN_SEEN_S
+from services.reroute.engine.drain import WATCH_S as DRAIN_WATCH_S
+from services.reroute.engine.executor import Executor, Outcome, StepEvent
 from services.reroute.errors import DeviceTimeout
-from services.reroute.executor import Executor, Outcome, StepEvent
-from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Circuit
 from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
-from services.reroute.topology import Circuit
+from services.reroute.store.records import RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.test_executor_guard import ATOMIC, OneByOne, Optical, add, rule
 
 DRAIN_S = 0.06
@@ -236,7 +237,7 @@ def test_a_drain_whose_devices_count_nothing_waits_an_idle_rules_cap() -> None:
     drain cannot see the datapath act on the shift: its margin starts an idle rule's cap
     after the shift (a 5 ms margin alone lost packets, dpctl in CI, stop 49); a drain that
     watches nothing (BBM's gap) is a plain wait from the shift."""
-    from services.reroute.drain import quiet
+    from services.reroute.engine.drain import quiet
 
     blind = Step(kind=StepKind.DRAIN, duration_s=0.005, ports=(("s1", 1),))
     wait = Step(kind=StepKind.DRAIN, duration_s=0.005)

@@ -1,5 +1,5 @@
 """The executor honours ``Capabilities.atomic_batch``: a non-atomic device's batch is read
-back, and when it fails part-way the applied part is undone (services/reroute/guard.py).
+back, and when it fails part-way the applied part is undone (services/reroute/engine/guard.py).
 
 The devices are in-memory flow tables that apply a batch one change at a time, as an
 OpenFlow 1.0 switch or a REST northbound does; the executor, journal and plan are real.
@@ -24,12 +24,13 @@ from drivers.base import (
     Prefix,
     Survey,
 )
-from services.reroute.executor import Executor, Outcome
-from services.reroute.journal import Journal, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.executor import Executor, Outcome
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Circuit
 from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
-from services.reroute.topology import Circuit
+from services.reroute.store.records import RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 
 NON_ATOMIC = Capabilities(atomic_batch=False, read_back=True, max_batch=0, port_state=False)
 ATOMIC = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=False)

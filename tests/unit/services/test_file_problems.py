@@ -13,11 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.reroute.cli.main import main
 from services.reroute.errors import ConfigError, TopologyError
-from services.reroute.inventory import check, load_inventory
-from services.reroute.problems import report, validation_problems
+from services.reroute.model.inventory import check, load_inventory
+from services.reroute.model.problems import report, validation_problems
+from services.reroute.model.topology import load_topology
+from services.reroute.model.yamlfile import strict_document
 from services.reroute.service.config import ServiceConfig, load_config, resolve
-from services.reroute.topology import load_topology
-from services.reroute.yamlfile import strict_document
 
 ROOT = Path(__file__).resolve().parents[3]
 NGNCS = ROOT / "topologies" / "ngncs-ost.yaml"

@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 
 from drivers.errors import ConfigError, DeviceTimeout, DeviceUnreachable
-from services.reroute import inventory
-from services.reroute.inventory import load_inventory, open_drivers
-from services.reroute.topology import load_topology
+from services.reroute.model import inventory
+from services.reroute.model.inventory import load_inventory, open_drivers
+from services.reroute.model.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 NGNCS = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from services.reroute.executor import Executor
-from services.reroute.journal import Journal, JournalError, RerouteState, StepState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.executor import Executor
+from services.reroute.model.intent import FlowSpec, Intent
 from services.reroute.planning.order import PhaseName
 from services.reroute.planning.plan import Disruption, Phase, Plan, Step, StepKind
+from services.reroute.store.records import JournalError, RerouteState, StepState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.test_executor_guard import ATOMIC, BEFORE, OneByOne, add, delete, rule
 
 

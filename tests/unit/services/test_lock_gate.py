@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 import pytest
 
 from drivers.base import Capabilities, PortListener, PortState
-from services.reroute.executor import Executor, LockTimeout
-from services.reroute.journal import Journal
+from services.reroute.engine.executor import Executor, LockTimeout
 from services.reroute.planning.plan import Step, StepKind
+from services.reroute.store.sqlite import Journal
 
 CAPS = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=True)
 LOCK = Step(kind=StepKind.AWAIT_LOCK, device="ost1", ports=(("br2", 2),), duration_s=2.0)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from services.reroute.locks import FileLocks, MemoryLocks, Universe, holding
-from services.reroute.resources import EVERYTHING, covers, overlap
-from services.reroute.topology import Topology, load_topology
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.planning.resources import EVERYTHING, covers, overlap
+from services.reroute.store.flock import FileLocks, MemoryLocks
+from services.reroute.store.locks import Universe, holding
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -103,7 +104,8 @@ def test_narrowing_keeps_only_what_a_plan_holds(tmp_path: Path, universe: Univer
 def test_an_owner_is_alive_while_its_process_runs(tmp_path: Path, universe: Universe) -> None:
     script = (
         "import sys, time; from pathlib import Path; "
-        "from services.reroute.locks import FileLocks, Universe; "
+        "from services.reroute.store.flock import FileLocks; "
+        "from services.reroute.store.locks import Universe; "
         "locks = FileLocks(Path(sys.argv[1]), Universe(switches=frozenset(), ports={})).open(); "
         "print(locks.owner, flush=True); time.sleep(60)"
     )

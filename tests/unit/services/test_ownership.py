@@ -1,12 +1,12 @@
-"""Device groups and their balance among replicas (services/reroute/ownership.py): pure."""
+"""Device groups and their balance among replicas (services/reroute/store/ownership.py): pure."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.ownership import assign, coordinator, device_groups, groups_of
-from services.reroute.topology import parse_topology
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.topology import parse_topology
+from services.reroute.store.ownership import assign, coordinator, device_groups, groups_of
 
 TOPO = parse_topology(to_yaml(leaf_spine(racks=12, spines=1, ocs=3)))
 SWITCHES = [n for n in TOPO.nodes if n.startswith(("leaf", "spine"))]

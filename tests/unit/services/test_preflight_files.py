@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from services.reroute.inventory import load_inventory
+from services.reroute.model.inventory import load_inventory
+from services.reroute.model.topology import load_topology
 from services.reroute.preflight import check_devices
-from services.reroute.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 NGNCS = ROOT / "topologies" / "ngncs-ost.yaml"

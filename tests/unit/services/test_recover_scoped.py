@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from services.reroute.engine import recover
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import recover
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
-from services.reroute.topology import load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.fakes import FakeFabric
 
 TOPO = Path(__file__).resolve().parents[3] / "topologies" / "two-site-containers.yaml"

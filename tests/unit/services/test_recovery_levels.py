@@ -15,14 +15,15 @@ import time
 
 import pytest
 
-from services.reroute.engine import restore
-from services.reroute.journal import Journal, Record, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import restore
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.plan import StepKind
-from services.reroute.resources import EVERYTHING
+from services.reroute.planning.resources import EVERYTHING
+from services.reroute.store.records import Record, RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import load_topology
 from tests.unit.services.service.conftest import NGNCS
 from tests.unit.services.service.fakes import FakeFabric
 

@@ -1,4 +1,4 @@
-"""Resync (services/reroute/resync.py): the intended placement from the initial paths and
+"""Resync (services/reroute/engine/resync.py): the intended placement from the initial paths and
 the journal, and the plan from any tables to its rules."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from pathlib import Path
 
 from drivers.base import FlowChange, FlowOp, FlowRule
 from drivers.errors import DeviceUnreachable
-from services.reroute.engine import Engine
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.engine import Engine
+from services.reroute.engine.resync import intended, plan_resync, wanted
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.plan import StepKind
-from services.reroute.resync import intended, plan_resync, wanted
 from services.reroute.rules import initial_rules
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import apply_changes, tables_from
-from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeSwitch
 
 NGNCS = Path(__file__).resolve().parents[3] / "topologies" / "ngncs-ost.yaml"

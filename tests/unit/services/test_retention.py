@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from services.reroute.engine.resync import intended
 from services.reroute.errors import ConfigError
-from services.reroute.journal import Journal, RerouteState, Retention
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
-from services.reroute.resync import intended
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import load_config
+from services.reroute.store.records import RerouteState, Retention
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[3]
 TOPO = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")

@@ -3,7 +3,7 @@
 
 import { clock, el, ms } from "./dom.js";
 
-const DEFAULT_LOCK_TIMEOUT_MS = 3000; // services/reroute/model.py DEFAULT_LOCK_TIMEOUT_S
+const DEFAULT_LOCK_TIMEOUT_MS = 3000; // services/reroute/model/intent.py DEFAULT_LOCK_TIMEOUT_S
 // the stage whose steps wait for the new circuit to lock (a Stage of the API's schema:
 // services/reroute/planning/order.py; tests/unit/services/service/test_ui.py checks it)
 const LOCK_STAGE = "await-lock";

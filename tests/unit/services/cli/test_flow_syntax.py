@@ -13,7 +13,7 @@ import pytest
 
 from services.reroute.cli.flowarg import parse_flows, redirect_files
 from services.reroute.errors import ConfigError, PlanError
-from services.reroute.model import FlowSpec
+from services.reroute.model.intent import FlowSpec
 
 ROOT = Path(__file__).resolve().parents[4]
 NGNCS = ROOT / "topologies" / "ngncs-ost.yaml"

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from drivers.base import Capabilities
-from services.reroute.engine import plan_on_devices, reroute
+from services.reroute.engine.engine import plan_on_devices, reroute
+from services.reroute.engine.executor import Driver
 from services.reroute.errors import PlanError
-from services.reroute.executor import Driver
-from services.reroute.journal import Journal
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning.electronic import initial_optics
 from services.reroute.planning.plan import StepKind
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.fakes import POLATIS, FakeFabric, FakeOptical
 
 TOPO = Path(__file__).resolve().parents[4] / "topologies" / "ngncs-ost.yaml"

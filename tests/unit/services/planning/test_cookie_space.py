@@ -13,10 +13,10 @@ import pytest
 
 from drivers.base import FlowMatch, FlowRule, Output
 from drivers.hp_dpctl import cookies
-from services.reroute.engine import Engine, plan_on_devices
+from services.reroute.engine.engine import Engine, plan_on_devices
 from services.reroute.errors import PlanError
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.rules import (
     COOKIE_BASE,
@@ -29,8 +29,9 @@ from services.reroute.rules import (
     initial_rules,
 )
 from services.reroute.service.views import flows_view
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import load_topology
 from tests.unit.services.service.fakes import FakeFabric
 
 TOPO = load_topology(Path(__file__).resolve().parents[4] / "topologies" / "ngncs-ost.yaml")

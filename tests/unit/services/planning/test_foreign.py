@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from drivers.base import FlowMatch, FlowRule, ForeignEntry, Prefix
-from services.reroute.engine import plan_on_devices, reroute
+from services.reroute.engine.engine import plan_on_devices, reroute
 from services.reroute.errors import PlanError
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import load_topology
 from services.reroute.planning.foreign import conflicts, overlaps, relied_on
 from services.reroute.planning.plan import StepKind
 from services.reroute.rules import (
@@ -24,7 +24,8 @@ from services.reroute.rules import (
     path_tag,
     transit_rules,
 )
-from services.reroute.topology import load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.fakes import FakeFabric
 
 TOPO = Path(__file__).resolve().parents[4] / "topologies" / "ngncs-ost.yaml"

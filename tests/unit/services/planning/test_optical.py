@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.reroute.errors import PlanError
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Circuit, Topology, load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.electronic import all_on, initial_optics
 from services.reroute.planning.optical import colliding, lock_ports
 from services.reroute.planning.plan import Disruption, Plan, StepKind
 from services.reroute.rules import host_flow, initial_rules, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
-from services.reroute.topology import Circuit, Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[4]
 NGNCS = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")

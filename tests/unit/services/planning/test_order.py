@@ -9,15 +9,15 @@ from types import MappingProxyType
 
 import pytest
 
-from services.reroute.model import Intent, Strategy
+from services.reroute.engine.resync import plan_resync
+from services.reroute.model.intent import Intent, Strategy
+from services.reroute.model.topology import load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.order import ORDER, STAGE, Order, PhaseName, Row
 from services.reroute.planning.plan import Plan, Step, StepKind, laid_out
 from services.reroute.planning.restore import plan_restore
-from services.reroute.resync import plan_resync
 from services.reroute.rules import host_flow, initial_rules
 from services.reroute.tables import Tables, apply_changes, tables_from
-from services.reroute.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[4]
 NGNCS = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")

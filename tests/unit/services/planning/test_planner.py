@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 
 from drivers.base import FlowOp, Prefix
 from services.reroute.errors import PlanError
-from services.reroute.model import FlowSpec, Intent, Strategy
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.planning import plan
 from services.reroute.planning.electronic import drain_for
 from services.reroute.planning.plan import Disruption, Plan, Step, StepKind
 from services.reroute.planning.restore import plan_restore
 from services.reroute.rules import host_flow, path_rules, path_tag, tag_of
 from services.reroute.tables import Packet, Tables, apply_changes, deliver, tables_from
-from services.reroute.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[4]
 NGNCS = load_topology(ROOT / "topologies" / "ngncs-ost.yaml")

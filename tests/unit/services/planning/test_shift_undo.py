@@ -4,15 +4,15 @@ reuses the park's changes for it (no new objects for 100,000s of flows)."""
 from __future__ import annotations
 
 from drivers.base import FlowChange, FlowOp
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, parse_topology
 from services.reroute.planning import plan
 from services.reroute.planning.electronic import plan_electronic
 from services.reroute.planning.optical import _after
 from services.reroute.planning.plan import Plan, StepKind
 from services.reroute.rules import initial_rules, path_rules
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Topology, parse_topology
 
 
 def _fabric(n: int) -> tuple[Topology, Tables, tuple[FlowSpec, ...]]:

@@ -18,13 +18,13 @@ import httpx
 import pytest
 
 from services.reroute import runtime
-from services.reroute.inventory import load_inventory
+from services.reroute.model.inventory import load_inventory
+from services.reroute.model.topology import Topology, load_topology
 from services.reroute.service.app import DriverFactory
 from services.reroute.service.auth import Role, TokenTable
 from services.reroute.service.client import RerouteClient, nodelay_transport
 from services.reroute.service.config import Settings
 from services.reroute.service.server import DrainingServer, listening_socket, server
-from services.reroute.topology import Topology, load_topology
 from tests.unit.services.service.fakes import FakeFabric
 
 ROOT = Path(__file__).resolve().parents[4]

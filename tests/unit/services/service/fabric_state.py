@@ -9,11 +9,12 @@ from pathlib import Path
 from drivers.ovs import OvsDriver
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
-from services.reroute.engine import read_optics, read_tables
-from services.reroute.journal import Journal, Record, StepRecord
+from services.reroute.engine.engine import read_optics, read_tables
+from services.reroute.model.topology import Circuit, Endpoint, Host, Topology
 from services.reroute.rules import COOKIE_BASE, COOKIE_MASK, tag_of
+from services.reroute.store.records import Record, StepRecord
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import Packet, Tables, deliver, lookup, tables_from
-from services.reroute.topology import Circuit, Endpoint, Host, Topology
 
 VM2, VM3 = IPv4Address("10.0.0.2"), IPv4Address("10.0.0.3")
 

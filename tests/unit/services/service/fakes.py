@@ -18,10 +18,10 @@ from drivers.base import (
     PortState,
     Survey,
 )
-from services.reroute.executor import Driver
+from services.reroute.engine.executor import Driver
+from services.reroute.model.topology import Topology
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import Settings
-from services.reroute.topology import Topology
 
 CAPS = Capabilities(atomic_batch=True, read_back=True, max_batch=0, port_state=False)
 

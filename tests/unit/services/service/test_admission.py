@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from services.reroute.engine import Engine
-from services.reroute.journal import Journal, RerouteState
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.topology import Topology, load_topology
+from services.reroute.engine.engine import Engine
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.conftest import ROOT, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 

@@ -12,11 +12,12 @@ import httpx
 import pytest
 
 from services.reroute.errors import ApiError
-from services.reroute.journal import Journal, RerouteState
+from services.reroute.model.topology import Topology
 from services.reroute.service.app import api, openapi_json
 from services.reroute.service.client import Event, RerouteClient
 from services.reroute.service.schemas import RerouteRequest
-from services.reroute.topology import Topology
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.conftest import OPERATOR, READER, ROOT, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 
@@ -250,7 +251,7 @@ def test_drain_refuses_changes_finishes_the_running_one_keeps_pending(
 
 def test_two_instances_each_manage_their_site(fake: FakeFabric, tmp_path: Path) -> None:
     """The two-site scenario: one instance per border switch, each with its own journal."""
-    from services.reroute.topology import load_topology
+    from services.reroute.model.topology import load_topology
 
     topo = load_topology(ROOT / "topologies" / "two-site-longhaul.yaml")
     fake = FakeFabric(topo)

@@ -18,14 +18,15 @@ from typing import Any
 import pytest
 
 from fabric.etcdcluster import EtcdCluster
-from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.journal import Journal, Record, RerouteState
-from services.reroute.model import Intent
-from services.reroute.resources import EVERYTHING
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import Intent
+from services.reroute.model.topology import Topology, load_topology
+from services.reroute.planning.resources import EVERYTHING
 from services.reroute.service.client import RerouteView
-from services.reroute.store import EtcdStore
-from services.reroute.topology import Topology, load_topology
+from services.reroute.store.config import EtcdStore
+from services.reroute.store.etcd.journal import EtcdJournal
+from services.reroute.store.records import Record, RerouteState
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.conftest import ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from services.reroute.cli.main import main
 from services.reroute.errors import ConfigError
-from services.reroute.modeldoc import keys_help
+from services.reroute.model.modeldoc import keys_help
 from services.reroute.service.auth import Role
 from services.reroute.service.config import ServiceConfig, load_config, parse_listen, resolve
 from tests.unit.services.service.conftest import NGNCS

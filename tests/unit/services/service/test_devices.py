@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from services.reroute.model.topology import Topology
 from services.reroute.rules import initial_rules
-from services.reroute.topology import Topology
 from tests.unit.services.service.conftest import READER, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 

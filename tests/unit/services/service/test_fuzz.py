@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.reroute.journal import Journal
+from services.reroute.model.topology import load_topology
 from services.reroute.service.auth import PUBLIC
-from services.reroute.topology import load_topology
+from services.reroute.store.sqlite import Journal
 from tests.unit.services.service.conftest import NGNCS, OPERATOR, READER, ServerThread
 from tests.unit.services.service.conftest import settings as service_settings
 from tests.unit.services.service.fakes import FakeFabric

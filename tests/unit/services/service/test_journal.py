@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from services.reroute.journal import (
-    Journal,
+from services.reroute.model.intent import FlowSpec, Intent, Strategy
+from services.reroute.model.topology import Topology
+from services.reroute.planning import plan
+from services.reroute.rules import initial_rules
+from services.reroute.store.records import (
     JournalError,
     RerouteState,
     decode_intent,
     encode_intent,
 )
-from services.reroute.model import FlowSpec, Intent, Strategy
-from services.reroute.planning import plan
-from services.reroute.rules import initial_rules
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import tables_from
-from services.reroute.topology import Topology
 
 FLOW = FlowSpec.parse("10.0.0.2>10.0.0.3,udp,dport=5001")
 INTENT = Intent(flows=(FLOW,), to_path="temporary", strategy=Strategy.MBB, drain_s=0.25)

@@ -3,7 +3,7 @@ flags: a rejected reroute's error and a dry run's 422 alike."""
 
 from __future__ import annotations
 
-from services.reroute.journal import RerouteState
+from services.reroute.store.records import RerouteState
 from tests.unit.services.service.conftest import ServerThread
 
 FLOW = "10.0.0.2>10.0.0.3"

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from services.reroute.errors import ApiError, ConfigError
+from services.reroute.model.topology import Topology
 from services.reroute.service.client import RerouteClient
 from services.reroute.service.config import ServeTls, _check_tls, load_config
-from services.reroute.topology import Topology
 from tests.unit.services.service.conftest import OPERATOR, ServerThread, settings
 from tests.unit.services.service.fakes import FakeFabric
 

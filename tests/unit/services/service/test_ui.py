@@ -20,15 +20,15 @@ import httpx
 
 from drivers.base import Capabilities
 from drivers.errors import DeviceUnreachable
-from services.reroute.executor import Driver
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.executor import Driver
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology
 from services.reroute.planning import plan
 from services.reroute.planning.order import STAGE, PhaseName, Stage
 from services.reroute.rules import initial_rules
 from services.reroute.service.config import Settings
 from services.reroute.service.views import step_phases
 from services.reroute.tables import tables_from
-from services.reroute.topology import Topology
 from tests.unit.services.service.browser import Browser
 from tests.unit.services.service.conftest import (
     OPERATOR,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.reroute.generate import leaf_spine, to_yaml
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.model.generate import leaf_spine, to_yaml
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import NodeKind, parse_topology
 from services.reroute.planning import plan
 from services.reroute.planning.plan import Disruption, StepKind
 from services.reroute.rules import initial_rules, path_rules
 from services.reroute.tables import tables_from
-from services.reroute.topology import NodeKind, parse_topology
 
 
 def test_a_generated_leaf_spine_validates_with_its_sizes() -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from services.reroute.cli.topo import SCHEMA_FILE, json_schema
 from services.reroute.errors import TopologyError
-from services.reroute.topology import Circuit, Hop, load_topology, parse_topology
+from services.reroute.model.topology import Circuit, Hop, load_topology, parse_topology
 
 TOPOLOGIES = sorted(Path(__file__).resolve().parents[4].glob("topologies/*.yaml"))
 

@@ -19,21 +19,30 @@ plan would take half a second to pickle) and survives code changes.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ParamSpec, Protocol, TypeVar
 
-from drivers.base import Prefix
-from services.reroute.errors import RerouteError
-from services.reroute.model import DEFAULT_LOCK_TIMEOUT_S, FlowSpec, Intent, Strategy
+from services.reroute.model.intent import FlowSpec, Intent
 from services.reroute.planning.plan import Plan
-from services.reroute.resources import EVERYTHING
+from services.reroute.planning.resources import EVERYTHING
+from services.reroute.store.records import (
+    Ended,
+    JournalError,
+    Queue,
+    Record,
+    RerouteState,
+    Retention,
+    StepRecord,
+    StepState,
+    decode_flows,
+    decode_intent,
+    encode_flows,
+    encode_intent,
+    queued_summary,
+)
 
 VERSION = 4
 CACHE_KIB = 2048  # SQLite's page cache: the bound on what the journal keeps in memory
@@ -73,310 +82,14 @@ ALTER TABLE reroutes ADD COLUMN resources TEXT NOT NULL DEFAULT '["*"]';
 """
 
 
-class RerouteState(StrEnum):
-    PENDING = "pending"  # queued, not planned yet: nothing touched
-    RUNNING = "running"
-    DONE = "done"
-    ROLLED_BACK = "rolled_back"
-    FAILED = "failed"  # rollback itself failed: needs an operator
-    REJECTED = "rejected"  # its plan failed when its turn came: nothing touched
-    CANCELLED = "cancelled"  # cancelled while pending: nothing touched
-
-    @property
-    def final(self) -> bool:
-        """The reroute has ended (neither pending nor running)."""
-        return self not in (RerouteState.PENDING, RerouteState.RUNNING)
-
-
-class StepState(StrEnum):
-    STARTED = "started"
-    DONE = "done"
-    FAILED = "failed"
-    UNDONE = "undone"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
-    id: str
-    created: float
-    summary: str
-    state: RerouteState
-    error: str | None
-    plan_text: str
-    origins: dict[str, tuple[FlowSpec, ...]]  # path -> the flows that were on it
-    touched: tuple[str, ...]  # every path the reroute may have written
-    started_steps: tuple[int, ...]
-    intent: Intent | None = None
-    step_names: tuple[str, ...] = ()  # the plan's step descriptions, in order
-    started: float | None = None  # when it began to run (planned)
-    finished: float | None = None
-    idem_key: str | None = None
-    fingerprint: str | None = None  # of the request that created it (idempotency)
-    owner: str | None = None  # the engine instance running it (locks.py: ``alive``)
-    resources: frozenset[str] = frozenset({EVERYTHING})  # what it holds (resources.py)
-
-    def placed(self) -> dict[FlowSpec, str]:
-        """Where the reroute meant its flows to be: its target when ``done``, its origins
-        (or checkpoint) when rolled back or failed; nothing otherwise."""
-        if self.state is RerouteState.DONE and self.intent is not None:
-            return dict.fromkeys(self.intent.flows, self.intent.to_path)
-        if self.state in (RerouteState.ROLLED_BACK, RerouteState.FAILED):
-            return {f: path for path, flows in self.origins.items() for f in flows}
-        return {}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepRecord:
-    index: int  # 0-based, as in the plan
-    state: StepState
-    started: float
-    finished: float | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Queue:
-    """The reroutes in flight and the queue, read at one moment (``Journaling.queue``).
-
-    A running reroute whose owner died holds no lock any more (etcd: its locks went with
-    its lease); only its row in flight keeps an overlapping reroute from its devices. Two
-    reads at different moments could miss it in both (pending at the first, running at
-    the second). ``guard``: what a lock transaction adds (etcd compares) so that it takes
-    its keys only while no reroute has started running since this read. Empty for SQLite,
-    whose file locks take no compares: the scheduler asks ``started_since`` once it holds
-    the locks instead (any reroute starting after that needs them)."""
-
-    running: list[Record]  # oldest first, without their step records
-    pending: list[Record]  # in queue order
-    revision: int = 0  # the store's revision read at (etcd; SQLite: the highest row id)
-    guard: tuple[object, ...] = ()
-    # the guard of a lock transaction taking given keys, narrower than ``guard``: only
-    # reroutes started on what those keys touch fail it (etcd with device ownership)
-    narrow: Callable[[frozenset[str]], tuple[object, ...]] | None = None
-
-    def guard_for(self, keys: frozenset[str]) -> tuple[object, ...]:
-        """What a lock transaction taking ``keys`` compares (``guard``, or ``narrow``)."""
-        return self.guard if self.narrow is None else self.narrow(keys)
-
-
-class JournalError(RerouteError):
-    """The journal file cannot be used."""
-
-
-class InDoubt(JournalError):
-    """A write whose outcome the journal could not learn: it may be applied all the same
-    (etcd: an enqueue whose answer and settling were both lost)."""
-
-
-class LeaseLost(JournalError):
-    """This replica's lease (etcd) expired: it may no longer write about the reroutes it
-    ran, nor touch their devices; another replica recovers them."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Retention:
-    """How much history the journal keeps: ended reroutes are removed once more than
-    ``reroutes`` ended after them or they ended over ``days`` ago."""
-
-    reroutes: int = 10_000
-    days: float = 30.0
-
-
 def _keys(resources: frozenset[str]) -> str:
     return json.dumps(sorted(resources))
-
-
-def encode_flows(flows: tuple[FlowSpec, ...]) -> list[tuple[object, ...]]:
-    return [(f.src, f.dst, f.ip_proto, f.l4_src, f.l4_dst) for f in flows]
-
-
-def decode_flows(rows: list[list[object]]) -> tuple[FlowSpec, ...]:
-    out = []
-    for src, dst, proto, sport, dport in rows:
-        assert isinstance(src, list | tuple) and isinstance(dst, list | tuple)  # JSON, or as made
-        out.append(
-            FlowSpec(
-                src=Prefix(*src),
-                dst=Prefix(*dst),
-                ip_proto=proto if isinstance(proto, int) else None,
-                l4_src=sport if isinstance(sport, int) else None,
-                l4_dst=dport if isinstance(dport, int) else None,
-            )
-        )
-    return tuple(out)
-
-
-def encode_intent(intent: Intent, names: list[str] | None = None) -> str:
-    """The intent as JSON; ``names``: its flows as text, when already made."""
-    return json.dumps(
-        {
-            "flows": [str(f) for f in intent.flows] if names is None else names,
-            "to_path": intent.to_path,
-            "strategy": intent.strategy.value,
-            "drain_s": intent.drain_s,
-            "bbm_gap_s": intent.bbm_gap_s,
-            "via": intent.via,
-            "lock_timeout_s": intent.lock_timeout_s,
-            "lock_timeout_nullable": True,  # None: the default (see decode_intent)
-        }
-    )
-
-
-def decode_intent(text: str) -> Intent:
-    """The intent ``encode_intent`` wrote."""
-    raw = json.loads(text)
-    lock = raw.get("lock_timeout_s")
-    if not raw.get("lock_timeout_nullable") and lock == DEFAULT_LOCK_TIMEOUT_S:
-        # written before a lock timeout could be left out: every intent had one, 3 s unless
-        # asked, used only by an optical move. The default it was is the default it is: a
-        # pending electronic move queued before an upgrade is not refused for it.
-        lock = None
-    return Intent(
-        flows=tuple(FlowSpec.parse(f) for f in raw["flows"]),
-        to_path=raw["to_path"],
-        strategy=Strategy(raw["strategy"]),
-        drain_s=raw.get("drain_s"),
-        bbm_gap_s=raw["bbm_gap_s"],
-        via=raw["via"],
-        lock_timeout_s=lock,
-    )
 
 
 def _intent_columns(intent: Intent) -> tuple[str, str]:
     """The ``intent`` and ``flows`` columns (each flow's text made once: 100,000s of them)."""
     names = [str(f) for f in intent.flows]
     return encode_intent(intent, names), json.dumps(names)
-
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-async def offload(
-    journal: object, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs
-) -> _T:
-    """``call`` (a method of ``journal``) off the event loop when the journal waits on the
-    network (``networked``: etcd, whose calls may wait their whole deadline when it is cut
-    off), so that the loop goes on renewing the lease, cancelling steps at their cap and
-    answering; in the loop otherwise (SQLite: local, sub-millisecond, one connection)."""
-    if getattr(journal, "networked", False):
-        return await asyncio.to_thread(call, *args, **kwargs)
-    return call(*args, **kwargs)
-
-
-# how steps run at once ended: (index, done or failed, error)
-Ended = Sequence[tuple[int, StepState, str | None]]
-
-
-class Journaling(Protocol):
-    """What the engine, the executor and the service need of a journal: ``Journal``
-    (SQLite, this module) or ``EtcdJournal`` (``services/reroute/etcd``). Writes raise
-    ``JournalError`` (a ``StoreUnavailable`` for etcd) when they cannot be stored.
-
-    ``ended`` (of ``steps_started``, ``checkpoint``, ``finish``): how the previous batch of
-    steps ended, stored with the same write (SQLite: one local write per batch boundary;
-    etcd: kept in memory until the checkpoint or the finish). Step records are for
-    display: recovery plans from the devices (``engine.restore``). A networked journal
-    (``networked``: etcd) is called off the event loop (``offload``)."""
-
-    def create(
-        self,
-        reroute_id: str,
-        plan: Plan,
-        *,
-        owner: str | None = None,
-        resources: frozenset[str] = frozenset({EVERYTHING}),
-    ) -> None: ...
-
-    def enqueue(
-        self,
-        reroute_id: str,
-        intent: Intent,
-        *,
-        idem_key: str | None = None,
-        fingerprint: str | None = None,
-        resources: frozenset[str] = frozenset({EVERYTHING}),
-    ) -> None: ...
-
-    def expect(self, reroute_id: str, resources: frozenset[str]) -> None: ...
-
-    def release_with(self, reroute_id: str, held: object) -> None:
-        """Let ``held`` (the reroute's locks) go in the same write as the reroute's finish
-        where the store can (etcd); else the caller's release does."""
-        ...
-
-    def cancel(self, reroute_id: str) -> bool: ...
-
-    def step(
-        self, reroute_id: str, idx: int, state: StepState, error: str | None = None
-    ) -> None: ...
-
-    def steps_started(self, reroute_id: str, indexes: range, ended: Ended = ()) -> None: ...
-
-    def steps_ended(self, reroute_id: str, ended: Ended) -> None: ...
-
-    def checkpoint(
-        self,
-        reroute_id: str,
-        rest: tuple[tuple[str, tuple[FlowSpec, ...]], ...],
-        ended: Ended = (),
-    ) -> None: ...
-
-    def finish(
-        self,
-        reroute_id: str,
-        state: RerouteState,
-        error: str | None = None,
-        ended: Ended = (),
-    ) -> None: ...
-
-    def look(self, idem_key: str | None) -> tuple[bool, Record | None]: ...
-
-    def prune(self, keep: Retention, now: float | None = None) -> int: ...
-
-    def settled(self) -> dict[FlowSpec, str]: ...
-
-    def owe(self, devices: Sequence[str], reroute_id: str) -> None: ...
-
-    def debts(self) -> dict[str, str]: ...
-
-    def owed(self, reroute_id: str) -> list[str]: ...
-
-    def paid(self, device: str) -> None: ...
-
-    def size(self) -> int: ...
-
-    def get(self, reroute_id: str) -> Record | None: ...
-
-    def by_key(self, idem_key: str) -> Record | None: ...
-
-    def in_flight(self) -> list[Record]: ...
-
-    def pending(self) -> list[Record]: ...
-
-    def queue(self, *, reuse: bool = False) -> Queue:
-        """The reroutes in flight and the queue at one moment (``reuse``: etcd may answer
-        with what this replica's latest enqueue read, as good as a read then)."""
-        ...
-
-    def started_since(self, queue: Queue) -> bool: ...
-
-    def rebase(self, queue: Queue) -> Queue:
-        """``queue`` after this replica started a reroute under its guard (etcd: the
-        guard moved past its own start); SQLite: ``queue``."""
-        ...
-
-    def history(
-        self,
-        limit: int = 50,
-        *,
-        state: RerouteState | None = None,
-        flows: tuple[FlowSpec, ...] = (),
-    ) -> list[Record]: ...
-
-    def steps(self, reroute_id: str) -> list[StepRecord]: ...
-
-    def close(self) -> None: ...
 
 
 _START = "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, NULL, NULL)"
@@ -497,10 +210,7 @@ class Journal:
     ) -> None:
         """A ``pending`` reroute: planned and run later (``create``), or cancelled.
         ``resources``: what it is expected to hold (``EVERYTHING`` when unknown)."""
-        summary = (
-            f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
-            "(queued)"
-        )
+        summary = queued_summary(intent)
         try:
             self.db.execute(
                 "INSERT INTO reroutes (id, created, summary, plan_text, origins, touched, state, "

@@ -53,7 +53,7 @@ import grpc.aio
 from aetcd import rpc
 
 from drivers.spec import SecretRef, TlsFiles, read_secret
-from services.reroute.journal import JournalError
+from services.reroute.store.records import JournalError
 
 _T = TypeVar("_T")
 WRITTEN = 256  # own write revisions remembered (``Etcd.written``)

@@ -26,16 +26,18 @@ import time
 from collections.abc import Collection, Mapping
 
 from drivers.base import FlowChange, FlowOp, FlowRule
-from services.reroute.executor import Driver, Executor, Outcome
-from services.reroute.journal import Journal, Journaling, RerouteState
-from services.reroute.model import FlowSpec, Intent
+from services.reroute.engine.executor import Driver, Executor, Outcome
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.model.topology import Topology
 from services.reroute.planning.electronic import install_step
 from services.reroute.planning.order import Order
 from services.reroute.planning.order import PhaseName as P
 from services.reroute.planning.plan import Disruption, Plan, Step, StepKind, laid_out
 from services.reroute.rules import DEFAULT_SPACE, ROLE_INGRESS, CookieSpace, host_flow, path_rules
+from services.reroute.store.journaling import Journaling
+from services.reroute.store.records import RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import RuleKey, Tables
-from services.reroute.topology import Topology
 
 Placement = dict[str, tuple[FlowSpec, ...]]  # path -> the flows on it
 ROLE_MASK = 0xFF

@@ -18,11 +18,12 @@ restores the same origins). Recovery after a crash is the engine's (``engine.rec
 
 **Under a lease** (replicas on etcd) a device that has no fencing of its own relies on
 timing: a step must have ended before this replica's lease may end. Each step is capped at
-the lock's ``step_s`` and starts only while the lease surely lives ``lease_needed(step_s)``
-more: checked before its write-ahead and **again after it** (a write-ahead that goes to
-the store may take up to its deadline), just before the device is touched. Writes that
+the lock's ``step_s`` and starts only while the lease surely lives
+``store.locks.lease_needed(step_s)`` more: checked before its write-ahead and **again
+after it** (a write-ahead that goes to the store may take up to its deadline), just before
+the device is touched. Writes that
 go to the store (``create``, ``checkpoint``, ``finish``) run off the event loop where the
-journal is networked (``journal.offload``). The margin beyond the cap (``LEASE_MARGIN``)
+journal is networked (``journal.offload``). The margin beyond the cap (``store.locks.LEASE_MARGIN``)
 covers what runs between the check and the device and between the cap's timeout and the
 step's cancellation: the event loop's other work. A journal write of a run whose lease has
 surely ended -- or was replaced by a new one: a new owner, ``EtcdLocks`` -- is not even
@@ -53,35 +54,26 @@ from drivers.base import (
 )
 from drivers.contract import ClaimKept, GenerationSeen
 from drivers.gcpause import gc_paused
-from services.reroute import guard
-from services.reroute.drain import quiet
+from services.reroute.engine import guard
+from services.reroute.engine.drain import quiet
+from services.reroute.engine.guard import VerifyError
 from services.reroute.errors import DeviceTimeout, DriverError, RerouteError
-from services.reroute.guard import VerifyError
-from services.reroute.journal import (
+from services.reroute.model.topology import Circuit
+from services.reroute.planning.plan import Plan, Step, StepKind
+from services.reroute.planning.resources import EVERYTHING
+from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
+from services.reroute.store.journaling import Journaling, offload
+from services.reroute.store.locks import KeepsClaims, lease_needed
+from services.reroute.store.records import (
     Ended,
     JournalError,
-    Journaling,
     LeaseLost,
     RerouteState,
     StepState,
-    offload,
 )
-from services.reroute.locks import KeepsClaims
-from services.reroute.planning.plan import Plan, Step, StepKind
-from services.reroute.resources import EVERYTHING
-from services.reroute.rules import COOKIE_BASE, COOKIE_MASK
-from services.reroute.topology import Circuit
 
 ALL_BITS = 0xFFFF_FFFF_FFFF_FFFF
-# what a step needs beyond its cap, as a share of the cap (``lease_needed``)
-LEASE_MARGIN = 1 / 3
 log = logging.getLogger("reroute.executor")
-
-
-def lease_needed(step_s: float) -> float:
-    """The lease a step capped at ``step_s`` needs left when it starts (module docstring):
-    strictly more than its cap."""
-    return step_s * (1 + LEASE_MARGIN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

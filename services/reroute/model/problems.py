@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from services.reroute.yamlfile import Document, Loc
+from services.reroute.model.yamlfile import Document, Loc
 
 Namer = Callable[[Loc], tuple[str, str]]  # clean location -> (place, key path within it)
 MISSING = "missing (required)"

@@ -32,8 +32,8 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from services.reroute.resources import EVERYTHING
-from services.reroute.topology import Topology
+from services.reroute.model.topology import Topology
+from services.reroute.planning.resources import EVERYTHING
 
 
 def device_groups(topo: Topology, switches: Iterable[str]) -> dict[str, str]:

@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from services.reroute.etcd.client import Etcd, EtcdSettings
-from services.reroute.etcd.journal import EtcdJournal
-from services.reroute.etcd.locks import LOCK_DELAY_S, EtcdLocks
-from services.reroute.etcd.terms import Terms
-from services.reroute.locks import Universe
+from services.reroute.store.etcd.client import Etcd, EtcdSettings
+from services.reroute.store.etcd.journal import EtcdJournal
+from services.reroute.store.etcd.locks import LOCK_DELAY_S, EtcdLocks
+from services.reroute.store.etcd.terms import Terms
+from services.reroute.store.locks import Universe
 
 if TYPE_CHECKING:
-    from services.reroute.store import EtcdStore
+    from services.reroute.store.config import EtcdStore
 
 
 def follow(journal: EtcdJournal, locks: EtcdLocks) -> None:

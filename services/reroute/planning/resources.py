@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.reroute.model.topology import Circuit, Topology
 from services.reroute.planning.plan import Plan, StepKind
-from services.reroute.topology import Circuit, Topology
 
 EVERYTHING = "*"
 Keys = frozenset[str]

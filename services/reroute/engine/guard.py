@@ -41,7 +41,7 @@ from drivers import batch
 from drivers.base import CrossConnectSwitch, FlowChange, FlowProgrammer, FlowRule
 from drivers.batch import Key
 from services.reroute.errors import DriverError
-from services.reroute.topology import Circuit
+from services.reroute.model.topology import Circuit
 
 log = logging.getLogger("reroute.executor")
 

@@ -101,7 +101,10 @@ from typing import Any
 
 from aetcd import rpc
 
-from services.reroute.etcd.client import (
+from services.reroute.model.intent import FlowSpec, Intent
+from services.reroute.planning.plan import Plan
+from services.reroute.planning.resources import EVERYTHING, covers
+from services.reroute.store.etcd.client import (
     KV,
     Compare,
     Etcd,
@@ -116,7 +119,7 @@ from services.reroute.etcd.client import (
     put,
     unchanged,
 )
-from services.reroute.journal import (
+from services.reroute.store.records import (
     Ended,
     InDoubt,
     JournalError,
@@ -131,10 +134,8 @@ from services.reroute.journal import (
     decode_intent,
     encode_flows,
     encode_intent,
+    queued_summary,
 )
-from services.reroute.model import FlowSpec, Intent
-from services.reroute.planning.plan import Plan
-from services.reroute.resources import EVERYTHING, covers
 
 log = logging.getLogger("reroute.etcd")
 PRUNE_CHUNK = 40  # reroutes removed per transaction (etcd allows 128 operations)
@@ -194,10 +195,7 @@ class EtcdJournal:
         fingerprint: str | None = None,
         resources: frozenset[str] = frozenset({EVERYTHING}),
     ) -> None:
-        summary = (
-            f"{intent.strategy.value.upper()}: {len(intent.flows)} flow(s) -> {intent.to_path} "
-            "(queued)"
-        )
+        summary = queued_summary(intent)
         record = _Row(
             id=reroute_id,
             created=time.time(),

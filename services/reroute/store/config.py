@@ -3,7 +3,7 @@
 - ``{kind: sqlite}`` (the default): the journal in an SQLite file, locks as ``flock`` files
   (``journal.py``, ``locks.py``); one ``reroute serve`` per journal.
 - ``{kind: etcd, endpoints: [...], prefix: ..., tls: ..., user: ..., password: ...}``:
-  everything in an etcd cluster (``services/reroute/etcd``), shared by several replicas of
+  everything in an etcd cluster (``services/reroute/store/etcd``), shared by several replicas of
   ``reroute serve`` on one fabric. The password, like an inventory's, comes from an
   environment variable or a file (``{env: VAR}`` / ``{file: PATH}``), never inline.
 
@@ -21,8 +21,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from drivers.spec import SecretRef, TlsFiles, host_port
-from services.reroute.journal import Journal, Journaling
-from services.reroute.locks import Locks, Universe, file_or_memory
+from services.reroute.store.flock import file_or_memory
+from services.reroute.store.journaling import Journaling
+from services.reroute.store.locks import Locks, Universe
+from services.reroute.store.sqlite import Journal
 
 STEP_SHARE = 3 / 8  # of the lease's TTL: a device step's cap under etcd (etcd.locks)
 
@@ -94,8 +96,8 @@ async def open_store(
             await locks.close()
             journal.close()
         return
-    from services.reroute.etcd import open_etcd  # grpc only when asked for
-    from services.reroute.etcd.locks import LOCK_DELAY_S
+    from services.reroute.store.etcd import open_etcd  # grpc only when asked for
+    from services.reroute.store.etcd.locks import LOCK_DELAY_S
 
     delay = LOCK_DELAY_S if lock_delay_s is None else lock_delay_s
     async with open_etcd(spec, universe, lock_delay_s=delay, groups=groups) as (

@@ -18,8 +18,8 @@ and its health says so (``service/core.py``).
 
 **Timing.** A live replica's lease has at least 3/4 of its TTL left (renewed every quarter)
 less the renewal's delay. A device step is capped at ``step_s`` = 3/8 of the TTL and starts
-only with ``executor.lease_needed(step_s)`` = 1/2 of the TTL left (the cap and a margin of
-1/8 TTL, ``executor.LEASE_MARGIN`` of the cap), which leaves a quarter TTL for a late
+only with ``locks.lease_needed(step_s)`` = 1/2 of the TTL left (the cap and a margin of
+1/8 TTL, ``locks.LEASE_MARGIN`` of the cap), which leaves a quarter TTL for a late
 renewal. A blocking etcd call (the
 journal's) is bounded to end the margin before the lease (``call_left``), so that it
 cannot hold back past the lease the cancellation of a step that reached its cap.
@@ -124,7 +124,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from aetcd import rpc
 
-from services.reroute.etcd.client import (
+from services.reroute.planning.resources import EVERYTHING, Keys, covers, device_of
+from services.reroute.store.config import STEP_SHARE
+from services.reroute.store.etcd.client import (
     KV,
     Change,
     Compare,
@@ -141,13 +143,10 @@ from services.reroute.etcd.client import (
     put,
     unchanged,
 )
-from services.reroute.executor import LEASE_MARGIN
-from services.reroute.locks import Universe, new_owner
-from services.reroute.resources import EVERYTHING, Keys, covers, device_of
-from services.reroute.store import STEP_SHARE
+from services.reroute.store.locks import LEASE_MARGIN, Universe, new_owner
 
 if TYPE_CHECKING:
-    from services.reroute.etcd.terms import Terms
+    from services.reroute.store.etcd.terms import Terms
 
 _T = TypeVar("_T")
 

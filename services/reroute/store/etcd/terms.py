@@ -58,7 +58,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from services.reroute.etcd.client import (
+from services.reroute.planning.resources import EVERYTHING, device_of
+from services.reroute.store.etcd.client import (
     Change,
     Compare,
     StoreUnavailable,
@@ -68,12 +69,11 @@ from services.reroute.etcd.client import (
     get_op,
     put,
 )
-from services.reroute.etcd.locks import MAX_TXN_OPS
-from services.reroute.ownership import assign, coordinator, groups_of
-from services.reroute.resources import EVERYTHING, device_of
+from services.reroute.store.etcd.locks import MAX_TXN_OPS
+from services.reroute.store.ownership import assign, coordinator, groups_of
 
 if TYPE_CHECKING:
-    from services.reroute.etcd.locks import EtcdLocks
+    from services.reroute.store.etcd.locks import EtcdLocks
 
 log = logging.getLogger("reroute.etcd")
 RETRY_S = 0.2  # a balance etcd did not answer is tried again after this

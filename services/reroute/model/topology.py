@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from drivers import base as drivers_base
 from services.reroute.errors import DriverError, TopologyError
-from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
-from services.reroute.topofile import (
+from services.reroute.model.problems import Problem, dotted, nearest, report, validation_problems
+from services.reroute.model.topofile import (
     HostNode,
     LongHaulNode,
     OvsNode,
@@ -34,7 +34,7 @@ from services.reroute.topofile import (
     merge_kind_defaults,
     port_number,
 )
-from services.reroute.yamlfile import (
+from services.reroute.model.yamlfile import (
     Document,
     Loc,
     YAMLError,

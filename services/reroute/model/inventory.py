@@ -39,11 +39,9 @@ from drivers import base
 from drivers.base import DeviceSpec, Expect, Session
 from drivers.errors import ConfigError, DeviceRejected, DeviceTimeout, DriverError
 from services.reroute import runtime
-from services.reroute.problems import Problem, dotted, nearest, report, validation_problems
-from services.reroute.reach import DEVICE_TIMEOUT_S, Devices
-from services.reroute.rules import DEFAULT_SPACE, MAX_COOKIE_TAG, CookieSpace
-from services.reroute.topology import OpticalSwitch, Switch, Topology
-from services.reroute.yamlfile import (
+from services.reroute.model.problems import Problem, dotted, nearest, report, validation_problems
+from services.reroute.model.topology import OpticalSwitch, Switch, Topology
+from services.reroute.model.yamlfile import (
     Document,
     Loc,
     YAMLError,
@@ -51,6 +49,8 @@ from services.reroute.yamlfile import (
     yaml_error_line,
     yaml_error_text,
 )
+from services.reroute.reach import DEVICE_TIMEOUT_S, Devices
+from services.reroute.rules import DEFAULT_SPACE, MAX_COOKIE_TAG, CookieSpace
 
 NODE = r"^[a-z][a-z0-9]{0,7}$"
 PACKET = ("apply", "read", "survey")  # methods of FlowProgrammer

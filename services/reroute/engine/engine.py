@@ -27,6 +27,8 @@ from drivers.base import (
     Survey,
 )
 from drivers.gcpause import gc_paused
+from services.reroute.engine.executor import Driver, Executor, Outcome, StepEvent
+from services.reroute.engine.resync import resync, resync_device
 from services.reroute.errors import (
     DeviceRejected,
     DeviceTimeout,
@@ -34,31 +36,31 @@ from services.reroute.errors import (
     PlanError,
     RerouteError,
 )
-from services.reroute.executor import Driver, Executor, Outcome, StepEvent
-from services.reroute.inventory import Inventory
-from services.reroute.journal import Journal, Journaling, Record, RerouteState, offload
-from services.reroute.locks import (
+from services.reroute.model.intent import Intent
+from services.reroute.model.inventory import Inventory
+from services.reroute.model.topology import Circuit, Topology
+from services.reroute.model.topology import Path as TopoPath
+from services.reroute.planning import capable, foreign, plan
+from services.reroute.planning.electronic import gc_steps
+from services.reroute.planning.order import Order, PhaseName
+from services.reroute.planning.plan import Disruption, Plan, StepKind, laid_out
+from services.reroute.planning.resources import EVERYTHING, Keys, covers, device_of, plan_resources
+from services.reroute.planning.restore import found_on, moved_any, plan_restore
+from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
+from services.reroute.rules import DEFAULT_SPACE, CookieSpace, directions, path_tag, tag_of
+from services.reroute.store.flock import file_or_memory
+from services.reroute.store.journaling import Journaling, offload
+from services.reroute.store.locks import (
     Held,
     KeepsClaims,
     Locks,
     Outranking,
     Universe,
-    file_or_memory,
     holding,
 )
-from services.reroute.model import Intent
-from services.reroute.planning import capable, foreign, plan
-from services.reroute.planning.electronic import gc_steps
-from services.reroute.planning.order import Order, PhaseName
-from services.reroute.planning.plan import Disruption, Plan, StepKind, laid_out
-from services.reroute.planning.restore import found_on, moved_any, plan_restore
-from services.reroute.reach import DEVICE_TIMEOUT_S, ask, ask_each, what_it_did
-from services.reroute.resources import EVERYTHING, Keys, covers, device_of, plan_resources
-from services.reroute.resync import resync, resync_device
-from services.reroute.rules import DEFAULT_SPACE, CookieSpace, directions, path_tag, tag_of
+from services.reroute.store.records import Record, RerouteState
+from services.reroute.store.sqlite import Journal
 from services.reroute.tables import Tables, tables_from
-from services.reroute.topology import Circuit, Topology
-from services.reroute.topology import Path as TopoPath
 
 log = logging.getLogger("reroute.engine")
 SPARE_GRACE_S = 0.1  # an old path's switch may answer this long after the new path's did
