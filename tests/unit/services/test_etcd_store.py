@@ -297,7 +297,9 @@ def test_without_quorum_the_api_answers_503_and_touches_nothing(
         config = _replica(TOPO, tmp_path, members, "/test/quorum")
         with ServerThread(config, fake.drivers) as srv:  # type: ignore[arg-type]
             members.kill("m1")  # one member lost: reroutes go on
-            one = srv.client().create([str(FLOW)], "temporary", wait_s=10)
+            # once the two left have a leader: when m1 led, they elect one (etcd's election
+            # timeout, 1 s), and until then the replica answers 503, which the client retries
+            one = srv.client(retries=7).create([str(FLOW)], "temporary", wait_s=10)
             assert one.state is RerouteState.DONE, one.error
             before = fake.snapshot()
             members.kill("m2")  # no quorum
