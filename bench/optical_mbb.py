@@ -49,9 +49,11 @@ from drivers.ovs.ofp13_flow import (
 from drivers.polatis_scpi import scpi as scpi_text
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import measuring
-from fabric import fabric, scpicontrol
+from fabric import fabric
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
+from fabric.kinds import optical_control
+from fabric.kinds.polatis_scpi import scpi_port
 from fabric.state import FabricState
 from services.reroute.engine import drain
 from services.reroute.engine.engine import plan_on_devices
@@ -128,7 +130,7 @@ async def one(
     (lock,) = [i for i, s in steps if s.kind is StepKind.AWAIT_LOCK]
     last_shift = max(ended[i] for i, s in steps if s.kind is StepKind.SHIFT)
     new_path = max(last_shift, ended[lock])
-    drawn = max(scpicontrol.drawn_locks(st.scpi["ost1"]).values())
+    drawn = max(optical_control(st, "ost1").drawn_locks().values())
     optics = SWITCH_MS + drawn
     return Run(
         overhead_ms=(new_path - t0) * 1000 - optics,
@@ -361,7 +363,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
     if verbose:
         print(plan.describe())
     bridges = {n: await RawOpenFlow.open(n, t) for n, t in targets.items()}
-    scpi = await RawScpi.open(st.scpi[moves.optical])
+    scpi = await RawScpi.open(scpi_port(st, topo.nodes[moves.optical]))
     try:
         waiting = set(moves.lock_ports)
         seen_down = set()
@@ -420,7 +422,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
         for raw in bridges.values():
             await raw.close()
         await scpi.close()
-    drawn = max(scpicontrol.drawn_locks(st.scpi[moves.optical]).values())
+    drawn = max(optical_control(st, moves.optical).drawn_locks().values())
     optics = SWITCH_MS + drawn
     if verbose:
         marks = " ".join(f"{k} +{(v - t0) * 1000:.1f}" for k, v in stamps.items())

@@ -34,8 +34,9 @@ import httpx
 from drivers.base import FlowChange, FlowMatch, FlowOp, FlowRule, Output, Prefix, Session
 from drivers.hp_dpctl import HpDpctlDriver
 from drivers.ryu_rest import RyuRestDriver
-from fabric import daemons, mgmt, netns, peers, ryupeer
-from fabric.hp import play_hp
+from fabric import daemons, mgmt, netns, peers
+from fabric.kinds.hp_dpctl import play_hp
+from fabric.kinds.ryu_rest import peer as ryupeer
 from fabric.run import run
 from fabric.vswitch import OvsInstance
 

@@ -58,9 +58,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabric import fabric, scpicontrol, signals
+from fabric import fabric, signals
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
+from fabric.kinds import optical_control
 from services.reroute.model.generate import leaf_spine, to_yaml
 from services.reroute.model.topology import Topology, load_topology
 from services.reroute.service.client import RerouteClient
@@ -164,7 +165,7 @@ def takeover(fab: Fabric, tmp: Path, etcd: EtcdCluster, runs: int) -> list[float
     replicas = [Serve(config(tmp, fab, f"r{i}", store), tmp / f"r{i}.log") for i in range(3)]
     times = []
     try:
-        scpicontrol.set_lock(fab.state.scpi["ost1"], 1500)
+        optical_control(fab.state, "ost1").set_lock(1500)
         to = "short"
         for _ in range(runs):
             alive = [r for r in replicas if r.proc.poll() is None]
@@ -187,7 +188,7 @@ def takeover(fab: Fabric, tmp: Path, etcd: EtcdCluster, runs: int) -> list[float
             if back.state is not RerouteState.DONE and back.error:
                 print(f"  (back to long: {back.state} {back.error})")
     finally:
-        scpicontrol.set_lock(fab.state.scpi["ost1"], None)
+        optical_control(fab.state, "ost1").set_lock(None)
         for r in replicas:
             r.stop()
     return times

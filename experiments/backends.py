@@ -28,7 +28,7 @@ class Backend:
     two_site: str | None = None  # the two-site fabric driven this way (topologies/)
     extra_flows: int = 0  # impulse-response: flows moved beside the measured one
     local: bool = False  # impulse-response: traffic and monitors on the controller hosts
-    seed_000: str = ""  # seed 000 Table I configuration letters it plays (path, rtt)
+    seed_000: str = ""  # seed 000 Table I configurations it plays: "path[,rtt]" letters
     impulse: bool = True  # with a two-site fabric: run by impulse-response (seed 000's)
 
 
@@ -140,7 +140,5 @@ def seed_000_letter(name: str, degradation: str) -> str:
     ``rtt``): ``A``, ``B``, ``C``, ``D``, ``A+10``..., or "" when the seed has none."""
     found = BACKENDS.get(name)
     letters = found.seed_000.split(",") if found is not None and found.seed_000 else []
-    if name.startswith("odl"):
-        by = dict(zip(("path", "rtt"), letters, strict=False))
-        return by.get(degradation, "")
-    return letters[0] if letters and degradation == "path" else ""
+    by = dict(zip(("path", "rtt"), letters, strict=False))  # listed in that order
+    return by.get(degradation, "")

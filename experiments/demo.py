@@ -92,7 +92,7 @@ def _demo(args: argparse.Namespace) -> int:
         _stage(1, f"fabric {topo.name} is up; reaching its devices through {inv.file}")
         results, restored = _runs(topo, fab, inv, args, flows)
     else:
-        _stage(1, f"bringing up {topo.name} ({topo.file}) with its Polatis SCPI emulator")
+        _stage(1, f"bringing up {topo.name} ({topo.file}) with its optical switch emulators")
         fab = fabric.up(topo, progress=_detail, seed=args.seed)
         try:
             results, restored = _runs(topo, fab, load_inventory(fab.state.inventory), args, flows)

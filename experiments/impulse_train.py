@@ -111,7 +111,7 @@ def run_train(topo: Topology, train: Train, key: str) -> dict[str, Any]:
     if train.degradation not in DEGRADATIONS:
         raise FabricError(f"unknown degradation {train.degradation!r}")
     fabric.down(topo.name)
-    fab = fabric.up(topo, odl_stats_s=train.odl_stats_s)
+    fab = fabric.up(topo, options={"odl_stats_s": train.odl_stats_s})
     procs: list[subprocess.Popen[str]] = []
     try:
         _install_extra(fab, topo, train.flows(topo)[1:])

@@ -28,9 +28,9 @@ from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
 from experiments.demo_report import RunNumbers, TcpNumbers, Timing, UdpNumbers
 from fabric import drops as counters
-from fabric import scpicontrol
 from fabric.errors import FabricError
 from fabric.fabric import Fabric
+from fabric.kinds import optical_control
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import IperfResult, run_iperf
 from services.reroute.engine.engine import Engine
@@ -247,7 +247,7 @@ def _drawn_lock_ms(fab: Fabric, plan: Plan) -> float:
     times = []
     for step in plan.steps():
         if step.kind is StepKind.CIRCUITS and step.connect:
-            drawn = scpicontrol.drawn_locks(fab.state.scpi[step.device])
+            drawn = optical_control(fab.state, step.device).drawn_locks()
             times += [drawn[c.egress] for c in step.connect]
     return max(times, default=0.0)
 

@@ -38,9 +38,10 @@ from experiments import audit, capture, measuring
 from experiments.config import Config
 from experiments.demo_report import RunNumbers, TcpNumbers, UdpNumbers
 from experiments.runner import Say
-from fabric import drops, fabric, lines, scpicontrol, signals
+from fabric import drops, fabric, lines, signals
 from fabric.errors import FabricError
 from fabric.fabric import Fabric, veth_name
+from fabric.kinds import optical_controls
 from fabric.run import in_netns, run
 from fabric.traffic.iperf import DEFAULT_PORT, IperfResult, run_iperf
 from services.reroute.model.intent import FlowSpec, Intent, Strategy
@@ -190,8 +191,8 @@ def paired_lock_ms(seed: int, pair: int) -> float:
 def set_lock(b: Bench, lock: str | float) -> None:
     """The optical emulators' lock model from now on: ``table`` (each connection draws from
     seed 003 Table 4.3) or a fixed time in ms (emulator-only SCPI ``:EMUL:LOCK``)."""
-    for port in b.fab.state.scpi.values():
-        scpicontrol.set_lock(port, None if lock == "table" else float(lock))
+    for control in optical_controls(b.fab.state).values():
+        control.set_lock(None if lock == "table" else float(lock))
 
 
 def measure(

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabric import fabric, longhaul, odlsite
+from fabric import fabric, longhaul
 from fabric.errors import FabricError
+from fabric.kinds import odl as odlsite
 from fabric.state import FabricState
 from services.reroute.engine.engine import Engine
 from services.reroute.model.intent import FlowSpec, Intent
@@ -121,7 +122,7 @@ def run_failover(
     if degradation not in THRESHOLDS:
         raise FabricError(f"unknown degradation {degradation!r} ({', '.join(THRESHOLDS)})")
     fabric.down(topo.name)
-    fab = fabric.up(topo, odl_stats_s=odl_stats_s)
+    fab = fabric.up(topo, options={"odl_stats_s": odl_stats_s})
     procs: list[subprocess.Popen[str]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="reroute-2site-") as tmp:

@@ -14,9 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-from fabric import fabric, ryusite, state
+from fabric import fabric, state
 from fabric.errors import FabricError
-from fabric.player import Peers
+from fabric.kinds import players
 from fabric.run import in_netns
 from fabric.status import render
 from fabric.vswitch import OvsInstance
@@ -30,8 +30,9 @@ def _progress(message: str) -> None:
 def _up(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     print(f"fabric {topo.name}: bringing up {topo.file}", file=sys.stderr)
-    peers = Peers(ryu=args.ryu, hp_tool=args.hp_tool)
-    fab = fabric.up(topo, progress=_progress, seed=args.seed, peers=peers)
+    given = {o.name: getattr(args, o.name) for p in players().values() for o in p.options}
+    chosen = {k: v for k, v in given.items() if v is not None}
+    fab = fabric.up(topo, progress=_progress, seed=args.seed, options=chosen)
     name = topo.name
     print(
         f"fabric {name} is up: `reroute fabric status {name}`, "
@@ -171,21 +172,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument(
         "--seed", type=int, default=0, help="seed of the optical emulators' lock-time draws"
     )
-    up.add_argument(
-        "--ryu",
-        choices=ryusite.CHOICES,
-        default="auto",
-        help="what controls ryu_rest switches: real Ryu 4.34 (built once by make setup; needs "
-        "a Python 3.9), its emulator, or auto (default): real Ryu where it can be had",
-    )
-    up.add_argument(
-        "--hp-tool",
-        choices=fabric.HP_TOOLS,
-        default="auto",
-        help="the tool hp_dpctl switches get in the inventory: dpctl (the OpenFlow 1.0 "
-        "reference, built once by make setup; needs gcc and make), ovs-ofctl, or auto "
-        "(default: the driver's choice, a reference dpctl on PATH, else ovs-ofctl)",
-    )
+    for kind, p in players().items():  # each player's own settings
+        for option in p.options:
+            up.add_argument(
+                option.flag,
+                dest=option.name,
+                choices=option.choices or None,
+                type=str if option.choices else float,
+                default=None,
+                help=f"{option.help} [{kind}; default: {option.default}]",
+            )
     up.set_defaults(func=_up)
     down = fsub.add_parser(
         "down", help="remove the fabrics named (also what a crashed `up` left), or --all"

@@ -116,7 +116,8 @@ def stop_all(rundir: Path) -> list[str]:
     return stopped
 
 
-PEER_DAEMONS = (b"ryu-manager",)  # third-party peers run as fabric daemons (fabric.ryupeer)
+# third-party peers run as fabric daemons (fabric.kinds.ryu_rest.peer)
+PEER_DAEMONS = (b"ryu-manager",)
 
 
 def _is_ours(pid: int) -> bool:

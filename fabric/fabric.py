@@ -7,22 +7,23 @@ the userspace datapath fails), bridges with stable OpenFlow port numbers, host a
 with static neighbours, and the baseline flows of the initial paths; then each kind of
 packet switch the topology uses is played by its ``Player`` (``fabric.kinds``: start what
 it needs, install its baseline through its controller if it has one), and the inventory
-gets the entries they write. Any failure tears down what was made before the error is
-raised.
+gets the entries they write; optical switches likewise, by the player of their driver
+(their emulators). Any failure tears down what was made before the error is raised.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from fabric import daemons, inventory, longhaul, mgmt, netns, odlsite, patchpanel
+from fabric import daemons, inventory, longhaul, mgmt, netns
 from fabric.errors import FabricError
 from fabric.forwarding import baseline_flows
-from fabric.kinds import PLAYERS, player
-from fabric.player import Build, Peers
+from fabric.kinds import by_player, players
+from fabric.player import Build, Node, Player, Value
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
 from fabric.vswitch import OvsInstance
@@ -63,52 +64,38 @@ def host_mac(index: int) -> str:
     return f"02:72:72:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
-HP_TOOLS = ("auto", "dpctl", "ovs-ofctl")
-
-
 def up(
     topo: Topology,
     progress: Progress = _quiet,
     *,
     seed: int = 0,
-    peers: Peers | None = None,
-    odl_stats_s: float = odlsite.STATS_INTERVAL_S,
+    options: Mapping[str, object] | None = None,
 ) -> Fabric:
     """Build the fabric of ``topo``; on any failure remove everything made so far. ``seed``
     seeds the optical emulators' lock-time draws (the same seed, the same lock times);
-    ``peers`` says what plays the devices that have a real implementation; ``odl_stats_s``
-    is the ODL emulator's statistics poll (ODL's default, 3 s)."""
+    ``options``: settings of the players of the kinds it plays (``fabric.player.Option``,
+    by name: ``hp_tool``, ``ryu``, ``odl_stats_s``, ...), the others their defaults."""
     require_root_and_tools(*TOOLS)
-    _check_emulated(topo)
+    played_by = by_player(topo)  # every node played, and right for its kind
+    chosen = choose_options(options or {})
     _check_name_free(topo.name)
-    chosen = peers or Peers()
-    if chosen.hp_tool not in HP_TOOLS:
-        raise FabricError(f"--hp-tool {chosen.hp_tool!r}: expected one of {', '.join(HP_TOOLS)}")
     state = FabricState(
         name=topo.name,
         topology=topo.file,
         fabric_ns=fabric_ns(topo.name),
         host_ns={h.name: host_ns(topo.name, h.name) for h in topo.hosts},
-        hp_tool=chosen.hp_tool,
-        odl_stats_s=odl_stats_s,
     )
     state.save()
     fab = Fabric(state=state)
     try:
-        targets, played = _build(topo, fab, progress, chosen)
+        targets, played, kept = _build(topo, fab, progress, played_by, chosen, seed)
+        progress("long-haul delay lines")
+        delay = longhaul.start(topo, state)
     except BaseException:
         progress("build failed: tearing down what was made")
         down(topo.name)
         raise
-    try:
-        progress("optical switch emulators (Polatis SCPI)")
-        scpi = patchpanel.start(topo, state, seed=seed)
-        progress("long-haul delay lines")
-        delay = longhaul.start(topo, state)
-    except BaseException:
-        down(topo.name)
-        raise
-    done = replace(state, phase="up", scpi=scpi, delay=delay, targets=targets, peers=played)
+    done = replace(state, phase="up", delay=delay, targets=targets, peers=played, kinds=kept)
     try:
         progress("inventory of the fabric's devices")
         inventory.write(topo, done)
@@ -119,10 +106,16 @@ def up(
     return Fabric(state=done)
 
 
-def _check_emulated(topo: Topology) -> None:
-    """Every packet switch of ``topo`` is of a kind the fabric plays (``fabric.kinds``)."""
-    for s in topo.switches:
-        player(s.driver, f"{topo.file}: node {s.name}: ")
+def choose_options(given: Mapping[str, object]) -> dict[str, Value]:
+    """Every player's options: ``given`` (parsed by its option) or the default. FabricError
+    for a name no player has, naming those there are."""
+    known = {o.name: o for p in players().values() for o in p.options}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise FabricError(
+            f"no player has option {', '.join(unknown)} (they have: {', '.join(sorted(known))})"
+        )
+    return {n: o.parse(given[n]) if n in given else o.default for n, o in known.items()}
 
 
 def _check_name_free(name: str) -> None:
@@ -142,13 +135,20 @@ def _our_namespaces(name: str) -> list[str]:
 
 
 def _build(
-    topo: Topology, fab: Fabric, progress: Progress, peers: Peers
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Make everything; returns the driver targets of switches that play other devices, and
-    what plays the peers of the drivers that have one (driver kind -> description)."""
+    topo: Topology,
+    fab: Fabric,
+    progress: Progress,
+    players: list[tuple[Player, list[Node]]],
+    options: Mapping[str, Value],
+    seed: int,
+) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, Any]]]:
+    """Make everything; returns the driver targets of the nodes that play other devices,
+    what plays the peers of the kinds that have one (kind -> description), and what each
+    kind's player keeps (kind -> its state)."""
     state = fab.state
     targets: dict[str, str] = {}
     played: dict[str, str] = {}
+    kept: dict[str, dict[str, Any]] = {}
     progress(f"namespaces: {len(state.namespaces)}")
     for ns in state.namespaces:
         netns.add(ns)
@@ -161,31 +161,26 @@ def _build(
     progress("bridges and ports")
     _make_bridges(topo, fab.ovs)
     wait_links_up(fab.ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
-    kinds = {k: [s for s in topo.switches if s.driver == k] for k in PLAYERS}
-    players = [(PLAYERS[k], switches) for k, switches in kinds.items() if switches]
-    controlled = {s.name for p, switches in players if p.controlled for s in switches}
+    controlled = {n.name for p, nodes in players if p.controlled for n in nodes}
     progress("baseline flows")
     for bridge, lines in baseline_flows(topo).items():
         if bridge not in controlled:  # through their controller, P4Runtime
-            push_flows(fab.ovs, bridge, lines, _protocol(topo, bridge))
+            push_flows(fab.ovs, bridge, lines, flow_protocol(topo, bridge))
     if any(p.management for p, _ in players):
         progress("management link (root namespace <-> fabric namespace)")
         mgmt.make(state.name, state.fabric_ns)
     build = Build(
-        topo=topo,
-        state=state,
-        ovs=fab.ovs,
-        progress=progress,
-        peers=peers,
-        odl_stats_s=state.odl_stats_s,
+        topo=topo, state=state, ovs=fab.ovs, progress=progress, options=options, seed=seed
     )
-    for p, switches in players:
-        started = p.start(build, switches)
+    for p, nodes in players:
+        started = p.start(build, nodes)
         targets |= started.targets
         if started.played is not None:
             played[p.kind] = started.played
-        p.install_baseline(build, switches, targets)
-    return targets, played
+        if started.kept:
+            kept[p.kind] = started.kept
+        p.install_baseline(build, nodes, targets)
+    return targets, played, kept
 
 
 def _switch_ends(topo: Topology, *, bridged: bool = False) -> Iterable[Endpoint]:
@@ -297,11 +292,24 @@ def wait_links_up(ovs: OvsInstance, ifaces: list[str], timeout: float = 10.0) ->
         time.sleep(0.05)
 
 
-def _protocol(topo: Topology, bridge: str) -> str:
+def flow_protocol(topo: Topology, bridge: str) -> str:
+    """The OpenFlow version flows of ``bridge`` are written and read in with ovs-ofctl:
+    OpenFlow13 where the bridge speaks it, else the last it lists."""
     node = topo.nodes[bridge]
     if isinstance(node, Switch) and "OpenFlow13" not in node.protocols:
         return node.protocols[-1]
     return "OpenFlow13"
+
+
+def bridge_protocol(ovs: OvsInstance, bridge: str) -> str:
+    """The OpenFlow version to write and read ``bridge``'s flows in, as the bridge is set
+    now (a player may have narrowed what the topology listed): OpenFlow13 where it speaks
+    it, else the first it speaks."""
+    listed = ovs.vsctl("get", "bridge", bridge, "protocols").strip().strip("[]")
+    speaks = [p.strip().strip('"') for p in listed.split(",") if p.strip()]
+    if not speaks or "OpenFlow13" in speaks:
+        return "OpenFlow13"
+    return speaks[0]
 
 
 def push_flows(ovs: OvsInstance, bridge: str, lines: list[str], protocol: str) -> None:

@@ -3,8 +3,8 @@
 The initial paths are written with the engine's own rules (``services.reroute.rules``), so
 the engine can move the flows the fabric starts with. Flows are computed here (pure) and
 pushed with one ``ovs-ofctl --bundle`` per bridge. Optical switches and long-haul nodes
-are OVS patch bridges driven by their Polatis emulator (``fabric.patchpanel``); long-haul nodes
-are userspace delay lines (``fabric.longhaul``).
+are OVS patch bridges driven by the emulator of their driver kind (``fabric.kinds``); long-haul
+nodes are userspace delay lines (``fabric.longhaul``).
 """
 
 from __future__ import annotations

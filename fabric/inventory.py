@@ -3,10 +3,9 @@
 The engine, the service and the monitors reach the emulated devices exactly as they reach
 real ones: through an inventory (``services.reroute.model.inventory``). Each switch is listed with
 the driver the topology chose for it and the target the fabric made for it, as the
-player of its kind writes it (``fabric.kinds``: ``ovs`` the bridge's management socket,
-``odl`` the northbound emulator's URL, node and password file, ...); any other kind, the
-target the fabric recorded for it (``state.targets``). Optical switches are the Polatis
-SCPI emulators' sockets (``TCPIP0::127.0.0.1::PORT::SOCKET``).
+player of its driver writes it (``fabric.kinds``: ``ovs`` the bridge's management socket,
+``odl`` the northbound emulator's URL, node and password file, ``polatis_scpi`` the
+emulator's SCPI socket, ...).
 
 The inventory's ``state_dir`` is the fabric's run directory: journals and device locks live
 and die with the fabric.
@@ -22,12 +21,12 @@ from typing import Any
 import yaml
 
 from drivers.base import Driver
-from fabric.kinds import PLAYERS
-from fabric.player import recorded
+from fabric.kinds import node_player
+from fabric.player import Node
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.model.inventory import load_inventory, open_drivers
-from services.reroute.model.topology import Switch, Topology
+from services.reroute.model.topology import Topology
 
 HEADER = """\
 # The inventory of emulated fabric {name} (written by `reroute fabric up`; removed by
@@ -37,23 +36,13 @@ HEADER = """\
 
 
 def devices(topo: Topology, state: FabricState) -> dict[str, dict[str, Any]]:
-    """Each switching node's inventory entry, as the fabric built it."""
+    """Each switching node's inventory entry, as the player of its driver wrote it."""
     ovs = OvsInstance(rundir=state.ovs_dir, netns=state.fabric_ns)
-    out: dict[str, dict[str, Any]] = {s.name: _switch(s, state, ovs) for s in topo.switches}
-    for o in topo.optical_switches:
-        out[o.name] = {
-            "driver": "polatis_scpi",
-            "target": f"TCPIP0::127.0.0.1::{state.scpi[o.name]}::SOCKET",
-        }
-    return out
-
-
-def _switch(switch: Switch, state: FabricState, ovs: OvsInstance) -> dict[str, Any]:
-    target = state.targets.get(switch.name)
-    found = PLAYERS.get(switch.driver)
-    if found is None:
-        return {"driver": switch.driver, "target": recorded(switch, target)}
-    return found.inventory_entry(switch, target, state, ovs)
+    nodes: list[Node] = [*topo.switches, *topo.optical_switches]
+    return {
+        n.name: node_player(n).inventory_entry(n, state.targets.get(n.name), state, ovs)
+        for n in nodes
+    }
 
 
 def write(topo: Topology, state: FabricState) -> Path:

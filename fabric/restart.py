@@ -1,8 +1,8 @@
 """``ovs-vswitchd`` restarted under a running fabric, as its supervisor would (systemd's
 ``Restart=``): the daemon again on the same database, then what the fabric emulates below
 OpenFlow put back, since a real circuit survives a packet switch's restart: each optical
-switch's patches as its Polatis emulator's cross-connects stand now (asked over SCPI, its
-answer read by the emulator's own code).
+switch's patches as its emulator's cross-connects stand now (asked through the player of its
+driver: ``fabric.player.OpticalControl``).
 
 The engine's rules are not the fabric's: the switches come back with empty tables and
 ``reroute recover --resync`` writes every flow's intended path again. Unless the
@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fabric import scpicontrol
-from fabric.fabric import Fabric, _switch_ends, push_flows, veth_name, wait_links_up
+from fabric.fabric import (
+    Fabric,
+    _switch_ends,
+    bridge_protocol,
+    push_flows,
+    veth_name,
+    wait_links_up,
+)
 from fabric.forwarding import patch_lines
+from fabric.kinds import node_player
 from services.reroute.model.topology import Topology
 
 
@@ -33,17 +40,14 @@ def restart_vswitchd(
     ovs.start_vswitchd()
     for bridge, lines in (flows or {}).items():
         if lines:
-            push_flows(ovs, bridge, lines, PROTOCOLS.get(_driver(topo, bridge), "OpenFlow13"))
+            push_flows(ovs, bridge, lines, bridge_protocol(ovs, bridge))
     if flows is not None:
         ovs.vsctl("--no-wait", "remove", "Open_vSwitch", ".", "other_config", "flow-restore-wait")
     wait_links_up(ovs, [veth_name(e) for e in _switch_ends(topo, bridged=True)])
     for node in topo.optical_switches:
-        pairs = sorted(scpicontrol.connections(fab.state.scpi[node.name]).items())
+        pairs = sorted(node_player(node).control(fab.state, node).connections().items())
         if lines := patch_lines(node, pairs):
             push_flows(ovs, node.name, lines, "OpenFlow13")
-
-
-PROTOCOLS = {"hp_dpctl": "OpenFlow10"}  # a switch's flow text is in its OpenFlow version
 
 
 def saved_flows(fab: Fabric, topo: Topology) -> dict[str, list[str]]:
@@ -51,13 +55,9 @@ def saved_flows(fab: Fabric, topo: Topology) -> dict[str, list[str]]:
     across a restart): its dump without counters."""
     saved = {}
     for switch in topo.switches:
-        protocol = PROTOCOLS.get(switch.driver, "OpenFlow13")
+        protocol = bridge_protocol(fab.ovs, switch.name)  # its flow text is in that version
         dump = fab.ovs.ofctl(
             "-O", protocol, "--no-stats", "--no-names", "dump-flows", fab.ovs.mgmt(switch.name)
         )
         saved[switch.name] = [line.strip() for line in dump.splitlines() if "actions=" in line]
     return saved
-
-
-def _driver(topo: Topology, bridge: str) -> str:
-    return next((s.driver for s in topo.switches if s.name == bridge), "ovs")

@@ -25,7 +25,8 @@ from fabric import netns
 from fabric.errors import FabricError
 from fabric.fabric import TOOLS, Fabric, down, host_mac, push_flows, veth_name, wait_links_up
 from fabric.forwarding import baseline_flows
-from fabric.kinds import PLAYERS, player
+from fabric.kinds import player, players
+from fabric.player import Role
 from fabric.run import require_root_and_tools, run
 from fabric.state import FabricState, fabric_ns, host_ns, load
 from services.reroute.model.inventory import load_inventory
@@ -101,8 +102,8 @@ def _border(topo: Topology, switch: str) -> Switch:
     if not isinstance(node, Switch):
         known = ", ".join(s.name for s in topo.switches)
         raise FabricError(f"{topo.file}: {switch!r} is not a packet switch (switches: {known})")
-    if not player(node.driver, f"{topo.file}: node {switch}: ").on_site:
-        sited = ", ".join(k for k, p in PLAYERS.items() if p.on_site)
+    if not player(node.driver, Role.PACKET, f"{topo.file}: node {switch}: ").on_site:
+        sited = ", ".join(k for k, p in players().items() if p.on_site)
         raise FabricError(f"{topo.file}: a site plays only {sited} switches, not {node.driver}")
     return node
 
@@ -216,7 +217,7 @@ def _write_inventory(topo: Topology, border: Switch, state: FabricState, state_d
         "topology": topo.name,
         "state_dir": str(state_dir),
         "devices": {
-            border.name: player(border.driver).inventory_entry(
+            border.name: player(border.driver, Role.PACKET).inventory_entry(
                 border, None, state, Fabric(state=state).ovs
             )
         },

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from fabric.errors import FabricError
 from services.reroute.runtime import INVENTORY, run_dir
@@ -34,12 +35,12 @@ class FabricState:
     fabric_ns: str
     host_ns: dict[str, str]
     phase: str = "building"  # building | up
-    scpi: dict[str, int] = field(default_factory=dict)  # optical switch -> emulator's port
     delay: dict[str, int] = field(default_factory=dict)  # long-haul node -> control port
     targets: dict[str, str] = field(default_factory=dict)  # switch -> driver target (non-ovs)
     peers: dict[str, str] = field(default_factory=dict)  # driver kind -> what plays its peer
-    hp_tool: str = "auto"  # the hp_dpctl switches' tool in the inventory (fabric.player.Peers)
-    odl_stats_s: float = 3.0  # the ODL emulator's statistics poll (the inventory says it)
+    # driver kind -> what its player keeps: its options as chosen, what it started
+    # (``fabric.player``: each player reads its own)
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
     builder_pid: int = field(default_factory=os.getpid)
 
     @property
@@ -83,7 +84,8 @@ def load(name: str) -> FabricState | None:
     path = run_dir() / name / "state.json"
     try:
         data = json.loads(path.read_text())
-        return FabricState(**data)
+        known = {f.name for f in fields(FabricState)}  # an older version's keys: `down` works
+        return FabricState(**{k: v for k, v in data.items() if k in known})
     except FileNotFoundError:
         return None
     except (ValueError, TypeError) as exc:

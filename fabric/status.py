@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fabric import scpicontrol
 from fabric.errors import FabricError
 from fabric.run import run
 from fabric.state import FabricState
@@ -86,7 +85,7 @@ def render(state: FabricState) -> str:
             lines.append(
                 f"    {p.ofport:>5} {p.name:<12} {p.link:<5} rx {p.rx_packets:<8} tx {p.tx_packets}"
             )
-    lines += [_optical(name, port) for name, port in state.scpi.items()]
+    lines += _optical(state)
     lines += [_longhaul(state, name) for name in state.delay]
     for host, ns in state.host_ns.items():
         addrs = run(["ip", "-brief", "-4", "addr", "show", "scope", "global"], ns=ns, check=False)
@@ -131,15 +130,22 @@ def port_counters(ovs: OvsInstance, bridge: str) -> dict[int, tuple[int, int]]:
     return counters
 
 
-def _optical(name: str, port: int) -> str:
-    """An optical switch's circuits, asked of its emulator over SCPI."""
-    where = f"Polatis SCPI emulator 127.0.0.1:{port}"
-    try:
-        pairs = scpicontrol.connections(port)
-    except FabricError as exc:
-        return f"  optical {name} ({where}): unreachable ({exc})"
-    circuits = " ".join(f"{i}->{e}" for i, e in sorted(pairs.items())) or "none"
-    return f"  optical {name} ({where}): {circuits}"
+def _optical(state: FabricState) -> list[str]:
+    """Each optical switch's circuits, asked of its emulator (its player's control)."""
+    from fabric.kinds import node_player
+    from services.reroute.model.topology import load_topology
+
+    lines = []
+    for node in load_topology(Path(state.topology)).optical_switches:
+        where = f"{node.driver} emulator"
+        try:
+            pairs = node_player(node).control(state, node).connections()
+        except FabricError as exc:
+            lines.append(f"  optical {node.name} ({where}): unreachable ({exc})")
+            continue
+        circuits = " ".join(f"{i}->{e}" for i, e in sorted(pairs.items())) or "none"
+        lines.append(f"  optical {node.name} ({where}): {circuits}")
+    return lines
 
 
 def _longhaul(state: FabricState, name: str) -> str:

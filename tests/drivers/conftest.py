@@ -4,7 +4,7 @@ One private OVS (userspace datapath, own db and rundir) in network namespace ``N
 two bridges, each with veth ports 1 and 2 whose far ends the tests take up and down:
 
 - ``br13``: OpenFlow 1.3, reached at its unix management socket (kind ``ovs``);
-- ``brhp``: plays an HP switch (``fabric.hp.play_hp``: OpenFlow 1.0 only, a passive TCP
+- ``brhp``: plays an HP switch (``fabric.kinds.hp_dpctl.play_hp``: OpenFlow 1.0 only, a passive TCP
   listener, no controller) for kind ``hp_dpctl``.
 
 Kind ``odl`` has its own OVS (namespace ``rr-test-odl``) controlled by the ODL northbound
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import pytest
 
 from fabric import mgmt, netns
-from fabric.hp import play_hp
+from fabric.kinds.hp_dpctl import play_hp
 from fabric.run import run
 from fabric.vswitch import OvsInstance
 from tests import peers as need

@@ -85,7 +85,8 @@ class Emulator:
 
 
 class Controller(Protocol):
-    """What a site needs of its controller: an emulator, or a real one (fabric.ryupeer)."""
+    """What a site needs of its controller: an emulator, or a real one
+    (fabric.kinds.ryu_rest.peer)."""
 
     @property
     def base_url(self) -> str: ...

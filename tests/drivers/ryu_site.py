@@ -1,7 +1,7 @@
 """Ryu ofctl_rest as a test peer, controlling a private OVS bridge (``controller_site``):
 
 - the EMULATOR (``python -m emulators.ryu``): network namespace ``NS``, bridge ``brryu``;
-- real Ryu 4.34 (``fabric.ryupeer``, built by ``fabric.peers``): namespace
+- real Ryu 4.34 (``fabric.kinds.ryu_rest.peer``, built by ``fabric.peers``): namespace
   ``rr-test-ryupeer``, bridge ``brryupeer``.
 
 Both bridges have datapath id 1 (each its own OVS)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from fabric import ryupeer
+from fabric.kinds.ryu_rest import peer as ryupeer
 from tests.drivers.controller_site import (
     DPID,
     Controller,

@@ -3,7 +3,7 @@
 Each kind has a ``Harness`` (a registered kind without one fails the suite):
 
 - ``ovs``: bridge ``br13`` of the private OVS (conftest.py), at its unix management socket;
-- ``hp_dpctl``: bridge ``brhp`` of the same OVS, playing an HP switch (``fabric.hp``);
+- ``hp_dpctl``: bridge ``brhp`` of the same OVS, playing an HP switch (``fabric.kinds.hp_dpctl``);
 - ``polatis_scpi``: the Polatis emulator on a loopback port, in a background thread;
 - ``odl``: the ODL northbound EMULATOR controlling a private OVS bridge (conftest.py), once
   per northbound style (RFC 8040, draft RESTCONF, AD-SAL): a harness may run its kind in
@@ -434,7 +434,9 @@ def controller_peer(
 
 
 odl_peer, ryu_peer = controller_peer("odl_site"), controller_peer("ryu")
-real_ryu_peer = controller_peer("ryu_real")  # Ryu 4.34 itself (fabric.peers, fabric.ryupeer)
+real_ryu_peer = controller_peer(
+    "ryu_real"
+)  # Ryu 4.34 itself (fabric.peers, fabric.kinds.ryu_rest.peer)
 
 
 @contextlib.contextmanager

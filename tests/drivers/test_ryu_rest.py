@@ -37,7 +37,7 @@ from drivers.base import (
 )
 from drivers.ryu_rest import RyuRestDriver, mapping
 from drivers.ryu_rest.mapping import MappingError
-from fabric import ryupeer
+from fabric.kinds.ryu_rest import peer as ryupeer
 from tests import peers as need
 from tests.drivers.controller_site import Controller
 from tests.drivers.ryu_site import DPID, Emulator, RyuSite, start_emulator

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
-from fabric import fabric, netns, scpicontrol, state
+from fabric import fabric, netns, state
 from fabric.fabric import Fabric
+from fabric.kinds.polatis_scpi import control as scpicontrol
+from fabric.kinds.polatis_scpi import scpi_port
 from services.reroute.model.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +49,7 @@ def leftovers(name: str) -> list[str]:
 def scpi(fab: Fabric, line: str) -> str:
     """One exchange with the fabric's Polatis emulator (its emulator-only commands too): a
     query's answer; a command waited for (``*OPC?``), ``""``."""
-    port = fab.state.scpi["ost1"]
+    port = scpi_port(fab.state, load_topology(Path(fab.state.topology)).nodes["ost1"])
     if "?" in line:
         return scpicontrol.ask(port, line)
     assert scpicontrol.ask(port, f"{line}\n*OPC?") == "1", line
@@ -79,7 +81,7 @@ def topo_ngncs() -> Topology:
 @contextlib.contextmanager
 def running(topo: Topology, **options: Any) -> Iterator[Fabric]:
     """``topo``'s fabric, up for the block (``options``: ``fabric.up``'s, e.g.
-    ``odl_stats_s``); down after it, with nothing of it left."""
+    ``options={"odl_stats_s": 0.5}``); down after it, with nothing of it left."""
     fab = fabric.up(topo, **options)
     try:
         yield fab

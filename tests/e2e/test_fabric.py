@@ -167,7 +167,7 @@ def test_readme_fabric_commands_work_with_another_fabric_up(tmp_path: Path) -> N
         (status,) = readme["status"]
         shown = reroute(*status).stdout
         assert "bridge br2" in shown and "10.0.0.3/24" in shown and "nc-second" not in shown
-        assert "optical ost1 (Polatis SCPI emulator" in shown and "2->17" in shown
+        assert "optical ost1 (polatis_scpi emulator" in shown and "2->17" in shown
         ping_vm3, dump_br1 = readme["exec"]
         assert reroute(*ping_vm3).returncode == 0
         assert "nw_dst=10.0.0.4" in reroute(*dump_br1).stdout

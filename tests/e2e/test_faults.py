@@ -19,9 +19,9 @@ import pytest
 from drivers.odl.driver import SERVER_RETRIES
 from drivers.polatis_scpi import PolatisScpiDriver
 from experiments.measuring import fabric_drops
-from fabric import odlsite
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers, journal_path
+from fabric.kinds import odl as odlsite
 from fabric.restart import restart_vswitchd
 from fabric.vswitch import alive
 from services.reroute.engine.engine import read_tables, reroute
@@ -274,7 +274,7 @@ def topo_odl() -> Topology:
 
 @pytest.fixture
 def odl(topo_odl: Topology) -> Iterator[Fabric]:
-    with running(topo_odl, odl_stats_s=ODL_STATS_S) as fab:
+    with running(topo_odl, options={"odl_stats_s": ODL_STATS_S}) as fab:
         yield fab
 
 

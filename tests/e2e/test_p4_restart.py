@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric import p4rtsite
+from fabric.kinds import p4runtime as p4rtsite
 from services.reroute.model.topology import load_topology
 from services.reroute.store.records import RerouteState
 from tests.e2e.conftest import NGNCS, running

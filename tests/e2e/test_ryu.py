@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fabric import ryupeer, ryusite, state
+from fabric import state
+from fabric.kinds import ryu_rest as ryusite
+from fabric.kinds.ryu_rest import peer as ryupeer
 from services.reroute.model.inventory import load_inventory
 from tests import peers as need
 from tests.e2e.conftest import RATE, ROOT, leftovers, reroute

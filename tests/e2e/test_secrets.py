@@ -37,7 +37,8 @@ class Site:
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
     topo = load_topology(TOPOLOGY)
-    fab = fabric.up(topo, odl_stats_s=0.5)  # what ODL's poll costs is not what is tested here
+    odl = {"odl_stats_s": 0.5}  # what ODL's poll costs is not what is tested here
+    fab = fabric.up(topo, options=odl)
     try:
         secret = fab.state.dir / "odl-password"
         password = secret.read_text().splitlines()[0]

@@ -62,7 +62,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     try:
-        text = to_yaml(leaf_spine(args.racks, args.spines, args.ocs, args.name or ""))
+        topology = leaf_spine(
+            args.racks, args.spines, args.ocs, args.name or "", args.optical_driver
+        )
+        text = to_yaml(topology)
     except ValueError as exc:
         raise SystemExit(f"reroute topo generate: {exc}") from None
     if args.out is None:
@@ -88,7 +91,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls = kinds.add_parser("leaf-spine", help="leaf-spine with optical circuit switches")
     ls.add_argument("--racks", type=int, required=True, help="leaf switches, one host each")
     ls.add_argument("--spines", type=int, required=True)
-    ls.add_argument("--ocs", type=int, default=0, help="optical circuit switches (Polatis)")
+    ls.add_argument("--ocs", type=int, default=0, help="optical circuit switches")
+    ls.add_argument(
+        "--optical-driver",
+        metavar="KIND",
+        help="the optical switches' driver kind (default: the one registered kind that "
+        "makes cross-connects; `reroute inventory kinds` lists them)",
+    )
     ls.add_argument("--name", help="topology name (default: from the sizes)")
     ls.add_argument("--out", type=Path, help="file to write and validate (default: stdout)")
     ls.set_defaults(func=_generate)

@@ -5,8 +5,9 @@ A leaf-spine fabric with optical circuit switches (OCS) beside the spines:
 - rack r: host ``h<r>`` (10.0.x.y/16) on port 1 of leaf switch ``leaf<r>``;
 - every leaf reaches every spine ``spine<s>`` (leaf port 100+s, spine port r);
 - every leaf reaches every OCS ``ocs<o>`` (leaf port 200+o, OCS duplex port r, egress R+r),
-  a Polatis R x R whose initial cross-connects pair the racks (1-2, 3-4, ... shifted by o-1
-  on ocs<o>, so each OCS joins other racks);
+  an R x R optical switch (of the one registered driver kind that makes cross-connects,
+  unless ``optical_driver`` names one) whose initial cross-connects pair the racks (1-2,
+  3-4, ... shifted by o-1 on ocs<o>, so each OCS joins other racks);
 - paths between the hosts of each rack pair (1-2, 3-4, ...): ``r<a>-<b>-s<s>`` over each
   spine and ``r<a>-<b>-o<o>`` over each OCS (a circuit path: it needs that OCS's
   cross-connects between the two leaves); the first spine path is ``initial``.
@@ -21,10 +22,14 @@ from typing import Any
 
 import yaml
 
+from drivers import registry
+
 MAX_RACKS = 250  # an OCS of R x R ports; leaf port numbers 1, 100+s, 200+o
 
 
-def leaf_spine(racks: int, spines: int, ocs: int, name: str = "") -> dict[str, Any]:
+def leaf_spine(
+    racks: int, spines: int, ocs: int, name: str = "", optical_driver: str | None = None
+) -> dict[str, Any]:
     """The topology file (as data) of a leaf-spine fabric with OCS (module docstring)."""
     if not 2 <= racks <= MAX_RACKS or racks % 2:
         raise ValueError(f"racks must be even, 2..{MAX_RACKS}: {racks}")
@@ -39,11 +44,13 @@ def leaf_spine(racks: int, spines: int, ocs: int, name: str = "") -> dict[str, A
     for s in range(1, spines + 1):
         nodes[f"spine{s}"] = {"kind": "ovs", "dpid": 0x2000 + s}
         links += [{"endpoints": [f"leaf{r}:p{100 + s}", f"spine{s}:p{r}"]} for r in _racks(racks)]
+    driver = (optical_driver or cross_connect_kind()) if ocs else ""
     for o in range(1, ocs + 1):
         pairs = _ocs_pairs(racks, o)
         connects = [[a, racks + b] for a, b in pairs] + [[b, racks + a] for a, b in pairs]
         nodes[f"ocs{o}"] = {
-            "kind": "polatis",
+            "kind": "optical",
+            "driver": driver,
             "size": f"{racks}x{racks}",
             "cross_connects": sorted(connects),
         }
@@ -58,6 +65,19 @@ def leaf_spine(racks: int, spines: int, ocs: int, name: str = "") -> dict[str, A
             "paths": _paths(racks, spines, ocs),
         },
     }
+
+
+def cross_connect_kind() -> str:
+    """The one registered driver kind that makes cross-connects (ValueError when there are
+    none or several: name one)."""
+    registry.load_all()
+    kinds = [k.name for k in registry.kinds() if callable(getattr(k.factory, "connect", None))]
+    if len(kinds) != 1:
+        raise ValueError(
+            f"the optical switches need a driver kind: registered kinds that make "
+            f"cross-connects: {', '.join(kinds) or 'none'}; name one"
+        )
+    return kinds[0]
 
 
 def to_yaml(topology: dict[str, Any]) -> str:

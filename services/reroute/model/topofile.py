@@ -74,10 +74,18 @@ class OvsNode(_Strict):
     )
 
 
-class PolatisNode(_Strict):
+class OpticalNode(_Strict):
     """An optical circuit switch: ingress ports 1..N, egress ports N+1..N+M."""
 
-    kind: Literal["polatis"]
+    kind: Literal["optical"]
+    driver: str = Field(
+        pattern=r"^[a-z][a-z0-9_]{0,31}$",
+        description=(
+            "the driver kind of the switch (any registered kind that makes cross-connects, "
+            "see `reroute inventory kinds`): the emulated fabric plays it with that kind's "
+            "emulator; real equipment is reached as its inventory says"
+        ),
+    )
     size: str = Field(pattern=r"^\d{1,3}x\d{1,3}$", description="ingress x egress, e.g. 16x16")
     cross_connects: list[tuple[int, int]] = Field(
         default=[], description="initial connections as [ingress, egress] port pairs"
@@ -101,7 +109,7 @@ class LongHaulNode(_Strict):
     delay_ms: float = Field(default=0.0, ge=0.0, le=10_000.0)
 
 
-Node = Annotated[HostNode | OvsNode | PolatisNode | LongHaulNode, Field(discriminator="kind")]
+Node = Annotated[HostNode | OvsNode | OpticalNode | LongHaulNode, Field(discriminator="kind")]
 
 
 class LinkSpec(_Strict):

@@ -27,9 +27,9 @@ from services.reroute.model.problems import Problem, dotted, nearest, report, va
 from services.reroute.model.topofile import (
     HostNode,
     LongHaulNode,
+    OpticalNode,
     OvsNode,
     PathSpec,
-    PolatisNode,
     TopologyFile,
     merge_kind_defaults,
     port_number,
@@ -47,7 +47,7 @@ from services.reroute.model.yamlfile import (
 class NodeKind(StrEnum):
     HOST = "host"
     OVS = "ovs"
-    POLATIS = "polatis"
+    OPTICAL = "optical"
     LONGHAUL = "longhaul"
 
 
@@ -126,7 +126,8 @@ class OpticalSwitch:
     egress_count: int
     attachments: tuple[int, ...]  # ingress numbers of linked duplex ports
     cross_connects: frozenset[Circuit]
-    kind: NodeKind = NodeKind.POLATIS
+    driver: str  # its driver kind (a registered kind that makes cross-connects)
+    kind: NodeKind = NodeKind.OPTICAL
 
     def egress_of(self, ingress: int) -> int:
         """The egress port of the duplex port whose ingress is ``ingress``."""
@@ -362,9 +363,7 @@ class _Resolver:
             return Host(name=name, interfaces=ifaces)
         if isinstance(node, OvsNode):
             ports = sorted(port_number(e.port) or 0 for e in self.peers if e.node == name)
-            self._check_driver(where, node.driver)
-            if node.driver == "hp_dpctl" and "OpenFlow10" not in node.protocols:
-                raise self.fail(where, "an hp_dpctl switch speaks OpenFlow10: list it in protocols")
+            self._check_driver(where, node.driver, "apply")
             return Switch(
                 name=name,
                 dpid=node.dpid,
@@ -372,7 +371,7 @@ class _Resolver:
                 ports=tuple(ports),
                 driver=node.driver,
             )
-        if isinstance(node, PolatisNode):
+        if isinstance(node, OpticalNode):
             return self._resolve_optical(name, node)
         assert isinstance(node, LongHaulNode)
         for port in ("p1", "p2"):
@@ -380,18 +379,21 @@ class _Resolver:
                 raise self.fail(where, f"long-haul port {port} is not linked")
         return LongHaul(name=name, delay_ms=node.delay_ms)
 
-    def _check_driver(self, where: str, kind: str) -> None:
-        """A registered driver kind that programs packet switches (the registry is the one
-        list of kinds)."""
+    def _check_driver(self, where: str, kind: str, method: str) -> None:
+        """A registered driver kind whose sessions have ``method``: ``apply`` (it programs
+        packet switches) or ``connect`` (it makes cross-connects). The registry is the one
+        list of kinds."""
         try:
             factory = drivers_base.lookup(kind)
         except DriverError as exc:
             raise self.fail(where, f"driver: {str(exc).removeprefix(f'{kind}: ')}") from None
-        if not callable(getattr(factory, "apply", None)):
-            raise self.fail(where, f"driver: {kind} does not program packet switches")
+        if not callable(getattr(factory, method, None)):
+            what = "program packet switches" if method == "apply" else "make cross-connects"
+            raise self.fail(where, f"driver: {kind} does not {what}")
 
-    def _resolve_optical(self, name: str, node: PolatisNode) -> OpticalSwitch:
+    def _resolve_optical(self, name: str, node: OpticalNode) -> OpticalSwitch:
         where = f"node {name}"
+        self._check_driver(where, node.driver, "connect")
         n, m = node.ingress_count, node.egress_count
         circuits: set[Circuit] = set()
         used_in: set[int] = set()
@@ -415,6 +417,7 @@ class _Resolver:
             egress_count=m,
             attachments=tuple(attachments),
             cross_connects=frozenset(circuits),
+            driver=node.driver,
         )
 
     def _check_unique_dpids(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabric import p4rtsite
+from fabric.kinds import p4runtime as p4rtsite
 from tests.e2e.conftest import NGNCS
 from tests.e2e.faults.harness import Service, cut_off, paused, pid_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,6 @@ from emulators.writelog import ENV
 from fabric import fabric
 from fabric import state as fabric_state
 from fabric.fabric import Fabric
-from fabric.player import Peers
 from services.reroute.model.topology import Topology, load_topology
 from services.reroute.runtime import run_dir
 from tests.unit.services.service.conftest import FABRIC, NGNCS
@@ -30,11 +29,11 @@ def svc_fabric() -> Iterator[tuple[Topology, Fabric]]:
 
 @contextlib.contextmanager
 def built(
-    topology: Path, name: str, peers: Peers | None = None, odl_stats_s: float | None = None
+    topology: Path, name: str, options: Mapping[str, object] | None = None
 ) -> Iterator[tuple[Topology, Fabric]]:
     """The fabric of ``topology`` under the name ``name``, its emulators logging their writes
-    (``WRITES`` in its run directory; ``odl_stats_s``: the OpenDaylight emulator's statistics
-    poll, if not ODL's 3 s); torn down on leaving."""
+    (``WRITES`` in its run directory; ``options``: its players', ``fabric.up``'s, e.g.
+    ``odl_stats_s``, the OpenDaylight emulator's statistics poll); torn down on leaving."""
     if os.geteuid() != 0:
         pytest.fail("fabric tests need root (CI runs as root); deselect with -m 'not fabric'")
     topo = dataclasses.replace(load_topology(topology), name=name)
@@ -43,8 +42,7 @@ def built(
         pytest.fail(f"fabric {name} is in use by process {left.builder_pid} (another test run)")
     fabric.down(name)  # what a crashed earlier run left
     with write_log(run_dir() / name / WRITES):
-        stats = {} if odl_stats_s is None else {"odl_stats_s": odl_stats_s}
-        fab = fabric.up(topo, peers=peers, **stats)
+        fab = fabric.up(topo, options=options)
     try:
         yield topo, fab
     finally:

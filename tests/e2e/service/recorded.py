@@ -14,6 +14,7 @@ import yaml
 
 from fabric.fabric import Fabric
 from fabric.inventory import fabric_drivers
+from fabric.kinds.polatis_scpi import scpi_ports
 from services.reroute.engine.engine import read_optics
 from services.reroute.model.topology import Circuit, Topology
 from services.reroute.store.records import RerouteState
@@ -84,7 +85,7 @@ def history(
 ) -> History:
     """Every device's history so far, writers named by ``pids``: the relays', the Polatis
     emulators' and ``logged``'s (the write log's device name -> the topology's)."""
-    optical = {f"polatis@127.0.0.1:{port}": name for name, port in fab.state.scpi.items()}
+    optical = {f"polatis@127.0.0.1:{port}": name for name, port in scpi_ports(fab.state).items()}
     devices = {**optical, **(logged or {})}
     logged_ = emulator_writes(fab.state.dir / WRITES, devices, pids)
     return merged(relay_writes(relays, pids), logged_)

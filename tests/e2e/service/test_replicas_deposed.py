@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import inf
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,6 @@ import pytest
 
 from fabric.etcdcluster import EtcdCluster
 from fabric.fabric import Fabric
-from fabric.player import Peers
 from services.reroute.model.topology import Topology
 from services.reroute.service.client import RerouteView
 from tests.e2e.checker import (
@@ -123,9 +122,8 @@ class Variant:
     name: str
     kinds: dict[str, tuple[str, ...]]
     points: dict[str, int]
-    peers: Peers | None = None
     derive: Callable[[Path], None] | None = None  # writes ``topology`` before the build
-    odl_stats_s: float | None = None  # the OpenDaylight emulator's statistics poll
+    options: dict[str, object] = field(default_factory=dict)  # fabric.up's (its players')
 
 
 TOPOLOGIES = ROOT / "topologies"
@@ -152,7 +150,7 @@ VARIANTS = {
         topology=TOPOLOGIES / "ngncs-ost-ryu.yaml",
         name="svc-ryu",
         kinds={"ryu_rest": BRIDGES, **OPTICAL},
-        peers=Peers(ryu="emulator"),
+        options={"ryu": "emulator"},
         points=FLOW_ENTRIES,
     ),
     # P4Runtime switch EMULATORS (fenced: election id), each Write batch in their log
@@ -168,7 +166,7 @@ VARIANTS = {
         topology=TOPOLOGIES / "ngncs-ost-dpctl.yaml",
         name="svc-dpc",
         kinds={"hp_dpctl": BRIDGES, **OPTICAL},
-        peers=Peers(hp_tool="dpctl"),
+        options={"hp_tool": "dpctl"},
         points=FLOW_ENTRIES,
     ),
     # the OpenDaylight EMULATOR (unfenced): each flow a RESTCONF PUT or DELETE, in its log
@@ -180,7 +178,7 @@ VARIANTS = {
         derive=_odl,
         # its driver verifies each write in the operational datastore, which ODL updates
         # every 3 s: over the step cap of a 2 s lease (0.75 s), every step would time out
-        odl_stats_s=0.2,
+        options={"odl_stats_s": 0.2},
     ),
 }
 
@@ -392,7 +390,7 @@ class Fabrics:
             self.variant, self.built = variant, None
             if v.derive is not None:
                 v.derive(v.topology)
-            self.built = self.stack.enter_context(built(v.topology, v.name, v.peers, v.odl_stats_s))
+            self.built = self.stack.enter_context(built(v.topology, v.name, v.options))
         return self.built
 
 

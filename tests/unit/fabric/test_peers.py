@@ -1,9 +1,9 @@
 """fabric.peers (finding and building the third-party peers once, cached outside the
-checkout), what the fabric makes of them (``--ryu``, ``--hp-tool``), and fabric.ryupeer's
-reading of a process's listening ports. The builds here are stand-in scripts beside a
-stand-in tarball: what is checked is where things are looked for, what a missing piece
-says, that a build runs once per input and that a failed one leaves nothing behind. The
-real builds run in tests/drivers and tests/e2e."""
+checkout), what the fabric makes of them (``--ryu``, ``--hp-tool``), and
+fabric.kinds.ryu_rest.peer's reading of a process's listening ports. The builds here are
+stand-in scripts beside a stand-in tarball: what is checked is where things are looked for,
+what a missing piece says, that a build runs once per input and that a failed one leaves
+nothing behind. The real builds run in tests/drivers and tests/e2e."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fabric import hp, peers, ryupeer, ryusite
+from fabric import peers
+from fabric.kinds import hp_dpctl as hp
+from fabric.kinds import ryu_rest as ryusite
+from fabric.kinds.ryu_rest import peer as ryupeer
 
 BUILD_DPCTL = """#!/usr/bin/env bash
 set -e

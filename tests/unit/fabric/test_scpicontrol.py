@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from emulators.polatis import EmulatorConfig, FixedLock, serve
-from fabric import scpicontrol
 from fabric.errors import FabricError
+from fabric.kinds.polatis_scpi import control as scpicontrol
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ topology:
   nodes:
     vm1: {kind: host, interfaces: {eth0: 10.0.0.1/24}}
     br1: {kind: ovs, dpid: 1, protocls: [OpenFlow13]}
-    ost1: {kind: polatsi, size: 4x4}
+    ost1: {kind: opticl, driver: polatis_scpi, size: 4x4}
   links:
     - endpionts: ["vm1:eth0", "br1:p1"]
   paths:
@@ -49,7 +49,7 @@ def test_a_topology_with_typos_names_each_at_its_line(
         [
             f"{file}: 5 problems",
             f"  {file}:6: node br1: protocls: unknown key; did you mean `protocols`?",
-            f"  {file}:7: node ost1: unknown kind 'polatsi'; did you mean `polatis`?",
+            f"  {file}:7: node ost1: unknown kind 'opticl'; did you mean `optical`?",
             f"  {file}:9: link 1: endpionts: unknown key; did you mean `endpoints`?",
             f"  {file}:9: link 1: endpoints: missing (required)",
             f"  {file}:11: path a: inital: unknown key; did you mean `initial`?",
@@ -61,7 +61,7 @@ def test_a_topology_with_typos_names_each_at_its_line(
 
 def test_a_topology_fault_found_after_the_schema_names_its_line(tmp_path: Path) -> None:
     file = tmp_path / "t.yaml"
-    text = TOPOLOGY.replace(", protocls: [OpenFlow13]", "").replace("polatsi", "polatis")
+    text = TOPOLOGY.replace(", protocls: [OpenFlow13]", "").replace("opticl", "optical")
     file.write_text(text.replace("endpionts", "endpoints").replace(", inital: true", ""))
     with pytest.raises(TopologyError) as info:
         load_topology(file)
@@ -167,7 +167,7 @@ def test_a_key_the_config_gains_later_gets_the_same_help() -> None:
 
 def test_a_misspelt_node_or_device_name_gets_the_nearest_one(tmp_path: Path) -> None:
     file = tmp_path / "t.yaml"
-    good = TOPOLOGY.replace(", protocls: [OpenFlow13]", "").replace("polatsi", "polatis")
+    good = TOPOLOGY.replace(", protocls: [OpenFlow13]", "").replace("opticl", "optical")
     good = good.replace("endpionts", "endpoints").replace("inital", "initial")
     file.write_text(good.replace('"br1:p1"]', '"bt1:p1"]', 1))
     with pytest.raises(

@@ -17,7 +17,7 @@ from services.reroute.tables import tables_from
 def test_a_generated_leaf_spine_validates_with_its_sizes() -> None:
     topo = parse_topology(to_yaml(leaf_spine(8, 3, 2)))
     kinds = [n.kind for n in topo.nodes.values()]
-    counts = [kinds.count(k) for k in (NodeKind.HOST, NodeKind.OVS, NodeKind.POLATIS)]
+    counts = [kinds.count(k) for k in (NodeKind.HOST, NodeKind.OVS, NodeKind.OPTICAL)]
     assert counts == [8, 11, 2]
     assert len(topo.links) == 8 + 8 * 3 + 8 * 2
     assert len(topo.paths) == 4 * (3 + 2)

@@ -25,7 +25,7 @@ topology:
     b: {kind: host, interfaces: {eth0: 10.0.0.2/24}}
     s1: {kind: ovs, dpid: 1}
     s2: {kind: ovs, dpid: 2}
-    o1: {kind: polatis, size: 4x4, cross_connects: [[1, 6], [2, 5]]}
+    o1: {kind: optical, driver: polatis_scpi, size: 4x4, cross_connects: [[1, 6], [2, 5]]}
   links:
     - endpoints: ["a:eth0", "s1:p1"]
     - endpoints: ["b:eth0", "s2:p1"]

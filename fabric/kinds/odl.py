@@ -22,7 +22,7 @@ from drivers.base import FlowChange, FlowOp
 from drivers.odl import OdlDriver
 from fabric import daemons, mgmt
 from fabric.errors import FabricError
-from fabric.player import Build, Started, recorded
+from fabric.player import Build, Node, Option, PacketPlayer, Player, Started, recorded, switches
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.model.topology import Switch, Topology
@@ -113,41 +113,51 @@ def _wait_connected(url: str, nodes: list[str], password: str, timeout: float = 
     raise FabricError(f"switches never connected to the ODL emulator: {', '.join(missing)}")
 
 
-class OdlPlayer:
+STATS = Option(
+    name="odl_stats_s",
+    flag="--odl-stats-s",
+    help="the OpenDaylight emulator's statistics poll, seconds (ODL's default: 3); its "
+    "operational datastore, which the driver verifies against, lags by up to that long",
+    default=STATS_INTERVAL_S,
+)
+
+
+class OdlPlayer(PacketPlayer):
     kind = "odl"
     plays = "an OVS bridge controlled by the OpenDaylight northbound EMULATOR"
+    options: tuple[Option, ...] = (STATS,)
     controlled = True
     management = True
-    on_site = False
 
-    def start(self, build: Build, switches: list[Switch]) -> Started:
+    def start(self, build: Build, nodes: list[Node]) -> Started:
         """The emulator, with the switches connected to it over the management link."""
-        names = ", ".join(s.name for s in switches)
+        names = ", ".join(s.name for s in nodes)
         build.progress(f"OpenDaylight northbound emulator controlling {names}")
         root_side = mgmt.addresses(build.state.name)[0]
-        stats_s = build.odl_stats_s
-        return Started(targets=start(build.state, build.ovs, switches, root_side, stats_s=stats_s))
+        stats_s = float(build.options[STATS.name])
+        targets = start(build.state, build.ovs, switches(nodes), root_side, stats_s=stats_s)
+        return Started(targets=targets, kept={STATS.name: stats_s})
 
-    def install_baseline(
-        self, build: Build, switches: list[Switch], targets: dict[str, str]
-    ) -> None:
+    def install_baseline(self, build: Build, nodes: list[Node], targets: dict[str, str]) -> None:
         """Through the northbound."""
         build.progress("baseline flows of the ODL switches, through its northbound (~1 stats poll)")
-        install_baseline(build.state, build.topo, switches, targets)
+        install_baseline(build.state, build.topo, switches(nodes), targets)
 
     def inventory_entry(
-        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+        self, node: Node, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
         """The northbound's URL, the node, the password file, the statistics poll."""
+        assert isinstance(node, Switch)
+        stats_s = state.kinds.get(self.kind, {}).get(STATS.name, STATS.default)
         return {
             "driver": self.kind,
-            "target": recorded(switch, target).removeprefix("odl:"),
+            "target": recorded(node, target).removeprefix("odl:"),
             "api": "rfc8040",
-            "node": f"openflow:{switch.dpid}",
+            "node": f"openflow:{node.dpid}",
             "password": {"file": password_file(state).name},
             "timeout_s": 10.0,
-            "stats_interval_s": state.odl_stats_s,  # the emulator's poll, as started
+            "stats_interval_s": stats_s,  # the emulator's poll, as started
         }
 
 
-PLAYER = OdlPlayer()
+PLAYER: Player = OdlPlayer()

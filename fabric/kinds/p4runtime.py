@@ -20,7 +20,7 @@ from typing import Any
 
 from drivers.base import FlowChange, FlowOp
 from fabric import daemons
-from fabric.player import Build, Started, recorded
+from fabric.player import Build, Node, PacketPlayer, Player, Started, recorded, switches
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance, alive
 from services.reroute.model.topology import Switch, Topology
@@ -31,7 +31,7 @@ WAIT_S = 15.0  # an emulator's start (gRPC and the P4Runtime protos to import)
 DEVICE_ID = 1
 ELECTION_ID = 10  # the engine's: p4runtime-shell at a lower id can watch as a backup
 # the program's P4Info (drivers.p4runtime needs the p4rt extra: imported only when used)
-P4INFO = Path(__file__).resolve().parents[1] / "p4" / "reroute.p4info.txtpb"
+P4INFO = Path(__file__).resolve().parents[2] / "p4" / "reroute.p4info.txtpb"
 
 
 def start(state: FabricState, ovs: OvsInstance, switches: list[Switch]) -> dict[str, str]:
@@ -104,31 +104,28 @@ def inventory_entry(switch: Switch, target: str, ovs: OvsInstance) -> dict[str, 
     }
 
 
-class P4rtPlayer:
+class P4rtPlayer(PacketPlayer):
     kind = "p4runtime"
     plays = "an OVS bridge as the dataplane of a P4Runtime switch EMULATOR (p4/reroute.p4)"
     controlled = True
-    management = False
-    on_site = False
 
-    def start(self, build: Build, switches: list[Switch]) -> Started:
+    def start(self, build: Build, nodes: list[Node]) -> Started:
         """One emulator per switch, its bridge the dataplane."""
-        names = ", ".join(s.name for s in switches)
+        names = ", ".join(s.name for s in nodes)
         build.progress(f"P4Runtime switch emulators (p4/reroute.p4) on {names}")
-        return Started(targets=start(build.state, build.ovs, switches))
+        return Started(targets=start(build.state, build.ovs, switches(nodes)))
 
-    def install_baseline(
-        self, build: Build, switches: list[Switch], targets: dict[str, str]
-    ) -> None:
+    def install_baseline(self, build: Build, nodes: list[Node], targets: dict[str, str]) -> None:
         """As table entries."""
         build.progress("baseline flows of the P4Runtime switches, as table entries")
-        install_baseline(build.topo, build.ovs, switches, targets)
+        install_baseline(build.topo, build.ovs, switches(nodes), targets)
 
     def inventory_entry(
-        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+        self, node: Node, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
         """The gRPC address (P4Runtime, and gNMI for port state), the P4Info."""
-        return inventory_entry(switch, recorded(switch, target), ovs)
+        assert isinstance(node, Switch)
+        return inventory_entry(node, recorded(node, target), ovs)
 
 
-PLAYER = P4rtPlayer()
+PLAYER: Player = P4rtPlayer()

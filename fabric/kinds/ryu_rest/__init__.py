@@ -1,5 +1,5 @@
 """Switches driven through Ryu, as in seed 003's testbed: real Ryu 4.34 running
-``ryu.app.ofctl_rest`` (``fabric.ryupeer``, built by ``fabric.peers``) or the fabric's
+``ryu.app.ofctl_rest`` (``fabric.kinds.ryu_rest.peer``, built by ``fabric.peers``) or the fabric's
 ofctl_rest EMULATOR (``emulators.ryu``) controls them over OpenFlow 1.3 on the management link,
 and the engine programs them through the REST application (``drivers.ryu_rest``).
 
@@ -22,9 +22,10 @@ import httpx
 
 from drivers.base import FlowChange, FlowOp
 from drivers.ryu_rest import RyuRestDriver
-from fabric import daemons, mgmt, peers, ryupeer
+from fabric import daemons, mgmt, peers
 from fabric.errors import FabricError
-from fabric.player import Build, Started, recorded
+from fabric.kinds.ryu_rest import peer as ryupeer
+from fabric.player import Build, Node, Option, PacketPlayer, Player, Started, recorded, switches
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.model.topology import Switch, Topology
@@ -115,33 +116,43 @@ def _wait_connected(url: str, dpids: list[int], timeout: float = 15.0) -> None:
     )
 
 
-class RyuPlayer:
+CONTROLLER = Option(
+    name="ryu",
+    flag="--ryu",
+    help="what controls ryu_rest switches: real Ryu 4.34 (built once by make setup; needs a "
+    "Python 3.9), its emulator, or auto (default): real Ryu where it can be had",
+    default="auto",
+    choices=CHOICES,
+)
+
+
+class RyuPlayer(PacketPlayer):
     kind = "ryu_rest"
     plays = "an OVS bridge controlled by real Ryu 4.34's ofctl_rest, or its EMULATOR"
+    options: tuple[Option, ...] = (CONTROLLER,)
     controlled = True
     management = True
-    on_site = False
 
-    def start(self, build: Build, switches: list[Switch]) -> Started:
-        """Real Ryu or the emulator (``peers.ryu``), the switches connected to it."""
-        real, played = choose(build.peers.ryu)
-        build.progress(f"{played} controlling {', '.join(s.name for s in switches)}")
+    def start(self, build: Build, nodes: list[Node]) -> Started:
+        """Real Ryu or the emulator (``--ryu``), the switches connected to it."""
+        choice = str(build.options[CONTROLLER.name])
+        real, played = choose(choice)
+        build.progress(f"{played} controlling {', '.join(s.name for s in nodes)}")
         root_side = mgmt.addresses(build.state.name)[0]
-        targets = start(build.state, build.ovs, switches, root_side, real=real)
-        return Started(targets=targets, played=played)
+        targets = start(build.state, build.ovs, switches(nodes), root_side, real=real)
+        return Started(targets=targets, played=played, kept={CONTROLLER.name: choice})
 
-    def install_baseline(
-        self, build: Build, switches: list[Switch], targets: dict[str, str]
-    ) -> None:
+    def install_baseline(self, build: Build, nodes: list[Node], targets: dict[str, str]) -> None:
         """Through ofctl_rest."""
         build.progress("baseline flows of the Ryu switches, through ofctl_rest")
-        install_baseline(build.topo, switches, targets)
+        install_baseline(build.topo, switches(nodes), targets)
 
     def inventory_entry(
-        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+        self, node: Node, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
         """ofctl_rest's URL and the datapath id."""
-        return {"driver": self.kind, "target": recorded(switch, target), "dpid": switch.dpid}
+        assert isinstance(node, Switch)
+        return {"driver": self.kind, "target": recorded(node, target), "dpid": node.dpid}
 
 
-PLAYER = RyuPlayer()
+PLAYER: Player = RyuPlayer()

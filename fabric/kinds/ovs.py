@@ -6,33 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabric.player import Build, Started
+from fabric.player import Build, Node, PacketPlayer, Player, Started
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
-from services.reroute.model.topology import Switch
 
 
-class OvsPlayer:
+class OvsPlayer(PacketPlayer):
     kind = "ovs"
     plays = "an OVS bridge, OpenFlow 1.3 on its management socket"
-    controlled = False
-    management = False
     on_site = True
 
-    def start(self, build: Build, switches: list[Switch]) -> Started:
+    def start(self, build: Build, nodes: list[Node]) -> Started:
         """Nothing beyond the bridge (the driver takes its socket from the inventory)."""
         return Started()
 
-    def install_baseline(
-        self, build: Build, switches: list[Switch], targets: dict[str, str]
-    ) -> None:
-        """Nothing: the fabric pushed it with the bridges' flows."""
-
     def inventory_entry(
-        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+        self, node: Node, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
         """The bridge's management socket."""
-        return {"driver": self.kind, "target": ovs.mgmt(switch.name)}
+        return {"driver": self.kind, "target": ovs.mgmt(node.name)}
 
 
-PLAYER = OvsPlayer()
+PLAYER: Player = OvsPlayer()

@@ -17,7 +17,7 @@ from typing import Any
 from drivers.hp_dpctl.tool import Dpctl
 from drivers.hp_dpctl.which import find_tool
 from fabric import mgmt, peers
-from fabric.player import Build, Started, recorded
+from fabric.player import Build, Node, Option, PacketPlayer, Player, Started, recorded
 from fabric.state import FabricState
 from fabric.vswitch import OvsInstance
 from services.reroute.model.topology import Switch
@@ -37,36 +37,50 @@ def play_hp(
     return f"tcp:{address}:{port}"
 
 
-class HpPlayer:
+TOOL = Option(
+    name="hp_tool",
+    flag="--hp-tool",
+    help="the tool hp_dpctl switches get in the inventory: dpctl (the OpenFlow 1.0 reference, "
+    "built once by make setup; needs gcc and make), ovs-ofctl, or auto (default: the "
+    "driver's choice, a reference dpctl on PATH, else ovs-ofctl)",
+    default="auto",
+    choices=("auto", "dpctl", "ovs-ofctl"),
+)
+
+
+class HpPlayer(PacketPlayer):
     kind = "hp_dpctl"
     plays = "an OVS bridge playing an HP switch (OpenFlow 1.0, passive TCP listener)"
-    controlled = False
+    options: tuple[Option, ...] = (TOOL,)
     management = True
-    on_site = False
 
-    def start(self, build: Build, switches: list[Switch]) -> Started:
+    def check(self, node: Node) -> str | None:
+        """An HP switch speaks OpenFlow 1.0 (the bridge must offer it)."""
+        protocols = node.protocols if isinstance(node, Switch) else ()
+        if "OpenFlow10" not in protocols:
+            return "an hp_dpctl switch speaks OpenFlow10: list it in protocols"
+        return None
+
+    def start(self, build: Build, nodes: list[Node]) -> Started:
         """Each bridge an HP switch listening on the management link's fabric side."""
-        names = ", ".join(s.name for s in switches)
+        names = ", ".join(s.name for s in nodes)
         build.progress(f"{names} play HP switches (OpenFlow 1.0, dpctl)")
         inside = str(mgmt.addresses(build.state.name)[1])
         targets = {
             s.name: play_hp(build.ovs, s.name, HP_LISTEN_PORT + n, address=inside)
-            for n, s in enumerate(switches)
+            for n, s in enumerate(nodes)
         }
-        played = tool_description(build.peers.hp_tool)
+        choice = str(build.options[TOOL.name])
+        played = tool_description(choice)
         build.progress(f"their tool: {played}")
-        return Started(targets=targets, played=played)
-
-    def install_baseline(
-        self, build: Build, switches: list[Switch], targets: dict[str, str]
-    ) -> None:
-        """Nothing: the fabric pushed it with the bridges' flows (no controller)."""
+        return Started(targets=targets, played=played, kept={TOOL.name: choice})
 
     def inventory_entry(
-        self, switch: Switch, target: str | None, state: FabricState, ovs: OvsInstance
+        self, node: Node, target: str | None, state: FabricState, ovs: OvsInstance
     ) -> dict[str, Any]:
         """The listener, and the tool ``fabric up --hp-tool`` chose."""
-        return {"driver": self.kind, "target": recorded(switch, target), **hp_tool(state.hp_tool)}
+        choice = str(state.kinds.get(self.kind, {}).get(TOOL.name, TOOL.default))
+        return {"driver": self.kind, "target": recorded(node, target), **hp_tool(choice)}
 
 
 def tool_description(choice: str) -> str:
@@ -87,4 +101,4 @@ def hp_tool(choice: str) -> dict[str, str]:
     return {} if choice == "auto" else {"tool": choice}
 
 
-PLAYER = HpPlayer()
+PLAYER: Player = HpPlayer()
