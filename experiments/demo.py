@@ -26,6 +26,7 @@ from experiments.measuring import (
     ROOT,
     SHORT,
     TEMPORARY,
+    Road,
     demo_flows,
     measured,
     optical_names,
@@ -68,17 +69,18 @@ def _runs(
         f" TCP {args.tcp_mbps} Mbit/s"
     )
     move = f"reconfiguring {optical_names(topo)} {LONG} -> {SHORT} under traffic ({traffic})"
-    _stage(2, f"BBM: {move}")
-    bbm_intent = Intent(flows=flows, to_path=SHORT, strategy=Strategy.BBM)
-    bbm = measured(topo, fab, inv, args, "bbm", bbm_intent, _detail)
-    _stage(3, f"back to the {LONG} path for the next runs")
-    restored = restore(topo, inv, flows)
-    _detail(restored)
-    _stage(4, "nothing moved: the same traffic, no reconfiguration (the fabric's own loss)")
-    control = measured(topo, fab, inv, args, "control", None, _detail)
-    _stage(5, f"MBB via {TEMPORARY}: {move}")
-    mbb_intent = Intent(flows=flows, to_path=SHORT, via=TEMPORARY, drain_s=DRAIN_S)
-    mbb = measured(topo, fab, inv, args, "mbb", mbb_intent, _detail)
+    with Road(topo, inv) as road:  # one road to each device for the whole demo
+        _stage(2, f"BBM: {move}")
+        bbm_intent = Intent(flows=flows, to_path=SHORT, strategy=Strategy.BBM)
+        bbm = measured(road, fab, args, "bbm", bbm_intent, _detail)
+        _stage(3, f"back to the {LONG} path for the next runs")
+        restored = restore(road, flows)
+        _detail(restored)
+        _stage(4, "nothing moved: the same traffic, no reconfiguration (the fabric's own loss)")
+        control = measured(road, fab, args, "control", None, _detail)
+        _stage(5, f"MBB via {TEMPORARY}: {move}")
+        mbb_intent = Intent(flows=flows, to_path=SHORT, via=TEMPORARY, drain_s=DRAIN_S)
+        mbb = measured(road, fab, args, "mbb", mbb_intent, _detail)
     return Results(bbm=bbm, mbb=mbb, control=control), restored
 
 

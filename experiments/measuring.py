@@ -3,9 +3,10 @@ it, the numbers (a library: ``reroute demo``, ``ostbench`` and ``mptcp`` use it)
 
 ``Traffic`` runs the sequence-numbered UDP probe and an iperf3 TCP stream from the long
 path's source to its destination; ``measured`` reconfigures the optical switch under it (or
-changes nothing: the fabric's own loss) and returns the run's numbers; ``reroute`` runs an
-intent on the fabric's devices and notes when each step ended; ``restore`` puts the flows
-back by one unmeasured MBB reroute.
+changes nothing: the fabric's own loss) and returns the run's numbers; ``Road`` is one
+repetition's road to the devices (drivers opened once, one engine), whose ``reroute`` runs
+an intent and notes when each step ended; ``restore`` puts the flows back by one
+unmeasured MBB reroute on the same road.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from emulators.polatis.emulator import EmulatorConfig
 from experiments import demo_report as report
@@ -54,6 +57,7 @@ PROBE_PORT = 9000
 SWITCH_MS = EmulatorConfig().switch_ms  # the fabric starts its emulators with the default
 CLI = (sys.executable, "-m", "services.reroute.cli")
 KEY_STEPS = (StepKind.SHIFT, StepKind.CIRCUITS, StepKind.AWAIT_LOCK)
+_T = TypeVar("_T")
 
 
 class Traffic:
@@ -217,8 +221,63 @@ class Done:
         return [f"+{ms:4.0f} ms  {text}" for ms, text in sorted(marks)]
 
 
-async def reroute(topo: Topology, inv: Inventory, intent: Intent) -> Done:
-    """Run ``intent`` on the devices of ``inv``; when each step ended."""
+class Road:
+    """One repetition's road to the devices: the drivers opened once (one connection per
+    device, as the service keeps them), one journal and one engine, on an event loop of its
+    own that runs the whole time (in a thread: the connections answer their devices' echo
+    requests and port events between reroutes, as in the service). The measured move and
+    the restore after it go the same way, and opening the connections is not on the
+    clock."""
+
+    def __init__(self, topo: Topology, inv: Inventory) -> None:
+        self.topo = topo
+        self.inv = inv
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="road", daemon=True)
+        self._stack = AsyncExitStack()
+        self._journal: Journal | None = None
+        self._engine: Engine | None = None
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        try:
+            self._engine = self._call(self._open())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _call(self, work: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+
+    async def _open(self) -> Engine:
+        drivers = await self._stack.enter_async_context(open_drivers(self.inv, self.topo))
+        self._journal = Journal(self.inv.journal)  # used in the loop's thread alone
+        return Engine.of(self.topo, self.inv, drivers, self._journal)
+
+    async def _close(self) -> None:
+        try:
+            await self._stack.aclose()
+        finally:
+            if self._journal is not None:
+                self._journal.close()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._call(self._close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def reroute(self, intent: Intent) -> Done:
+        """Run ``intent`` on the devices; when each step ended (FabricError: it failed)."""
+        if self._engine is None or self._loop.is_closed():
+            raise FabricError("a measuring.Road is used inside its with block only")
+        return self._call(_reroute(self._engine, intent))
+
+
+async def _reroute(engine: Engine, intent: Intent) -> Done:
     ended: dict[int, float] = {}
 
     def on_event(event: StepEvent) -> None:
@@ -226,19 +285,19 @@ async def reroute(topo: Topology, inv: Inventory, intent: Intent) -> Done:
         if event.state is StepState.DONE:
             ended[event.index] = time.perf_counter()
 
-    journal = Journal(inv.journal)
-    try:
-        async with open_drivers(inv, topo) as drivers:
-            engine = Engine.of(topo, inv, drivers, journal)
-            t0, requested_ns = time.perf_counter(), time.monotonic_ns()
-            plan, outcome = await engine.apply(intent, on_event=on_event)
-            total_ms = (time.perf_counter() - t0) * 1000
-    finally:
-        journal.close()
+    t0, requested_ns = time.perf_counter(), time.monotonic_ns()
+    plan, outcome = await engine.apply(intent, on_event=on_event)
+    total_ms = (time.perf_counter() - t0) * 1000
     if outcome.state is not RerouteState.DONE:
         raise FabricError(f"the {intent.strategy} reroute failed:\n{outcome.describe()}")
     ended_ms = {i: (t - t0) * 1000 for i, t in ended.items()}
     return Done(plan=plan, requested_ns=requested_ns, ended_ms=ended_ms, total_ms=total_ms)
+
+
+def reroute(topo: Topology, inv: Inventory, intent: Intent) -> Done:
+    """Run ``intent`` on the devices of ``inv`` by a road of its own (``Road``)."""
+    with Road(topo, inv) as road:
+        return road.reroute(intent)
 
 
 def _drawn_lock_ms(fab: Fabric, plan: Plan) -> float:
@@ -253,9 +312,8 @@ def _drawn_lock_ms(fab: Fabric, plan: Plan) -> float:
 
 
 def measured(
-    topo: Topology,
+    road: Road,
     fab: Fabric,
-    inv: Inventory,
     args: argparse.Namespace,
     name: str,
     intent: Intent | None,
@@ -263,6 +321,7 @@ def measured(
 ) -> RunNumbers:
     """Run the traffic, reconfigure under it (nothing if ``intent`` is None), and measure;
     what it does is told to ``say``."""
+    topo = road.topo
     before = drops(fab)
     sender = fab.host_ns(topo.paths[LONG].src)
     resent = counters.needless_resends(sender)
@@ -273,7 +332,7 @@ def measured(
             done, request_ns = None, time.monotonic_ns()
         else:
             say(f"reconfiguring {optical_names(topo)} now, {BASELINE_S:g} s into the probe")
-            done = asyncio.run(reroute(topo, inv, intent))
+            done = road.reroute(intent)
             request_ns = done.requested_ns
             for line in done.milestones():
                 say(line)
@@ -350,10 +409,10 @@ def timing(fab: Fabric, done: Done) -> Timing:
     )
 
 
-def restore(topo: Topology, inv: Inventory, flows: tuple[FlowSpec, ...]) -> str:
+def restore(road: Road, flows: tuple[FlowSpec, ...]) -> str:
     """Put ``flows`` back on the long path by one MBB reroute (not measured); a line saying so."""
     intent = Intent(flows=flows, to_path=LONG, via=TEMPORARY, drain_s=DRAIN_S)
-    done = asyncio.run(reroute(topo, inv, intent))
+    done = road.reroute(intent)
     circuits = [s.describe() for s in done.plan.steps() if s.kind is StepKind.CIRCUITS]
     return (
         f"flows back on the {LONG} path by one MBB reroute via {TEMPORARY} without traffic"

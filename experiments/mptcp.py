@@ -16,7 +16,6 @@ Parameters: ``experiments/configs/mptcp.yaml``. The large bandwidth-delay produc
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -272,7 +271,7 @@ def _move(b: ostbench.Bench, to: str) -> None:
     """vm2 -> vm3 (subflow 1, or the TCP stream) moved by MBB via the temporary path; the
     second subflow's rules are written again after it (the engine owns the temporary path)."""
     move = Intent(flows=b.flows, to_path=to, via=measuring.TEMPORARY, drain_s=measuring.DRAIN_S)
-    asyncio.run(measuring.reroute(b.topo, b.inv, move))
+    measuring.reroute(b.topo, b.inv, move)
     _second_subflow_rules(b)
 
 

@@ -16,7 +16,6 @@ backend's pair i) meet the same lock time and their difference is the strategy's
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
 import signal
@@ -208,6 +207,22 @@ def measure(
     """One repetition's raw document (see the module docstring): the flows moved from
     path ``frm`` to ``to`` under traffic (back to ``long`` afterwards when ``to`` is the
     short circuit)."""
+    with measuring.Road(b.topo, b.inv) as road:  # the move and the restore: one road each
+        return _measure(b, road, strategy, cfg, say, frm=frm, to=to, bystander=bystander)
+
+
+def _measure(
+    b: Bench,
+    road: measuring.Road,
+    strategy: str,
+    cfg: BenchConfig,
+    say: Say,
+    *,
+    frm: str = measuring.LONG,
+    to: str = measuring.SHORT,
+    bystander: str | None = None,
+) -> dict[str, Any]:
+    """One repetition on ``road`` (``measure``)."""
     move = intent(b, strategy, to=to)
     path = b.topo.paths[frm]
     before = measuring.drops(b.fab)
@@ -234,7 +249,7 @@ def measure(
             stack.enter_context(traffic)
             time.sleep(_until_switch(cfg, traffic.tcp_started_ns))
             request_wall, request_ns = time.time(), time.monotonic_ns()
-            done = None if move is None else asyncio.run(measuring.reroute(b.topo, b.inv, move))
+            done = None if move is None else road.reroute(move)
             if done is not None:
                 request_ns = done.requested_ns
             probe, tcp = traffic.results()
@@ -268,7 +283,7 @@ def measure(
     if done is not None:
         say(f"{strategy}: " + "; ".join(done.milestones()))
         if to == measuring.SHORT:
-            measuring.restore(b.topo, b.inv, b.flows)
+            measuring.restore(road, b.flows)
     return {
         **numbers.to_dict(),
         "moved": [frm, to],
@@ -281,7 +296,7 @@ def measure(
         "congestion": b.congestion,
         "capture": seen,
         "bystander": other.numbers(request_ns),
-        "peers": dict(b.fab.state.peers),  # what played the devices' peers (fabric.player.Peers)
+        "peers": dict(b.fab.state.peers),  # what played the kinds' peers (fabric up --ryu, ...)
     }
 
 

@@ -13,7 +13,6 @@ Parameters: ``experiments/configs/switching-delay.yaml``.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -148,14 +147,14 @@ def measure(session: Any, strategy: str, frm: str, to: str) -> dict[str, Any]:
     """One move from ``frm`` to ``to`` under the probe; the raw document."""
     b, cfg, where = session
     if where["at"] != frm:  # a resumed run starts where the last session left the flows
-        asyncio.run(measuring.reroute(b.topo, b.inv, _intent(b, "mbb", frm)))
+        measuring.reroute(b.topo, b.inv, _intent(b, "mbb", frm))
         where["at"] = frm
     path = b.topo.paths[frm]
     move = _intent(b, strategy, to)
     drops = measuring.fabric_drops(b.fab)
     with measuring.Traffic(b.fab, path, rate=cfg.probe_pps, tcp_mbps=0, probe_s=cfg.probe_s) as t:
         time.sleep(cfg.baseline_s)
-        done = asyncio.run(measuring.reroute(b.topo, b.inv, move))
+        done = measuring.reroute(b.topo, b.inv, move)
         where["at"] = to
         probe = t.probe_report()
     udp = UdpNumbers.from_probe(probe, request_ns=done.requested_ns)
