@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Stric
 
 from services.reroute.errors import PlanError
 from services.reroute.model.intent import ANY_HOST, FlowSpec, Intent, Strategy
+from services.reroute.model.topology import NodeKind
 from services.reroute.planning.order import PhaseName, Stage
 from services.reroute.planning.plan import Disruption
 from services.reroute.store.records import RerouteState, StepState
@@ -161,7 +162,7 @@ class PathView(BaseModel):
 
 class NodeView(BaseModel):
     name: str
-    kind: str
+    kind: NodeKind
     managed: bool = Field(description="a switch this instance manages")
 
 

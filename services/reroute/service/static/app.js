@@ -292,7 +292,7 @@ function renderLegend() {
   $("legend").replaceChildren(
     el("span", { class: "key host" }, "host"),
     el("span", { class: "key ovs" }, "packet switch"),
-    el("span", { class: "key polatis" }, "optical switch (cross-connects read from it)"),
+    el("span", { class: "key optical" }, "optical switch (cross-connects read from it)"),
     el("span", { class: "key longhaul" }, "long-haul"),
     el("span", { class: "key flowpath" }, "path carrying flows"),
   );

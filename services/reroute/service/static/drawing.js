@@ -26,7 +26,7 @@ function duplex(optical, port) {
 
 function layout(topo) {
   const kinds = Object.fromEntries(topo.nodes.map((n) => [n.name, n.kind]));
-  const cores = topo.nodes.filter((n) => n.kind === "polatis" || n.kind === "longhaul");
+  const cores = topo.nodes.filter((n) => n.kind === "optical" || n.kind === "longhaul");
   const hosts = topo.nodes.filter((n) => n.kind === "host");
   const switches = topo.nodes.filter((n) => !cores.includes(n) && n.kind !== "host");
   const pos = {};
@@ -104,7 +104,7 @@ function linkLines(m, pos, ports) {
 function portPoints(m, pos) {
   // "node:port" of an optical switch or long-haul node -> its point on the node's box
   const points = {};
-  const boxed = new Set(m.topo.nodes.filter((n) => n.kind === "polatis").map((n) => n.name));
+  const boxed = new Set(m.topo.nodes.filter((n) => n.kind === "optical").map((n) => n.name));
   for (const [a, b] of m.topo.links) {
     for (const [mine, other] of [[a, b], [b, a]]) {
       const node = mine.split(":")[0];
@@ -242,7 +242,7 @@ function drawNode(m, node, p, ports) {
   });
   if (node.kind === "host") {
     g.append(svg("circle", { r: 17 }), svg("text", { y: 4, text: node.name }));
-  } else if (node.kind === "polatis") {
+  } else if (node.kind === "optical") {
     g.append(drawOptical(m, node, p, ports));
   } else if (node.kind === "longhaul") {
     g.append(

@@ -183,7 +183,8 @@ def test_every_step_names_its_phase(fake_server: ServerThread, topo: Topology) -
 
 def test_the_pages_stage_names_are_the_schemas(fake_server: ServerThread) -> None:
     """The page groups steps by the API's ``stage`` and names one stage itself (the lock
-    wait): that name is one of the schema's, so a renamed stage fails here, not on the page."""
+    wait), and draws nodes by their ``kind``: those names are the schema's, so a renamed
+    stage or kind fails here, not on the page."""
     schema = fake_server.http().get("/openapi.json").json()["components"]["schemas"]
     stages = set(schema["Stage"]["enum"])
     assert stages == set(Stage)
@@ -191,6 +192,11 @@ def test_the_pages_stage_names_are_the_schemas(fake_server: ServerThread) -> Non
     named = re.findall(r'const LOCK_STAGE = "([^"]+)"', script)
     assert named and set(named) <= stages
     assert "phaseGroup" not in script  # no grouping by matching phase names
+    # and the node kinds the drawing tells apart are the schema's (NodeView.kind)
+    kinds = set(schema["NodeKind"]["enum"])
+    drawing = (ROOT / "services" / "reroute" / "service" / "static" / "drawing.js").read_text()
+    compared = set(re.findall(r'\.kind === "([^"]+)"', drawing))
+    assert compared and compared <= kinds, compared - kinds
 
 
 # ---------------------------------------------------------------- in a browser
