@@ -59,17 +59,27 @@ def test_no_loss_at_5000_pps_for_one_second() -> None:
     assert report.delay is not None and 0 <= report.delay.min_ms <= report.delay.max_ms < 100
 
 
-def test_skipped_sequence_numbers_are_counted_lost_and_make_the_longest_gap() -> None:
-    skip = range(1000, 1500)  # 500 probes at 5000 pps: a 100 ms hole
+def test_skipped_sequence_numbers_are_counted_lost_and_leave_a_hole() -> None:
+    """500 probes not sent (a 100 ms hole at 5000 pps): counted lost, and the arrivals jump
+    from 999 to 1500. The longest gap is at least that hole; it is the hole itself unless
+    the machine stalled the sender or the receiver for longer somewhere else (CI's load
+    did: 586 -> 587), so the test asserts sequence numbers, not the clock."""
+    skip = range(1000, 1500)
     with receiving() as (port, join):
         sent = send_probes(LOOPBACK, port, rate_pps=5000, duration_s=0.6, skip=skip)
-        report = join().analyze()
+        result = join()
+    report = result.analyze()
     assert sent.count == 3000 and sent.skipped == 500
     assert report.sent == 3000 and report.received == 2500 and report.lost == 500
+    seqs = [a.seq for a in result.arrivals]
+    at = seqs.index(999)
+    assert seqs[at + 1] == 1500  # nothing between: the hole
+    hole_ms = (result.arrivals[at + 1].recv_ns - result.arrivals[at].recv_ns) / 1e6
     gap = report.longest_gap
-    assert gap is not None
-    assert (gap.last_seq_before, gap.first_seq_after) == (999, 1500)
-    assert gap.ms == pytest.approx(100.2, abs=30)
+    assert gap is not None and gap.ms >= hole_ms > 0
+    if (gap.last_seq_before, gap.first_seq_after) != (999, 1500):
+        before = seqs.index(gap.last_seq_before)  # a stall elsewhere, longer than the hole
+        assert seqs[before + 1] == gap.first_seq_after
 
 
 def test_a_receiver_follows_its_run_and_ignores_other_datagrams() -> None:
