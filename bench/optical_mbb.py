@@ -363,7 +363,7 @@ async def floor(topo: Topology, st: FabricState, to: str, verbose: bool = False)
     if verbose:
         print(plan.describe())
     bridges = {n: await RawOpenFlow.open(n, t) for n, t in targets.items()}
-    scpi = await RawScpi.open(scpi_port(st, topo.nodes[moves.optical]))
+    scpi = await RawScpi.open(scpi_port(st, moves.optical))
     try:
         waiting = set(moves.lock_ports)
         seen_down = set()

@@ -23,7 +23,16 @@ import yaml
 
 from fabric import netns
 from fabric.errors import FabricError
-from fabric.fabric import TOOLS, Fabric, down, host_mac, push_flows, veth_name, wait_links_up
+from fabric.fabric import (
+    TOOLS,
+    Fabric,
+    down,
+    flow_protocol,
+    host_mac,
+    push_flows,
+    veth_name,
+    wait_links_up,
+)
 from fabric.forwarding import baseline_flows
 from fabric.kinds import player, players
 from fabric.player import Role
@@ -94,7 +103,7 @@ def _build(
     wait_links_up(fab.ovs, [name for name, _ in local])
     lines = baseline_flows(topo).get(border.name, [])
     if lines:
-        push_flows(fab.ovs, border.name, lines, _protocol(border))
+        push_flows(fab.ovs, border.name, lines, flow_protocol(topo, border.name))
 
 
 def _border(topo: Topology, switch: str) -> Switch:
@@ -205,10 +214,6 @@ def _make_bridge(border: Switch, ports: list[tuple[str, str]], fab: Fabric) -> N
         args += ["--", "add-port", border.name, name]
         args += ["--", "set", "interface", name, f"ofport_request={port[1:]}"]
     fab.ovs.vsctl(*args)
-
-
-def _protocol(border: Switch) -> str:
-    return "OpenFlow13" if "OpenFlow13" in border.protocols else border.protocols[-1]
 
 
 def _write_inventory(topo: Topology, border: Switch, state: FabricState, state_dir: Path) -> None:

@@ -49,7 +49,7 @@ def leftovers(name: str) -> list[str]:
 def scpi(fab: Fabric, line: str) -> str:
     """One exchange with the fabric's Polatis emulator (its emulator-only commands too): a
     query's answer; a command waited for (``*OPC?``), ``""``."""
-    port = scpi_port(fab.state, load_topology(Path(fab.state.topology)).nodes["ost1"])
+    port = scpi_port(fab.state, "ost1")
     if "?" in line:
         return scpicontrol.ask(port, line)
     assert scpicontrol.ask(port, f"{line}\n*OPC?") == "1", line

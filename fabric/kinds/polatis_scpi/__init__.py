@@ -73,12 +73,12 @@ class PolatisPlayer:
         """The emulator's SCPI socket."""
         return {
             "driver": self.kind,
-            "target": f"TCPIP0::127.0.0.1::{scpi_port(state, node)}::SOCKET",
+            "target": f"TCPIP0::127.0.0.1::{scpi_port(state, node.name)}::SOCKET",
         }
 
     def control(self, state: FabricState, node: OpticalSwitch) -> OpticalControl:
         """The emulator of ``node``, on its SCPI port."""
-        return PolatisControl(scpi_port(state, node))
+        return PolatisControl(scpi_port(state, node.name))
 
 
 def scpi_ports(state: FabricState) -> dict[str, int]:
@@ -86,11 +86,11 @@ def scpi_ports(state: FabricState) -> dict[str, int]:
     return dict(state.kinds.get(PLAYER.kind, {}).get(PORTS, {}))
 
 
-def scpi_port(state: FabricState, node: Node | Any) -> int:
-    """The SCPI port of ``node``'s emulator (loopback)."""
-    port = state.kinds.get(PLAYER.kind, {}).get(PORTS, {}).get(node.name)
+def scpi_port(state: FabricState, name: str) -> int:
+    """The SCPI port of optical switch ``name``'s emulator (loopback; FabricError: none)."""
+    port = scpi_ports(state).get(name)
     if port is None:
-        raise FabricError(f"{node.name}: fabric {state.name} started no Polatis emulator for it")
+        raise FabricError(f"{name}: fabric {state.name} started no Polatis emulator for it")
     return int(port)
 
 
